@@ -1,0 +1,35 @@
+# Quick start (README): `make report` runs the main job on the bundled data, `make test` the tests.
+# Both set up .venv first (a Python >= 3.12 found by scripts/find-python).
+SHELL := bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+OUT ?= out
+
+.PHONY: setup report test lint typecheck check clean-venv verl-env
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@py=$$(scripts/find-python) && echo "using $$py" && $$py -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+# The main job on the bundled reference data: fit the pooled law and summarise it.
+report: $(STAMP)
+	$(VENV)/bin/bayesscale fit data/reference/observations.csv --out $(OUT)/fit.nc --force
+	$(VENV)/bin/bayesscale summary $(OUT)/fit.nc
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check bayesscale tests benchmarks data
+	$(VENV)/bin/ruff format --check bayesscale tests benchmarks data
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+test: $(STAMP) lint typecheck
+	$(VENV)/bin/pytest -q
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,103 @@
+"""The scaling law as pure array math (NumPy only; no PyMC, no xarray).
+
+The law, for one setting and data sizes ``D_a`` on each axis ``a``:
+
+.. math::
+
+    L(D) = L_\\infty + E\\,(N/N_\\mathrm{ref})^{-\\alpha_N}
+           + \\sum_a A_a\\,(D_a / D_{a,\\mathrm{ref}})^{-\\alpha_a}
+           - \\gamma\\,(D_E D_T)^{-\\beta}
+
+``L`` is the loss-equivalent ``-log p_success``. Each amplitude ``A_a`` is the
+value of its term *at the reference scale* ``D_ref`` (inside the swept range), not
+at ``D = 1``: that choice decorrelates amplitude and exponent (DESIGN.md). The
+interaction uses raw counts; with ``D >= 1`` its size is at most ``gamma``.
+
+Every function broadcasts: leading dimensions (draws, settings, budgets) are free,
+the axis is the last dimension where there is one.
+
+Example
+-------
+>>> import numpy as np
+>>> loss = power_terms(np.array([256.0]), np.array([0.2]), np.array([0.4]), np.array([64.0]))
+>>> round(float(loss), 4)
+0.1149
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+Array = NDArray[np.float64]
+
+
+def power_terms(
+    sizes: ArrayLike, amplitude: ArrayLike, alpha: ArrayLike, reference: ArrayLike
+) -> Array:
+    """Sum over the last axis of ``A_a (D_a / D_ref,a)^(-alpha_a)``.
+
+    >>> float(power_terms([2.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]))
+    1.5
+    """
+    d = np.asarray(sizes, dtype=float)
+    ratio = d / np.asarray(reference, dtype=float)
+    return np.sum(np.asarray(amplitude, dtype=float) * ratio ** (-np.asarray(alpha)), axis=-1)
+
+
+def size_term(
+    size: ArrayLike, size_amplitude: ArrayLike, alpha_size: ArrayLike, size_reference: float
+) -> Array:
+    """Model-size term ``E (N / N_ref)^(-alpha_N)``."""
+    ratio = np.asarray(size, dtype=float) / size_reference
+    return np.asarray(size_amplitude, dtype=float) * ratio ** (-np.asarray(alpha_size))
+
+
+def interaction_term(n_envs: ArrayLike, n_tasks: ArrayLike, gamma: ArrayLike, beta: ArrayLike) -> Array:
+    """Environment-by-task interaction ``-gamma (D_E D_T)^(-beta)``, raw counts.
+
+    >>> float(interaction_term(1.0, 1.0, 0.2, 0.5))
+    -0.2
+    """
+    product = np.asarray(n_envs, dtype=float) * np.asarray(n_tasks, dtype=float)
+    return -np.asarray(gamma, dtype=float) * product ** (-np.asarray(beta))
+
+
+def success_from_loss(loss: ArrayLike) -> Array:
+    """``p = exp(-L)``."""
+    return np.exp(-np.asarray(loss, dtype=float))
+
+
+def logit_from_loss(loss: ArrayLike) -> Array:
+    """``logit p = -L - log(-expm1(-L))``, stable for small and large ``L``.
+
+    >>> round(float(logit_from_loss(np.log(2.0))), 12)  # p = 1/2
+    0.0
+    """
+    loss = np.asarray(loss, dtype=float)
+    return -loss - np.log(-np.expm1(-loss))
+
+
+def loss_from_success(p: ArrayLike) -> Array:
+    """``L = -log p``."""
+    return -np.log(np.asarray(p, dtype=float))
+
+
+def reference_scale(values: ArrayLike) -> float:
+    """Geometric midpoint of the distinct swept values: ``sqrt(min * max)``.
+
+    >>> reference_scale([8, 16, 32, 64, 128, 256])
+    45.254833995939045
+    """
+    v = np.unique(np.asarray(values, dtype=float))
+    return float(np.sqrt(v.min() * v.max()))
+
+
+def amplitude_at_one(amplitude: ArrayLike, alpha: ArrayLike, reference: ArrayLike) -> Array:
+    """Convert an amplitude at ``D_ref`` into the paper's amplitude at ``D = 1``.
+
+    ``A (D/D_ref)^(-alpha) = (A D_ref^alpha) D^(-alpha)``, so ``K = A D_ref^alpha``.
+    """
+    return np.asarray(amplitude, dtype=float) * np.asarray(reference, dtype=float) ** np.asarray(
+        alpha, dtype=float
+    )

@@ -1,0 +1,476 @@
+"""Observation tables: reading, validation with clear errors, and the model's design arrays.
+
+One row per evaluated run: setting keys (``model``, ``algorithm``, ``domain``), axis
+sizes (``n_envs``, ``n_tasks``, ``rollouts``; optional ``n_worlds``), ``params_b``,
+``reward`` (``sparse``/``dense``), ``seed`` and the outcome, either ``successes`` +
+``trials`` or a continuous ``loss``. Which columns are required follows from the model
+spec, so other axes (Chinchilla's ``params`` and ``tokens``) use the same code.
+
+Errors name the file, the column and the rows (1-based data rows; for CSV also the
+file line). Nothing is dropped: a row is used or the load fails. Suspicious but usable
+data (a success rate of 0 or 1, a setting with one seed) raises a ``DataWarning``.
+
+Example
+-------
+>>> from bayesscale.spec import load_spec
+>>> obs = load_observations("data/reference/observations.csv", load_spec())  # doctest: +SKIP
+>>> design = prepare(obs, load_spec())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bayesscale import laws, names
+from bayesscale.spec import ModelSpec
+
+INTEGER_COLUMNS = (names.N_ENVS, names.N_TASKS, names.N_WORLDS, names.SUCCESSES, names.TRIALS, names.SEED)
+SETTING_SEPARATOR = " | "
+MIN_DISTINCT_PER_AXIS = 3  # amplitude, exponent and the shared offset
+MAX_ROWS_NAMED = 8
+
+
+class ObservationError(ValueError):
+    """Bad observation data; the message names the file, the column and the rows."""
+
+
+class DataWarning(UserWarning):
+    """Usable but suspicious observation data."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A validated observation table and where it came from."""
+
+    frame: pd.DataFrame
+    source: str
+    sha256: str
+
+
+def _rows_text(positions: Iterable[int], source: str) -> str:
+    """Name rows by 1-based data-row number (and CSV file line), at most a few of them."""
+    pos = sorted(int(p) for p in positions)
+    shown = pos[:MAX_ROWS_NAMED]
+    rows = ", ".join(str(p + 1) for p in shown)
+    more = f" and {len(pos) - len(shown)} more" if len(pos) > len(shown) else ""
+    text = f"row{'s' if len(pos) > 1 else ''} {rows}{more}"
+    if source.endswith(".csv"):
+        text += f" (file line{'s' if len(pos) > 1 else ''} {', '.join(str(p + 2) for p in shown)})"
+    return text
+
+
+def _fail(source: str, column: str, positions: Iterable[int], problem: str) -> ObservationError:
+    return ObservationError(f"{source}: column {column!r}, {_rows_text(positions, source)}: {problem}")
+
+
+def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
+    """Read a CSV or parquet file as-is; return it with its SHA-256."""
+    path = Path(path)
+    if not path.exists():
+        raise ObservationError(f"{path}: no such file")
+    raw = path.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".csv":
+            frame = pd.read_csv(path, skipinitialspace=True)
+        elif suffix in (".parquet", ".pq"):
+            frame = pd.read_parquet(path)
+        else:
+            raise ObservationError(f"{path}: unknown table format {suffix!r}; use .csv or .parquet")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, OSError, ValueError) as exc:
+        if isinstance(exc, ObservationError):
+            raise
+        raise ObservationError(f"{path}: cannot be read as {suffix[1:]}: {exc}") from exc
+    return frame, digest
+
+
+def frame_sha256(frame: pd.DataFrame) -> str:
+    """SHA-256 of a table's canonical CSV text (for tables built in memory)."""
+    return hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
+
+
+def load_observations(path: str | Path, spec: ModelSpec) -> Table:
+    """Read and validate an observation table for ``spec``."""
+    frame, digest = read_table(path)
+    return Table(validate(frame, spec, source=str(path)), str(path), digest)
+
+
+def validate(frame: pd.DataFrame, spec: ModelSpec, source: str = "<table>") -> pd.DataFrame:
+    """Check every rule and return a copy with clean dtypes; raise ``ObservationError``.
+
+    The returned frame has the same rows in the same order: none is dropped.
+    """
+    if len(frame) == 0:
+        raise ObservationError(f"{source}: the table has no rows")
+    frame = frame.reset_index(drop=True).copy()
+    _check_columns(frame, spec, source)
+
+    for key in spec.setting_keys:
+        _check_labels(frame, key, source)
+    numeric = [a.column for a in spec.axes] + [a.divide_by for a in spec.axes if a.divide_by]
+    if spec.size is not None:
+        numeric.append(spec.size.column)
+    if spec.outcome == "success":
+        numeric += [names.SUCCESSES, names.TRIALS, names.SEED]
+    else:
+        numeric.append(names.LOSS)
+    for optional in (names.N_WORLDS, names.COMPUTE, names.PARAMS_B):
+        if optional in frame.columns and optional not in numeric:
+            numeric.append(optional)
+    for column in dict.fromkeys(numeric):
+        frame[column] = _check_numeric(frame, column, source)
+
+    for axis in spec.axes:
+        for column in (axis.column, axis.divide_by):
+            if column:
+                _check_positive(frame, column, source, what="axis sizes must be > 0")
+    if spec.size is not None:
+        _check_positive(frame, spec.size.column, source, what="model sizes must be > 0")
+    if spec.outcome == "success":
+        for column in (names.SUCCESSES, names.SEED):
+            bad = frame.index[frame[column] < 0]
+            if len(bad):
+                raise _fail(source, column, bad, "counts must be >= 0")
+        _check_positive(frame, names.TRIALS, source, what="trials must be >= 1")
+        over = frame.index[frame[names.SUCCESSES] > frame[names.TRIALS]]
+        if len(over):
+            raise _fail(source, names.SUCCESSES, over, "successes exceed trials")
+    else:
+        _check_positive(frame, names.LOSS, source, what="a loss must be > 0")
+    for column in INTEGER_COLUMNS:
+        if column in frame.columns and column in numeric:
+            values = frame[column].to_numpy(float)
+            bad = frame.index[values != np.round(values)]
+            if len(bad):
+                raise _fail(source, column, bad, "counts must be whole numbers")
+            frame[column] = frame[column].astype(np.int64)
+
+    if names.REWARD in frame.columns:
+        _check_reward(frame, source)
+    if names.SPLIT in frame.columns:
+        _check_labels(frame, names.SPLIT, source)
+    _check_duplicates(frame, spec, source)
+    if spec.size is not None:
+        _check_constant_within_setting(frame, spec, spec.size.column, source)
+    _check_axis_spread(frame, spec, source)
+    _warn_suspicious(frame, spec, source)
+    return frame
+
+
+def _check_columns(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
+    present = [str(c) for c in frame.columns]
+    missing = [c for c in spec.required_columns() if c not in present]
+    if not missing:
+        return
+    hints = []
+    for column in missing:
+        close = difflib.get_close_matches(column, present, n=1, cutoff=0.6)
+        hints.append(f"{column!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise ObservationError(
+        f"{source}: missing column(s) {', '.join(hints)} required by spec {spec.name!r}; "
+        f"the table has {present}"
+    )
+
+
+def _check_labels(frame: pd.DataFrame, column: str, source: str) -> None:
+    values = frame[column]
+    empty = frame.index[values.isna() | (values.astype(str).str.strip() == "")]
+    if len(empty):
+        raise _fail(source, column, empty, "value is missing")
+    frame[column] = values.astype(str).str.strip()
+
+
+def _check_numeric(frame: pd.DataFrame, column: str, source: str) -> pd.Series:
+    raw = frame[column]
+    values = pd.to_numeric(raw, errors="coerce")
+    not_number = frame.index[values.isna() & raw.notna()]
+    if len(not_number):
+        shown = ", ".join(repr(raw[i]) for i in not_number[:3])
+        raise _fail(source, column, not_number, f"not a number ({shown})")
+    missing = frame.index[values.isna() | ~np.isfinite(values.to_numpy(float))]
+    if len(missing):
+        raise _fail(source, column, missing, "value is missing, NaN or infinite")
+    return values.astype(float)
+
+
+def _check_positive(frame: pd.DataFrame, column: str, source: str, what: str) -> None:
+    bad = frame.index[frame[column] <= 0]
+    if len(bad):
+        raise _fail(source, column, bad, f"{what}, got {frame[column][bad[0]]!r}")
+
+
+def _check_reward(frame: pd.DataFrame, source: str) -> None:
+    values = frame[names.REWARD].astype(str).str.strip().str.lower()
+    values = values.where(frame[names.REWARD].notna(), "")
+    bad = frame.index[~values.isin(names.REWARD_LEVELS)]
+    if len(bad):
+        raise _fail(
+            source,
+            names.REWARD,
+            bad,
+            f"unknown reward level {frame[names.REWARD][bad[0]]!r}; use one of {names.REWARD_LEVELS}",
+        )
+    frame[names.REWARD] = values
+
+
+def _identity_columns(frame: pd.DataFrame, spec: ModelSpec) -> list[str]:
+    cols = list(spec.setting_keys) + [a.column for a in spec.axes]
+    cols += [a.divide_by for a in spec.axes if a.divide_by]
+    extra = (names.REWARD, names.SEED, names.SPLIT)
+    cols += [c for c in extra if c in frame.columns]
+    if spec.size is not None:
+        cols.append(spec.size.column)
+    return list(dict.fromkeys(cols))
+
+
+def _check_duplicates(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
+    identity = _identity_columns(frame, spec)
+    outcome = [names.SUCCESSES, names.TRIALS] if spec.outcome == "success" else [names.LOSS]
+    dup = frame[frame.duplicated(identity, keep=False)]
+    if dup.empty:
+        return
+    for _, group in dup.groupby(identity, sort=False):
+        if len(group[outcome].drop_duplicates()) > 1:
+            raise _fail(
+                source,
+                ",".join(outcome),
+                group.index,
+                f"conflicting duplicate rows: same {identity} but different outcomes",
+            )
+    warnings.warn(
+        f"{source}: {_rows_text(dup.index, source)} repeat another row exactly "
+        f"(same {identity} and outcome); each is kept as its own observation. "
+        "Remove the copies if they came from ingesting a run twice.",
+        DataWarning,
+        stacklevel=3,
+    )
+
+
+def _check_constant_within_setting(frame: pd.DataFrame, spec: ModelSpec, column: str, source: str) -> None:
+    keys = list(spec.setting_keys)
+    if not keys:
+        return
+    spread = frame.groupby(keys)[column].transform("nunique")
+    bad = frame.index[spread > 1]
+    if len(bad):
+        raise _fail(source, column, bad, f"must be constant within a setting {keys}")
+
+
+def _check_axis_spread(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
+    sizes = axis_sizes(frame, spec)
+    for j, axis in enumerate(spec.axes):
+        distinct = np.unique(sizes[:, j])
+        if len(distinct) < MIN_DISTINCT_PER_AXIS:
+            raise ObservationError(
+                f"{source}: column {axis.column!r} (axis {axis.name!r}) has {len(distinct)} distinct "
+                f"value(s) {distinct.tolist()}; the law needs at least {MIN_DISTINCT_PER_AXIS} to "
+                "separate an amplitude, an exponent and the floor"
+            )
+    if not spec.setting_keys:
+        return
+    labels = setting_labels(frame, spec)
+    for j, axis in enumerate(spec.axes):
+        counts = pd.Series(sizes[:, j]).groupby(labels.to_numpy()).nunique()
+        thin = counts[counts < MIN_DISTINCT_PER_AXIS]
+        if len(thin):
+            warnings.warn(
+                f"{source}: axis {axis.name!r} ({axis.column}) takes fewer than "
+                f"{MIN_DISTINCT_PER_AXIS} distinct values in setting(s) {list(thin.index)[:5]}; "
+                "their exponents rest on the population prior.",
+                DataWarning,
+                stacklevel=3,
+            )
+
+
+def _warn_suspicious(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
+    if spec.outcome != "success":
+        return
+    rate = frame[names.SUCCESSES] / frame[names.TRIALS]
+    extreme = frame.index[(rate == 0) | (rate == 1)]
+    if len(extreme):
+        warnings.warn(
+            f"{source}: column {names.SUCCESSES!r}, {_rows_text(extreme, source)}: success rate "
+            "is exactly 0 or 1; such rows say little about the law's slope.",
+            DataWarning,
+            stacklevel=3,
+        )
+    seeds = frame.groupby(list(spec.setting_keys))[names.SEED].nunique()
+    single = seeds[seeds < 2]
+    if len(single):
+        settings = [SETTING_SEPARATOR.join(map(str, k if isinstance(k, tuple) else (k,))) for k in single.index]
+        warnings.warn(
+            f"{source}: column {names.SEED!r}: setting(s) {settings[:5]} have a single seed; "
+            "seed-to-seed spread is then learned from the other settings only.",
+            DataWarning,
+            stacklevel=3,
+        )
+
+
+# --- design arrays for the model builders ------------------------------------------------
+
+
+def setting_labels(frame: pd.DataFrame, spec: ModelSpec) -> pd.Series:
+    """One label per row: the setting keys joined by ``' | '`` (``'all'`` without keys)."""
+    if not spec.setting_keys:
+        return pd.Series(["all"] * len(frame), index=frame.index)
+    return frame[list(spec.setting_keys)].astype(str).agg(SETTING_SEPARATOR.join, axis=1)
+
+
+def axis_sizes(frame: pd.DataFrame, spec: ModelSpec) -> np.ndarray:
+    """``(rows, axes)`` array of sizes, ``column / divide_by`` where the axis says so."""
+    cols = []
+    for axis in spec.axes:
+        values = frame[axis.column].to_numpy(float)
+        if axis.divide_by:
+            values = values / frame[axis.divide_by].to_numpy(float)
+        cols.append(values)
+    return np.column_stack(cols)
+
+
+@dataclass(frozen=True)
+class Design:
+    """Arrays a model builder needs, with their coordinates.
+
+    ``sizes`` are raw axis sizes (rows x axes); ``reference`` the per-axis reference
+    scale; indices map rows to settings and settings to groups.
+    """
+
+    spec: ModelSpec
+    settings: tuple[str, ...]
+    setting_index: np.ndarray
+    sizes: np.ndarray
+    reference: np.ndarray
+    successes: np.ndarray | None
+    trials: np.ndarray | None
+    loss: np.ndarray | None
+    dense: np.ndarray | None
+    model_size: np.ndarray | None  # per setting
+    size_reference: float | None
+    size_groups: tuple[str, ...]
+    size_group_index: np.ndarray | None  # per setting
+    exponent_groups: dict[str, tuple[tuple[str, ...], np.ndarray]]  # key -> (labels, per-setting index)
+
+    @property
+    def n_obs(self) -> int:
+        return int(self.sizes.shape[0])
+
+    def coords(self) -> dict[str, Sequence[str] | np.ndarray]:
+        coords: dict[str, Sequence[str] | np.ndarray] = {
+            names.OBS_DIM: np.arange(self.n_obs),
+            names.SETTING_DIM: list(self.settings),
+            names.AXIS_DIM: list(self.spec.axis_names),
+        }
+        if self.size_group_index is not None:
+            coords[names.SIZE_GROUP_DIM] = list(self.size_groups)
+        for key, (labels, _) in self.exponent_groups.items():
+            coords[f"{names.EXPONENT_GROUP_DIM}_{key}"] = list(labels)
+        return coords
+
+
+def prepare(
+    table: Table | pd.DataFrame,
+    spec: ModelSpec,
+    reference: np.ndarray | None = None,
+    size_reference: float | None = None,
+    settings: Sequence[str] | None = None,
+) -> Design:
+    """Turn a validated table into design arrays.
+
+    Pass ``reference``/``size_reference``/``settings`` from a fit to lay out new rows
+    (held-out data) exactly as the fit's.
+    """
+    frame = table.frame if isinstance(table, Table) else table
+    labels = setting_labels(frame, spec)
+    setting_order = tuple(settings) if settings is not None else tuple(dict.fromkeys(labels))
+    index_of = {s: i for i, s in enumerate(setting_order)}
+    unknown = sorted(set(labels) - set(index_of))
+    if unknown:
+        raise ObservationError(f"settings {unknown} are not among the fit's settings {list(setting_order)}")
+    setting_index = labels.map(index_of).to_numpy(np.int64)
+    sizes = axis_sizes(frame, spec)
+    if reference is None:
+        reference = np.array([laws.reference_scale(sizes[:, j]) for j in range(sizes.shape[1])])
+
+    first_row = frame.groupby(labels.to_numpy(), sort=False).head(1)
+    first_row = first_row.set_axis(labels[first_row.index].to_numpy()).reindex(list(setting_order))
+
+    model_size = size_groups_idx = None
+    size_groups: tuple[str, ...] = ()
+    if spec.size is not None:
+        model_size = first_row[spec.size.column].to_numpy(float)
+        if size_reference is None:
+            size_reference = float(np.exp(np.mean(np.log(np.unique(model_size)))))
+        group_labels = (
+            first_row[list(spec.size.groups)].astype(str).agg(SETTING_SEPARATOR.join, axis=1)
+            if spec.size.groups
+            else pd.Series(["all"] * len(first_row), index=first_row.index)
+        )
+        size_groups = tuple(dict.fromkeys(group_labels))
+        size_groups_idx = group_labels.map({g: i for i, g in enumerate(size_groups)}).to_numpy(np.int64)
+
+    exponent_groups = {}
+    for key in spec.exponent_groups:
+        values = first_row[key].astype(str)
+        group_names = tuple(dict.fromkeys(values))
+        exponent_groups[key] = (group_names, values.map({g: i for i, g in enumerate(group_names)}).to_numpy(np.int64))
+
+    dense = None
+    if spec.dense_reward is not None:
+        dense = (frame[names.REWARD] == names.DENSE).to_numpy()
+
+    success = spec.outcome == "success"
+    return Design(
+        spec=spec,
+        settings=setting_order,
+        setting_index=setting_index,
+        sizes=sizes,
+        reference=np.asarray(reference, dtype=float),
+        successes=frame[names.SUCCESSES].to_numpy(np.int64) if success else None,
+        trials=frame[names.TRIALS].to_numpy(np.int64) if success else None,
+        loss=None if success else frame[names.LOSS].to_numpy(float),
+        dense=dense,
+        model_size=model_size,
+        size_reference=size_reference,
+        size_groups=size_groups,
+        size_group_index=size_groups_idx,
+        exponent_groups=exponent_groups,
+    )
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def write_table(frame: pd.DataFrame, path: str | Path, overwrite: bool = False) -> Path:
+    """Write CSV or parquet atomically (temporary file, then rename).
+
+    Refuses to replace an existing file unless ``overwrite`` is set.
+    """
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; pass overwrite=True (--force) to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        if path.suffix.lower() == ".csv":
+            frame.to_csv(tmp, index=False)
+        elif path.suffix.lower() in (".parquet", ".pq"):
+            frame.to_parquet(tmp, index=False)
+        else:
+            raise ValueError(f"{path}: unknown table format {path.suffix!r}; use .csv or .parquet")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
