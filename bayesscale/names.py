@@ -75,3 +75,21 @@ ATTR_SEED: Final = "random_seed"
 ATTR_SETTINGS_TABLE: Final = "settings_json"
 ATTR_KIND: Final = "bayesscale_kind"
 KIND_LAW_FIT: Final = "law_fit"
+
+# --- pricing tables and fits (synthetic data: discount kappa(r), collapse ratio r*) -------
+METHOD: Final = "method"  # column and dim: the synthetic-data generator
+AXIS_COLUMN: Final = "axis"  # column: which axis the method synthesises (env|task|traj|cross-axis label)
+REAL: Final = "real"  # column: real count on that axis
+SYNTHETIC: Final = "synthetic"  # column: synthetic count on that axis
+RATIO: Final = "ratio"  # derived: synthetic / real
+METHOD_DIM: Final = "method"
+PRICED_AXIS_DIM: Final = "priced_axis"  # axes that some method synthesises
+KAPPA0: Final = "kappa0"  # (method) small-ratio discount intercept
+KAPPA0_AXIS: Final = "kappa0_axis"  # (priced_axis) pooled discount intercept of an axis
+COLLAPSE_SCALE: Final = "collapse_scale"  # (method) c_m in kappa(r) = k0 - (1 - k0) r / c
+R_STAR: Final = "r_star"  # (method) collapse ratio: success falls below threshold x baseline
+PEAK_RATIO: Final = "peak_ratio"  # (method) ratio of peak benefit
+KIND_PRICING_FIT: Final = "pricing_fit"
+
+# --- allocation ---------------------------------------------------------------------------
+BUDGET_DIM: Final = "budget"
