@@ -67,12 +67,15 @@ class Axis:
 
 @dataclass(frozen=True)
 class SizeTerm:
-    """``E (N/N_ref)^(-alpha_N)``; floors pooled within ``groups`` of settings."""
+    """``E (N/N_ref)^(-alpha_N)``; floors pooled within ``groups`` of settings.
+
+    ``slope`` is the prior of ``E alpha_N`` (the term's log-log slope at ``N_ref``).
+    """
 
     column: str
     groups: tuple[str, ...]
     exponent: LogNormalPrior
-    amplitude: LogNormalPrior
+    slope: LogNormalPrior
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,8 @@ class ModelSpec:
     axes: tuple[Axis, ...]
     floor: LogNormalPrior
     floor_spread: float
-    amplitude: LogNormalPrior
-    amplitude_spread: float
+    slope: LogNormalPrior
+    slope_spread: float
     exponent_groups: tuple[str, ...] = ()
     exponent_group_spread: float = 0.2
     size: SizeTerm | None = None
@@ -275,11 +278,11 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
     floor_spread = floor_r.positive("spread", 0.5)
     floor_r.finish()
 
-    amp_r = top.sub("amplitude") if "amplitude" in raw else _Reader({}, "amplitude", source)
-    top.used.add("amplitude")
-    amplitude = amp_r.prior("prior", LogNormalPrior(0.1, 1.5))
-    amplitude_spread = amp_r.positive("spread", 1.0)
-    amp_r.finish()
+    slope_r = top.sub("slope") if "slope" in raw else _Reader({}, "slope", source)
+    top.used.add("slope")
+    slope = slope_r.prior("prior", LogNormalPrior(0.03, 1.5))
+    slope_spread = slope_r.positive("spread", 1.0)
+    slope_r.finish()
 
     exponent_groups: tuple[str, ...] = ()
     exponent_group_spread = 0.2
@@ -302,7 +305,7 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
             column=s.get("column", str),
             groups=s.strings("groups"),
             exponent=s.prior("exponent", LogNormalPrior(0.3, 0.5)),
-            amplitude=s.prior("amplitude", LogNormalPrior(0.1, 1.0)),
+            slope=s.prior("slope", LogNormalPrior(0.03, 1.0)),
         )
         s.finish()
         bad = [g for g in size.groups if g not in setting_keys]
@@ -357,8 +360,8 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         axes=tuple(axes),
         floor=floor,
         floor_spread=floor_spread,
-        amplitude=amplitude,
-        amplitude_spread=amplitude_spread,
+        slope=slope,
+        slope_spread=slope_spread,
         exponent_groups=exponent_groups,
         exponent_group_spread=exponent_group_spread,
         size=size,

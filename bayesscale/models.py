@@ -1,0 +1,150 @@
+"""PyMC model builders: one function per model, ``build_*(design) -> pm.Model``.
+
+``build_law_model`` is the hierarchical scaling law of ``models/*.toml`` specs:
+
+.. math::
+
+    \\log \\alpha_{s,a} &= \\log \\bar\\alpha_a + \\sum_g b_{g[s],a} + \\tau_a z_{s,a} \\\\
+    \\log s_{s,a} &= \\log \\bar s_a + \\sigma_{s,a} z'_{s,a}, \\quad A_{s,a} = s_{s,a} / \\alpha_{s,a} \\\\
+    L_i &= L_{\\infty,s} + E (N_s/N_\\mathrm{ref})^{-\\alpha_N}
+          + \\sum_a A_{s,a} (D_{i,a}/D_{a,\\mathrm{ref}})^{-\\alpha_{s,a}}
+          - \\gamma_s (D_{i,E} D_{i,T})^{-\\beta} \\\\
+    k_i &\\sim \\mathrm{BetaBinomial}(n_i, p_i \\phi, (1-p_i) \\phi), \\quad
+          \\mathrm{logit}\\, p_i = -L_i - \\log(-\\mathrm{expm1}(-L_i))
+
+or, for a continuous loss, ``log loss_i ~ StudentT(nu, log L_i, sigma)``. Every
+hierarchy is non-centered; amplitudes live at the reference scale (DESIGN.md) and are
+sampled through the slope ``s = A alpha`` there, which the data pin down best.
+
+Example
+-------
+>>> from bayesscale.spec import load_spec
+>>> model = build_law_model(prepare(table, load_spec()))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from bayesscale import names
+from bayesscale.observations import Design
+from bayesscale.spec import LogNormalPrior
+
+AXIS = names.AXIS_DIM
+SETTING = names.SETTING_DIM
+
+
+def _lognormal_location(prior: LogNormalPrior) -> tuple[float, float]:
+    return float(np.log(prior.median)), prior.log_sd
+
+
+def build_law_model(design: Design) -> pm.Model:
+    """The pooled hierarchical law for a prepared observation design."""
+    spec = design.spec
+    n_settings, n_axes = len(design.settings), len(spec.axes)
+    sidx = design.setting_index
+    with pm.Model(coords=design.coords()) as model:
+        # --- exponents ---------------------------------------------------------------
+        alpha_mu = np.log([a.exponent.median for a in spec.axes])
+        alpha_sd = np.array([a.exponent.log_sd for a in spec.axes])
+        log_alpha_pop = pm.Normal("log_alpha_pop", alpha_mu, alpha_sd, dims=AXIS)
+        pm.Deterministic(names.ALPHA_POP, pt.exp(log_alpha_pop), dims=AXIS)
+        log_alpha = pt.broadcast_to(log_alpha_pop, (n_settings, n_axes))
+        for key, (_, group_index) in design.exponent_groups.items():
+            dim = f"{names.EXPONENT_GROUP_DIM}_{key}"
+            scale = pm.HalfNormal(f"alpha_{key}_spread", sigma=spec.exponent_group_spread, dims=AXIS)
+            effect = pm.Normal(f"alpha_{key}_z", 0.0, 1.0, dims=(dim, AXIS)) * scale
+            log_alpha = log_alpha + effect[group_index]
+        if n_settings > 1:
+            spread = pm.HalfNormal(
+                names.ALPHA_SPREAD, sigma=[a.exponent_spread for a in spec.axes], dims=AXIS
+            )
+            log_alpha = log_alpha + spread * pm.Normal("alpha_z", 0.0, 1.0, dims=(SETTING, AXIS))
+        alpha = pm.Deterministic(names.ALPHA, pt.exp(log_alpha), dims=(SETTING, AXIS))
+
+        # --- slopes at the reference scale; amplitudes follow ---------------------------------
+        # s = A * alpha = -dT/dlog D at D_ref is what a sweep pins down; sampling (log s,
+        # log alpha) instead of (log A, log alpha) removes the A ~ 1/alpha banana of
+        # shallow axes, where only the product is identified.
+        slope_mu, slope_sd = _lognormal_location(spec.slope)
+        log_slope_pop = pm.Normal("log_slope_pop", slope_mu, slope_sd, dims=AXIS)
+        log_slope = pt.broadcast_to(log_slope_pop, (n_settings, n_axes))
+        if n_settings > 1:
+            slope_spread = pm.HalfNormal("slope_spread", sigma=spec.slope_spread, dims=AXIS)
+            log_slope = log_slope + slope_spread * pm.Normal("slope_z", 0.0, 1.0, dims=(SETTING, AXIS))
+        pm.Deterministic(names.AMPLITUDE_POP, pt.exp(log_slope_pop - log_alpha_pop), dims=AXIS)
+        amplitude = pm.Deterministic(names.AMPLITUDE, pt.exp(log_slope - log_alpha), dims=(SETTING, AXIS))
+
+        # --- floor (and the model-size term) -------------------------------------------------
+        floor_mu, floor_sd = _lognormal_location(spec.floor)
+        if spec.size is not None and design.size_group_index is not None:
+            log_floor_group = pm.Normal("log_floor_group", floor_mu, floor_sd, dims=names.SIZE_GROUP_DIM)
+            log_floor = log_floor_group[design.size_group_index]
+        else:
+            log_floor = pm.Normal("log_floor_pop", floor_mu, floor_sd)
+        if n_settings > 1:
+            floor_spread = pm.HalfNormal("floor_spread", sigma=spec.floor_spread)
+            log_floor = log_floor + floor_spread * pm.Normal("floor_z", 0.0, 1.0, dims=SETTING)
+        else:
+            log_floor = pt.reshape(log_floor, (1,))
+        loss_floor = pm.Deterministic(names.LOSS_FLOOR, pt.exp(log_floor), dims=SETTING)
+        setting_constant = loss_floor
+        if spec.size is not None and design.model_size is not None:
+            a_mu, a_sd = _lognormal_location(spec.size.exponent)
+            log_alpha_size = pm.Normal("log_alpha_size", a_mu, a_sd)
+            alpha_size = pm.Deterministic(names.ALPHA_SIZE, pt.exp(log_alpha_size))
+            s_mu, s_sd = _lognormal_location(spec.size.slope)
+            log_size_slope = pm.Normal("log_size_slope", s_mu, s_sd)
+            size_amp = pm.Deterministic(names.SIZE_AMPLITUDE, pt.exp(log_size_slope - log_alpha_size))
+            assert design.size_reference is not None  # set by prepare() with the size term
+            ratio = design.model_size / design.size_reference
+            setting_constant = setting_constant + size_amp * pt.as_tensor(ratio) ** (-alpha_size)
+
+        # --- per-row law -----------------------------------------------------------------------
+        x = pt.as_tensor(design.sizes / design.reference)
+        if spec.dense_reward is not None and design.dense is not None:
+            m_mu, m_sd = _lognormal_location(spec.dense_reward.multiplier)
+            multiplier = pm.LogNormal(names.DENSE_MULTIPLIER, m_mu, m_sd)
+            j = spec.axis_names.index(spec.dense_reward.axis)
+            column = pt.switch(pt.as_tensor(design.dense), multiplier, 1.0) * x[:, j]
+            x = pt.set_subtensor(x[:, j], column)
+        terms = (amplitude[sidx] * x ** (-alpha[sidx])).sum(axis=1)
+        loss = setting_constant[sidx] + terms
+        if spec.interaction is not None:
+            i, k = (spec.axis_names.index(a) for a in spec.interaction.axes)
+            b_mu, b_sd = _lognormal_location(spec.interaction.exponent)
+            beta = pm.LogNormal(names.INTERACTION_BETA, b_mu, b_sd)
+            weight = pm.Beta("interaction_weight", *spec.interaction.weight_beta, dims=SETTING)
+            # gamma < floor and (D_a D_b)^-beta <= 1 for raw counts >= 1, so L > 0 always.
+            gamma = pm.Deterministic(names.INTERACTION_GAMMA, weight * loss_floor, dims=SETTING)
+            raw = design.sizes[:, i] * design.sizes[:, k]
+            loss = loss - gamma[sidx] * pt.as_tensor(raw) ** (-beta)
+
+        # --- likelihood ----------------------------------------------------------------------------
+        if spec.outcome == "success":
+            c_mu, c_sd = _lognormal_location(spec.concentration)
+            phi = pm.LogNormal(names.CONCENTRATION, c_mu, c_sd)
+            logit_p = -loss - pt.log(-pt.expm1(-loss))
+            p, q = pm.math.sigmoid(logit_p), pm.math.sigmoid(-logit_p)
+            pm.BetaBinomial(
+                names.OUTCOME,
+                n=design.trials,
+                alpha=p * phi,
+                beta=q * phi,
+                observed=design.successes,
+                dims=names.OBS_DIM,
+            )
+        else:
+            sigma = pm.HalfNormal(names.LOG_LOSS_SIGMA, sigma=spec.log_loss_sigma)
+            assert design.loss is not None  # prepare() fills it for a loss outcome
+            pm.StudentT(
+                names.OUTCOME,
+                nu=spec.student_nu,
+                mu=pt.log(loss),
+                sigma=sigma,
+                observed=np.log(design.loss),
+                dims=names.OBS_DIM,
+            )
+    return model

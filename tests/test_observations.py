@@ -1,0 +1,137 @@
+"""Every bad input of the observation contract gets an error naming file, column and rows."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesscale import names
+from bayesscale.observations import (
+    DataWarning,
+    ObservationError,
+    load_observations,
+    prepare,
+    write_table,
+)
+from bayesscale.spec import load_spec
+
+SPEC = load_spec()
+
+
+@pytest.fixture
+def small(reference_frame: pd.DataFrame) -> pd.DataFrame:
+    """Two settings of the reference data: enough to pass every check."""
+    keep = reference_frame[names.MODEL].isin(["Qwen3-4B", "Qwen3-8B"]) & (
+        reference_frame[names.DOMAIN] == "math+code"
+    )
+    return reference_frame[keep].reset_index(drop=True)
+
+
+def write(frame: pd.DataFrame, tmp_path, name="obs.csv"):
+    path = tmp_path / name
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_reference_data_loads_clean(reference_frame, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = load_observations(write(reference_frame, tmp_path), SPEC)
+    assert len(table.frame) == len(reference_frame) == 1008
+    design = prepare(table, SPEC)
+    assert len(design.settings) == 21 and design.sizes.shape == (1008, 3)
+    np.testing.assert_allclose(design.reference, [np.sqrt(8 * 256), np.sqrt(320 * 10240), 8.0 * 2**0.5 * 2 / 2])
+
+
+def test_missing_and_misspelled_columns(small, tmp_path):
+    path = write(small.rename(columns={names.N_TASKS: "n_task"}).drop(columns=[names.SEED]), tmp_path)
+    with pytest.raises(ObservationError) as err:
+        load_observations(path, SPEC)
+    text = str(err.value)
+    assert str(path) in text and "'n_tasks' (did you mean 'n_task'?)" in text and "'seed'" in text
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        (names.N_ENVS, "many", r"not a number \('many'\)"),
+        (names.SUCCESSES, np.nan, "missing, NaN or infinite"),
+        (names.N_TASKS, -5, "axis sizes must be > 0"),
+        (names.N_ENVS, 0, "axis sizes must be > 0"),
+        (names.ROLLOUTS, 0, "axis sizes must be > 0"),
+        (names.SUCCESSES, -1, "counts must be >= 0"),
+        (names.N_ENVS, 12.5, "counts must be whole numbers"),
+        (names.SUCCESSES, 501, "successes exceed trials"),
+        (names.REWARD, "shaped", "unknown reward level 'shaped'"),
+        (names.MODEL, np.nan, "value is missing"),
+        (names.TRIALS, 0, "trials must be >= 1"),
+    ],
+)
+def test_bad_values_name_file_column_and_row(small, tmp_path, column, value, message):
+    bad = small.copy()
+    bad[column] = bad[column].astype(object)
+    bad.loc[4, column] = value
+    path = write(bad, tmp_path)
+    with pytest.raises(ObservationError, match=message) as err:
+        load_observations(path, SPEC)
+    text = str(err.value)
+    assert str(path) in text and repr(column) in text and "row 5 (file line 6)" in text
+
+
+def test_conflicting_duplicates(small, tmp_path):
+    bad = pd.concat([small, small.iloc[[3]].assign(**{names.SUCCESSES: 1})], ignore_index=True)
+    with pytest.raises(ObservationError, match="conflicting duplicate rows") as err:
+        load_observations(write(bad, tmp_path), SPEC)
+    assert f"rows 4, {len(small) + 1}" in str(err.value)
+
+
+def test_identical_duplicates_warn_and_are_kept(small, tmp_path):
+    doubled = pd.concat([small, small.iloc[[3]]], ignore_index=True)
+    with pytest.warns(DataWarning, match="repeat another row exactly"):
+        table = load_observations(write(doubled, tmp_path), SPEC)
+    assert len(table.frame) == len(small) + 1
+
+
+def test_axis_with_too_few_distinct_values(small, tmp_path):
+    flat = small[small[names.ROLLOUTS].isin([8, 16])]
+    with pytest.raises(ObservationError, match=r"column 'rollouts' \(axis 'traj'\) has 2 distinct"):
+        load_observations(write(flat, tmp_path), SPEC)
+
+
+def test_model_size_must_be_constant_within_setting(small, tmp_path):
+    bad = small.copy()
+    bad.loc[7, names.PARAMS_B] = 5.0
+    with pytest.raises(ObservationError, match="must be constant within a setting"):
+        load_observations(write(bad, tmp_path), SPEC)
+
+
+def test_suspicious_rows_warn(small, tmp_path):
+    odd = small.copy()
+    odd.loc[2, names.SUCCESSES] = 0
+    with pytest.warns(DataWarning, match=r"row 3 \(file line 4\): success rate is exactly 0 or 1"):
+        load_observations(write(odd, tmp_path), SPEC)
+    one_seed = small[~((small[names.MODEL] == "Qwen3-4B") & (small[names.SEED] > 0))]
+    with pytest.warns(DataWarning, match="have a single seed"):
+        load_observations(write(one_seed, tmp_path, "one.csv"), SPEC)
+
+
+def test_parquet_and_unknown_format(small, tmp_path):
+    path = tmp_path / "obs.parquet"
+    small.to_parquet(path)
+    assert len(load_observations(path, SPEC).frame) == len(small)
+    other = tmp_path / "obs.xlsx"
+    other.write_text("x")
+    with pytest.raises(ObservationError, match="unknown table format '.xlsx'"):
+        load_observations(other, SPEC)
+
+
+def test_write_table_is_atomic_and_refuses_to_overwrite(small, tmp_path):
+    path = write_table(small, tmp_path / "out.csv")
+    with pytest.raises(FileExistsError, match="exists"):
+        write_table(small, path)
+    write_table(small.head(3), path, overwrite=True)
+    assert len(pd.read_csv(path)) == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+
+from bayesscale.spec import SpecError, load_spec, parse_spec
+
+MINIMAL = """
+[model]
+name = "m"
+[outcome]
+kind = "loss"
+[[axes]]
+name = "N"
+column = "params"
+"""
+
+
+def test_bundled_specs_load():
+    default = load_spec()
+    assert default.axis_names == ("env", "task", "traj")
+    assert default.size is not None and default.size.groups == ("algorithm", "domain")
+    chinchilla = load_spec("chinchilla")
+    assert chinchilla.outcome == "loss" and chinchilla.setting_keys == ()
+
+
+def test_spec_text_is_kept_for_the_fit_file():
+    spec = parse_spec(MINIMAL, source="x.toml")
+    assert parse_spec(spec.text).axes == spec.axes
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        (("kind = \"loss\"", "kind = \"probit\""), r"x.toml: \[outcome\] kind: must be one of"),
+        (("column = \"params\"", "column = 3"), r"\[axes #1\] column: must be a string"),
+        (("name = \"N\"", "name = \"N\"\nexponent = { median = -1.0, log_sd = 1.0 }"), r"median: must be > 0"),
+        (("[model]", "[model]\ncolour = 1"), r"\[model\] unknown key\(s\) \['colour'\]"),
+        (("[[axes]]", "[interaction]\naxes=['N','N']\nunits='reference'\n[[axes]]"), r"units: only"),
+    ],
+)
+def test_bad_specs_name_file_and_key(patch, message):
+    with pytest.raises(SpecError, match=message):
+        parse_spec(MINIMAL.replace(*patch), source="x.toml")
+
+
+def test_not_toml():
+    with pytest.raises(SpecError, match="x.toml: not valid TOML"):
+        parse_spec("[model\n", source="x.toml")
+
+
+def test_unknown_bundled_name():
+    with pytest.raises(SpecError, match="no such spec file"):
+        load_spec("no-such-spec")
+
+
+def test_success_spec_needs_setting_keys():
+    text = MINIMAL.replace('kind = "loss"', 'kind = "success"')
+    with pytest.raises(SpecError, match=r"\[settings\] keys"):
+        parse_spec(text, source="x.toml")
