@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 OUT ?= out
 
-.PHONY: setup report test lint typecheck check clean-venv verl-env
+.PHONY: setup report test lint typecheck clean-venv verl-env
 
 setup: $(STAMP)
 
@@ -28,8 +28,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-test: $(STAMP) lint typecheck
+# The separate Python 3.11 environment in which verl 0.9.1 checks generated sweep commands.
+verl-env:
+	scripts/setup-verl-env
+
+test: $(STAMP) lint typecheck verl-env
 	$(VENV)/bin/pytest -q
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-verl

@@ -22,6 +22,7 @@ Example
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,7 +83,9 @@ def _point_stats(rates: list[np.ndarray], trials: np.ndarray) -> tuple[np.ndarra
     return laws.loss_from_success(mean), var_p / mean**2
 
 
-def fit_panel(sizes: np.ndarray, loss: np.ndarray, loss_var: np.ndarray) -> tuple[float, float, float]:
+def fit_panel(
+    sizes: np.ndarray, loss: np.ndarray, loss_var: np.ndarray
+) -> tuple[float, float, float]:
     """Weighted least squares for ``L = c + K D^-alpha`` with ``c`` profiled on a grid.
 
     Returns ``(alpha, K, c)``; ``K`` is the amplitude at ``D = 1``.
@@ -101,7 +104,9 @@ def fit_panel(sizes: np.ndarray, loss: np.ndarray, loss_var: np.ndarray) -> tupl
     sw = wl.sum(1)
     xm = (wl * x).sum(1) / sw
     ym = (wl * y).sum(1) / sw
-    slope = (wl * (x - xm[:, None]) * (y - ym[:, None])).sum(1) / (wl * (x - xm[:, None]) ** 2).sum(1)
+    slope = (wl * (x - xm[:, None]) * (y - ym[:, None])).sum(1) / (wl * (x - xm[:, None]) ** 2).sum(
+        1
+    )
     intercept = ym - slope * xm
     pred = offsets[:, None] + np.exp(intercept[:, None] + slope[:, None] * x[None, :])
     sse = (w[None, :] * (loss[None, :] - pred) ** 2).sum(1)
@@ -163,7 +168,12 @@ def bootstrap_fit(
             )
             reps.append(
                 pd.DataFrame(
-                    {"setting": setting, "axis": panel.axis, "replicate": np.arange(n_boot), "alpha": boot}
+                    {
+                        "setting": setting,
+                        "axis": panel.axis,
+                        "replicate": np.arange(n_boot),
+                        "alpha": boot,
+                    }
                 )
             )
     exponents = pd.DataFrame(rows)
@@ -175,7 +185,7 @@ def _differences(replicates: pd.DataFrame, spec: ModelSpec, lo: float, hi: float
     wide = replicates.pivot_table(index=["setting", "replicate"], columns="axis", values="alpha")
     out = []
     order = [a.name for a in spec.axes]
-    for first, second in zip(order, order[1:], strict=False):
+    for first, second in itertools.pairwise(order):
         if first not in wide or second not in wide:
             continue
         diff = (wide[first] - wide[second]).dropna()
@@ -186,7 +196,9 @@ def _differences(replicates: pd.DataFrame, spec: ModelSpec, lo: float, hi: float
     return pd.DataFrame(out)
 
 
-def _interval(pair: str, setting: str, values: np.ndarray, lo: float, hi: float) -> dict[str, object]:
+def _interval(
+    pair: str, setting: str, values: np.ndarray, lo: float, hi: float
+) -> dict[str, object]:
     return {
         "pair": pair,
         "setting": setting,

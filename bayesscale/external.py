@@ -40,7 +40,9 @@ def read_chinchilla(path: str | Path) -> tuple[pd.DataFrame, str]:
     raw, digest = read_table(path)
     missing = [c for c in CHINCHILLA_COLUMNS if c not in raw.columns]
     if missing:
-        raise ObservationError(f"{path}: missing column(s) {missing}; the file has {list(raw.columns)}")
+        raise ObservationError(
+            f"{path}: missing column(s) {missing}; the file has {list(raw.columns)}"
+        )
     frame = raw[list(CHINCHILLA_COLUMNS)].rename(columns=CHINCHILLA_COLUMNS)
     frame["tokens"] = frame["compute"] / (6.0 * frame["params"])
     return frame[["params", "tokens", "compute", "loss"]], digest

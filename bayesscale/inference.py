@@ -246,7 +246,7 @@ def diagnose(tree: xr.DataTree) -> Diagnostics:
     ess_tail = az.ess(posterior, method="tail")
 
     def extreme(ds: xr.Dataset, pick: str) -> tuple[float, str]:
-        values = {name: float(getattr(np, f"nan{pick}")(da.values)) for name, da in ds.items()}
+        values = {str(name): float(getattr(np, f"nan{pick}")(da.values)) for name, da in ds.items()}
         worst = (max if pick == "max" else min)(values, key=lambda k: values[k])
         return values[worst], worst
 

@@ -53,7 +53,9 @@ def size_term(
     return np.asarray(size_amplitude, dtype=float) * ratio ** (-np.asarray(alpha_size))
 
 
-def interaction_term(n_envs: ArrayLike, n_tasks: ArrayLike, gamma: ArrayLike, beta: ArrayLike) -> Array:
+def interaction_term(
+    n_envs: ArrayLike, n_tasks: ArrayLike, gamma: ArrayLike, beta: ArrayLike
+) -> Array:
     """Environment-by-task interaction ``-gamma (D_E D_T)^(-beta)``, raw counts.
 
     >>> float(interaction_term(1.0, 1.0, 0.2, 0.5))

@@ -78,7 +78,9 @@ KIND_LAW_FIT: Final = "law_fit"
 
 # --- pricing tables and fits (synthetic data: discount kappa(r), collapse ratio r*) -------
 METHOD: Final = "method"  # column and dim: the synthetic-data generator
-AXIS_COLUMN: Final = "axis"  # column: which axis the method synthesises (env|task|traj|cross-axis label)
+AXIS_COLUMN: Final = (
+    "axis"  # column: which axis the method synthesises (env|task|traj|cross-axis label)
+)
 REAL: Final = "real"  # column: real count on that axis
 SYNTHETIC: Final = "synthetic"  # column: synthetic count on that axis
 RATIO: Final = "ratio"  # derived: synthetic / real
@@ -93,3 +95,78 @@ KIND_PRICING_FIT: Final = "pricing_fit"
 
 # --- allocation ---------------------------------------------------------------------------
 BUDGET_DIM: Final = "budget"
+
+# --- verl sweeps: task pools, sweep manifests, ingested runs (bayesscale.verl) -------------
+# task pool columns (one row per task-environment cell)
+TASK_ID: Final = "task_id"
+ENV_ID: Final = "env_id"
+WORLD_ID: Final = "world_id"
+PROMPT: Final = "prompt"
+DATA_SOURCE: Final = "data_source"  # verl's reward_fn_key and metric prefix
+REWARD_MODEL: Final = "reward_model"  # verl: {"style": ..., "ground_truth": ...}
+EXTRA_INFO: Final = "extra_info"
+AGENT_NAME: Final = "agent_name"  # verl multi-turn agent loop selector (optional)
+GROUND_TRUTH: Final = "ground_truth"
+REWARD_STYLE: Final = "style"
+EMBEDDING: Final = "embedding"  # optional per-task sentence embedding (list of floats)
+# structural signature of an environment (what makes two environments different)
+SIG_TOOLS: Final = "tools"  # typed tool/API surface
+SIG_STATE_SCHEMA: Final = "state_schema"
+SIG_TRANSITION: Final = "transition"  # transition semantics
+SIG_VERIFIER: Final = "verifier"  # verifier interface
+SIGNATURE_FIELDS: Final = (SIG_TOOLS, SIG_STATE_SCHEMA, SIG_TRANSITION, SIG_VERIFIER)
+SIGNATURE: Final = "signature"  # one JSON object holding the fields above
+# sweep manifest columns (one row per run)
+RUN_ID: Final = "run_id"
+SWEEP_AXIS: Final = "sweep_axis"  # which per-axis sweep a run belongs to (env|task|traj)
+TRAIN_PATH: Final = "train_path"
+VAL_PATH: Final = "val_path"
+LOG_PATH: Final = "log_path"
+STATUS: Final = "status"
+ATTEMPT: Final = "attempt"
+JOB_ID: Final = "job_id"
+MODEL_PATH: Final = "model_path"
+N_CELLS: Final = "n_cells"  # task-environment cells per run (training-signal alignment)
+UPDATES: Final = "updates"  # optimiser updates (trainer.total_training_steps)
+TRAIN_BATCH_SIZE: Final = "train_batch_size"
+VAL_SIZE: Final = "val_size"  # held-out prompts
+VAL_N: Final = "val_n"  # samples per held-out prompt
+N_GPUS: Final = "n_gpus"
+MESSAGE: Final = "message"
+UPDATED_AT: Final = "updated_at"
+# ingested-run extras
+STEP: Final = "step"
+VAL_METRIC: Final = "val_metric"
+TOKENS: Final = "tokens"
+
+# --- budget recipe (bayesscale.allocate, bayesscale.recipe) ---------------------------------
+# dims
+BASELINE_DIM: Final = "baseline"  # comparison allocations at equal budget
+QUANTILE_DIM: Final = "quantile"  # summary quantiles of a per-draw quantity
+SHARE_DIM: Final = "share"  # iso-budget curves: budget share of the varied axis
+STAT_DIM: Final = "stat"  # summary statistic: mean, median, lower, upper
+# baseline labels (coords of BASELINE_DIM)
+TRAJ_HEAVY: Final = "traj_heavy"  # anchors held at the reference scale, rest to one axis
+CHINCHILLA: Final = "chinchilla"  # every axis scaled by one common factor from the anchors
+# per-draw outputs (chain, draw, setting, budget[, axis|baseline])
+ALLOCATION: Final = "allocation"  # per-draw optimal sizes D* (effective units the law sees)
+PURCHASED: Final = "purchased"  # per-draw optimal units bought (D* / kappa)
+SPEND_SHARE: Final = "spend_share"  # (c_i/kappa_i) D_i / budget
+SHADOW_PRICE: Final = "shadow_price"  # lambda: loss reduction per unit of money at the optimum
+SUCCESS_OPTIMUM: Final = "success_at_optimum"  # p at the draw's own optimum
+RECIPE_EXPONENT: Final = "recipe_exponent"  # local e_i = dlog D_i / dlog B
+SUCCESS_DECISION: Final = "success_at_decision"  # p of the single decision, per draw
+SUCCESS_BASELINE: Final = "success_at_baseline"  # p of a baseline allocation, per draw
+SUCCESS_GAIN: Final = "success_gain"  # p(decision) - p(baseline), per draw
+COMPUTE_MULTIPLIER: Final = "compute_multiplier"  # budget factor a baseline needs to match
+SWITCH_PRICE: Final = "switch_price"  # price above which an axis is bought only at its floor
+# one decision per (setting, budget)
+DECISION: Final = "decision"  # (setting, budget, axis) sizes maximising E[p] (purchased units)
+DECISION_SPEND: Final = "decision_spend"  # (setting, budget, axis) money per axis
+EXPECTED_SUCCESS: Final = "expected_success"  # (setting, budget) E[p] of the decision
+ISO_SUCCESS: Final = "iso_budget_success"  # (chain, draw, setting, axis, share)
+# attributes
+ATTR_COST_MODEL: Final = "cost_model"
+ATTR_CURRENCY: Final = "currency"
+ATTR_PRICES: Final = "unit_prices_json"
+ATTR_KAPPA_SOURCE: Final = "kappa_source"

@@ -34,7 +34,14 @@ import pandas as pd
 from bayesscale import laws, names
 from bayesscale.spec import ModelSpec
 
-INTEGER_COLUMNS = (names.N_ENVS, names.N_TASKS, names.N_WORLDS, names.SUCCESSES, names.TRIALS, names.SEED)
+INTEGER_COLUMNS = (
+    names.N_ENVS,
+    names.N_TASKS,
+    names.N_WORLDS,
+    names.SUCCESSES,
+    names.TRIALS,
+    names.SEED,
+)
 SETTING_SEPARATOR = " | "
 MIN_DISTINCT_PER_AXIS = 3  # amplitude, exponent and the shared offset
 MAX_ROWS_NAMED = 8
@@ -70,7 +77,9 @@ def _rows_text(positions: Iterable[int], source: str) -> str:
 
 
 def _fail(source: str, column: str, positions: Iterable[int], problem: str) -> ObservationError:
-    return ObservationError(f"{source}: column {column!r}, {_rows_text(positions, source)}: {problem}")
+    return ObservationError(
+        f"{source}: column {column!r}, {_rows_text(positions, source)}: {problem}"
+    )
 
 
 def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
@@ -132,9 +141,9 @@ def validate(frame: pd.DataFrame, spec: ModelSpec, source: str = "<table>") -> p
         frame[column] = _check_numeric(frame, column, source)
 
     for axis in spec.axes:
-        for column in (axis.column, axis.divide_by):
-            if column:
-                _check_positive(frame, column, source, what="axis sizes must be > 0")
+        for size_column in (axis.column, axis.divide_by):
+            if size_column:
+                _check_positive(frame, size_column, source, what="axis sizes must be > 0")
     if spec.size is not None:
         _check_positive(frame, spec.size.column, source, what="model sizes must be > 0")
     if spec.outcome == "success":
@@ -257,7 +266,9 @@ def _check_duplicates(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None
     )
 
 
-def _check_constant_within_setting(frame: pd.DataFrame, spec: ModelSpec, column: str, source: str) -> None:
+def _check_constant_within_setting(
+    frame: pd.DataFrame, spec: ModelSpec, column: str, source: str
+) -> None:
     keys = list(spec.setting_keys)
     if not keys:
         return
@@ -308,7 +319,10 @@ def _warn_suspicious(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
     seeds = frame.groupby(list(spec.setting_keys))[names.SEED].nunique()
     single = seeds[seeds < 2]
     if len(single):
-        settings = [SETTING_SEPARATOR.join(map(str, k if isinstance(k, tuple) else (k,))) for k in single.index]
+        settings = [
+            SETTING_SEPARATOR.join(map(str, k if isinstance(k, tuple) else (k,)))
+            for k in single.index
+        ]
         warnings.warn(
             f"{source}: column {names.SEED!r}: setting(s) {settings[:5]} have a single seed; "
             "seed-to-seed spread is then learned from the other settings only.",
@@ -359,7 +373,9 @@ class Design:
     size_reference: float | None
     size_groups: tuple[str, ...]
     size_group_index: np.ndarray | None  # per setting
-    exponent_groups: dict[str, tuple[tuple[str, ...], np.ndarray]]  # key -> (labels, per-setting index)
+    exponent_groups: dict[
+        str, tuple[tuple[str, ...], np.ndarray]
+    ]  # key -> (labels, per-setting index)
 
     @property
     def n_obs(self) -> int:
@@ -396,7 +412,9 @@ def prepare(
     index_of = {s: i for i, s in enumerate(setting_order)}
     unknown = sorted(set(labels) - set(index_of))
     if unknown:
-        raise ObservationError(f"settings {unknown} are not among the fit's settings {list(setting_order)}")
+        raise ObservationError(
+            f"settings {unknown} are not among the fit's settings {list(setting_order)}"
+        )
     setting_index = labels.map(index_of).to_numpy(np.int64)
     sizes = axis_sizes(frame, spec)
     if reference is None:
@@ -417,13 +435,18 @@ def prepare(
             else pd.Series(["all"] * len(first_row), index=first_row.index)
         )
         size_groups = tuple(dict.fromkeys(group_labels))
-        size_groups_idx = group_labels.map({g: i for i, g in enumerate(size_groups)}).to_numpy(np.int64)
+        size_groups_idx = group_labels.map({g: i for i, g in enumerate(size_groups)}).to_numpy(
+            np.int64
+        )
 
     exponent_groups = {}
     for key in spec.exponent_groups:
         values = first_row[key].astype(str)
         group_names = tuple(dict.fromkeys(values))
-        exponent_groups[key] = (group_names, values.map({g: i for i, g in enumerate(group_names)}).to_numpy(np.int64))
+        exponent_groups[key] = (
+            group_names,
+            values.map({g: i for i, g in enumerate(group_names)}).to_numpy(np.int64),
+        )
 
     dense = None
     if spec.dense_reward is not None:

@@ -88,13 +88,28 @@ def _label(setting: dict[str, Any]) -> str:
 
 
 PAPER_SETTINGS: list[dict[str, Any]] = [
-    {names.MODEL: f"Qwen3-{size}B", names.ALGORITHM: alg, names.DOMAIN: dom, names.PARAMS_B: float(size)}
+    {
+        names.MODEL: f"Qwen3-{size}B",
+        names.ALGORITHM: alg,
+        names.DOMAIN: dom,
+        names.PARAMS_B: float(size),
+    }
     for dom in ("math+code", "swe", "web")
     for alg in ("grpo", "ppo")
     for size in (4, 8, 14)
 ] + [
-    {names.MODEL: "Llama-3.1-8B", names.ALGORITHM: "grpo", names.DOMAIN: "math+code", names.PARAMS_B: 8.0},
-    {names.MODEL: "Qwen2.5-7B", names.ALGORITHM: "grpo", names.DOMAIN: "math+code", names.PARAMS_B: 7.6},
+    {
+        names.MODEL: "Llama-3.1-8B",
+        names.ALGORITHM: "grpo",
+        names.DOMAIN: "math+code",
+        names.PARAMS_B: 8.0,
+    },
+    {
+        names.MODEL: "Qwen2.5-7B",
+        names.ALGORITHM: "grpo",
+        names.DOMAIN: "math+code",
+        names.PARAMS_B: 7.6,
+    },
     {names.MODEL: "Qwen3-8B", names.ALGORITHM: "grpo", names.DOMAIN: "search", names.PARAMS_B: 8.0},
 ]
 
@@ -134,7 +149,9 @@ def paper_truth(
     n = len(PAPER_SETTINGS)
     z_alpha = rng.standard_normal((n, 3))
     alpha = np.asarray(alpha_pop) * np.exp(np.asarray(alpha_log_spread) * z_alpha)
-    amplitude = np.asarray(amplitude_pop) * np.exp(amplitude_log_spread * rng.standard_normal((n, 3)))
+    amplitude = np.asarray(amplitude_pop) * np.exp(
+        amplitude_log_spread * rng.standard_normal((n, 3))
+    )
     floors = np.array(
         [PAPER_GROUP_FLOORS[(s[names.ALGORITHM], s[names.DOMAIN])] for s in PAPER_SETTINGS]
     ) * np.exp(floor_log_spread * rng.standard_normal(n))
@@ -170,12 +187,12 @@ def per_axis_design(
 
     Points shared by sweeps (the anchor itself) are one run, listed once.
     """
-    grids = grids or PAPER_GRIDS
-    anchors = anchors or PAPER_ANCHORS
+    grid_of = grids or PAPER_GRIDS
+    anchor_of = anchors or PAPER_ANCHORS
     points: list[dict[str, int]] = []
     for axis in truth.axes:
-        for value in grids[axis]:
-            point = {AXIS_COLUMNS[a]: anchors[a] for a in truth.axes}
+        for value in grid_of[axis]:
+            point = {AXIS_COLUMNS[a]: anchor_of[a] for a in truth.axes}
             point[AXIS_COLUMNS[axis]] = value
             if point not in points:
                 points.append(point)

@@ -105,8 +105,9 @@ class ModelSpec:
     outcome: str
     setting_keys: tuple[str, ...]
     axes: tuple[Axis, ...]
-    floor: LogNormalPrior
-    floor_spread: float
+    level: LogNormalPrior
+    level_spread: float
+    floor_softness: float
     slope: LogNormalPrior
     slope_spread: float
     exponent_groups: tuple[str, ...] = ()
@@ -172,7 +173,7 @@ class _Reader:
         value = self.table[key]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise self._fail(key, f"must be {_kind_name(kind)}, got {value!r}")
         return value
 
@@ -213,9 +214,13 @@ class _Reader:
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
-    return {float: "a number", int: "an integer", str: "a string", list: "a list", dict: "a table"}.get(
-        kind if isinstance(kind, type) else str, str(kind)
-    )
+    return {
+        float: "a number",
+        int: "an integer",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+    }.get(kind if isinstance(kind, type) else str, str(kind))
 
 
 def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
@@ -234,7 +239,9 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
     outcome_r = top.sub("outcome")
     outcome = outcome_r.get("kind", str)
     if outcome not in OUTCOME_KINDS:
-        raise SpecError(f"{source}: [outcome] kind: must be one of {OUTCOME_KINDS}, got {outcome!r}")
+        raise SpecError(
+            f"{source}: [outcome] kind: must be one of {OUTCOME_KINDS}, got {outcome!r}"
+        )
     concentration = outcome_r.prior("concentration", LogNormalPrior(200.0, 1.0))
     log_loss_sigma = outcome_r.positive("log_loss_sigma", 0.05)
     student_nu = outcome_r.positive("student_nu", 4.0)
@@ -272,11 +279,12 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
     if len(set(axis_names)) != len(axis_names):
         raise SpecError(f"{source}: [[axes]] names must be distinct, got {axis_names}")
 
-    floor_r = top.sub("floor") if "floor" in raw else _Reader({}, "floor", source)
-    top.used.add("floor")
-    floor = floor_r.prior("prior", LogNormalPrior(0.5, 1.0))
-    floor_spread = floor_r.positive("spread", 0.5)
-    floor_r.finish()
+    level_r = top.sub("level") if "level" in raw else _Reader({}, "level", source)
+    top.used.add("level")
+    level = level_r.prior("prior", LogNormalPrior(1.0, 1.0))
+    level_spread = level_r.positive("spread", 0.5)
+    floor_softness = level_r.positive("floor_softness", 0.02)
+    level_r.finish()
 
     slope_r = top.sub("slope") if "slope" in raw else _Reader({}, "slope", source)
     top.used.add("slope")
@@ -329,7 +337,9 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
             raise SpecError(f"{source}: [interaction] axes: two of {axis_names}, got {list(pair)}")
         weight = it.get("weight_beta", list, [2.0, 8.0])
         if len(weight) != 2 or not all(isinstance(w, int | float) and w > 0 for w in weight):
-            raise SpecError(f"{source}: [interaction] weight_beta: two positive numbers, got {weight}")
+            raise SpecError(
+                f"{source}: [interaction] weight_beta: two positive numbers, got {weight}"
+            )
         interaction = Interaction(
             axes=(pair[0], pair[1]),
             units=units,
@@ -345,7 +355,9 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         dense = DenseReward(axis=d.get("axis", str), multiplier=d.prior("multiplier"))
         d.finish()
         if dense.axis not in axis_names:
-            raise SpecError(f"{source}: [dense_reward] axis: {dense.axis!r} is not one of {axis_names}")
+            raise SpecError(
+                f"{source}: [dense_reward] axis: {dense.axis!r} is not one of {axis_names}"
+            )
     top.used.add("dense_reward")
     top.finish()
 
@@ -358,8 +370,9 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         outcome=outcome,
         setting_keys=setting_keys,
         axes=tuple(axes),
-        floor=floor,
-        floor_spread=floor_spread,
+        level=level,
+        level_spread=level_spread,
+        floor_softness=floor_softness,
         slope=slope,
         slope_spread=slope_spread,
         exponent_groups=exponent_groups,
@@ -390,5 +403,7 @@ def load_spec(path_or_name: str | Path | None = None) -> ModelSpec:
             path = bundled
         else:
             known = sorted(p.stem for p in SPEC_DIR.glob("*.toml"))
-            raise SpecError(f"{path_or_name}: no such spec file, and no bundled spec of that name {known}")
+            raise SpecError(
+                f"{path_or_name}: no such spec file, and no bundled spec of that name {known}"
+            )
     return parse_spec(path.read_text(), source=str(path))

@@ -79,7 +79,10 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     return {
         "prob": prob,
         "model": fit_spec(tree).name,
-        "data": {"source": tree.attrs.get(names.ATTR_DATA_SOURCE), "sha256": tree.attrs.get(names.ATTR_DATA_HASH)},
+        "data": {
+            "source": tree.attrs.get(names.ATTR_DATA_SOURCE),
+            "sha256": tree.attrs.get(names.ATTR_DATA_HASH),
+        },
         "sampler": tree.attrs.get(names.ATTR_SAMPLER),
         "seed": int(tree.attrs.get(names.ATTR_SEED, -1)),
         "exponents": {

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import bayesscale.inference  # noqa: F401  (sets XLA_FLAGS before JAX is imported)
 import pandas as pd
 import pytest
+
+import bayesscale.inference  # noqa: F401  (sets XLA_FLAGS before JAX is imported)
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "data" / "reference"

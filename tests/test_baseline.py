@@ -42,7 +42,11 @@ def test_bootstrap_recovers_exponents_on_quiet_data(quiet_truth):
     result = bootstrap_fit(frame, SPEC, n_boot=20, seed=0)
     table = result.exponents.set_index(["setting", "axis"])
     labels = [" | ".join(str(s[k]) for k in names.SETTING_KEYS) for s in truth.settings]
-    true = {(lab, a): truth.alpha[i][j] for i, lab in enumerate(labels) for j, a in enumerate(truth.axes)}
+    true = {
+        (lab, a): truth.alpha[i][j]
+        for i, lab in enumerate(labels)
+        for j, a in enumerate(truth.axes)
+    }
     errors = np.array([table.loc[key, "alpha"] - value for key, value in true.items()])
     assert np.median(np.abs(errors)) < 0.02
     assert (result.exponents["lower"] <= result.exponents["upper"]).all()

@@ -8,7 +8,9 @@ from bayesscale import laws
 
 def test_logit_form_matches_direct_logit_where_that_is_accurate():
     loss = np.geomspace(1e-3, 20, 200)
-    np.testing.assert_allclose(laws.logit_from_loss(loss), logit(np.exp(-loss)), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        laws.logit_from_loss(loss), logit(np.exp(-loss)), rtol=1e-9, atol=1e-9
+    )
 
 
 def test_logit_form_is_finite_at_extremes():

@@ -43,11 +43,15 @@ def test_reference_data_loads_clean(reference_frame, tmp_path):
     assert len(table.frame) == len(reference_frame) == 1008
     design = prepare(table, SPEC)
     assert len(design.settings) == 21 and design.sizes.shape == (1008, 3)
-    np.testing.assert_allclose(design.reference, [np.sqrt(8 * 256), np.sqrt(320 * 10240), 8.0 * 2**0.5 * 2 / 2])
+    np.testing.assert_allclose(
+        design.reference, [np.sqrt(8 * 256), np.sqrt(320 * 10240), 8.0 * 2**0.5 * 2 / 2]
+    )
 
 
 def test_missing_and_misspelled_columns(small, tmp_path):
-    path = write(small.rename(columns={names.N_TASKS: "n_task"}).drop(columns=[names.SEED]), tmp_path)
+    path = write(
+        small.rename(columns={names.N_TASKS: "n_task"}).drop(columns=[names.SEED]), tmp_path
+    )
     with pytest.raises(ObservationError) as err:
         load_observations(path, SPEC)
     text = str(err.value)
@@ -124,7 +128,7 @@ def test_parquet_and_unknown_format(small, tmp_path):
     assert len(load_observations(path, SPEC).frame) == len(small)
     other = tmp_path / "obs.xlsx"
     other.write_text("x")
-    with pytest.raises(ObservationError, match="unknown table format '.xlsx'"):
+    with pytest.raises(ObservationError, match=r"unknown table format '\.xlsx'"):
         load_observations(other, SPEC)
 
 

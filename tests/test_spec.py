@@ -31,11 +31,17 @@ def test_spec_text_is_kept_for_the_fit_file():
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
-        (("kind = \"loss\"", "kind = \"probit\""), r"x.toml: \[outcome\] kind: must be one of"),
-        (("column = \"params\"", "column = 3"), r"\[axes #1\] column: must be a string"),
-        (("name = \"N\"", "name = \"N\"\nexponent = { median = -1.0, log_sd = 1.0 }"), r"median: must be > 0"),
+        (('kind = "loss"', 'kind = "probit"'), r"x.toml: \[outcome\] kind: must be one of"),
+        (('column = "params"', "column = 3"), r"\[axes #1\] column: must be a string"),
+        (
+            ('name = "N"', 'name = "N"\nexponent = { median = -1.0, log_sd = 1.0 }'),
+            r"median: must be > 0",
+        ),
         (("[model]", "[model]\ncolour = 1"), r"\[model\] unknown key\(s\) \['colour'\]"),
-        (("[[axes]]", "[interaction]\naxes=['N','N']\nunits='reference'\n[[axes]]"), r"units: only"),
+        (
+            ("[[axes]]", "[interaction]\naxes=['N','N']\nunits='reference'\n[[axes]]"),
+            r"units: only",
+        ),
     ],
 )
 def test_bad_specs_name_file_and_key(patch, message):
@@ -44,7 +50,7 @@ def test_bad_specs_name_file_and_key(patch, message):
 
 
 def test_not_toml():
-    with pytest.raises(SpecError, match="x.toml: not valid TOML"):
+    with pytest.raises(SpecError, match=r"x\.toml: not valid TOML"):
         parse_spec("[model\n", source="x.toml")
 
 

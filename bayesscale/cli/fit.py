@@ -17,7 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--strict, failed diagnostics give exit status 3.",
     )
     parser.add_argument("observations", metavar="OBS", help="observation table (.csv or .parquet)")
-    parser.add_argument("--spec", default=None, help="model spec TOML file or bundled name (default: agentic_rl)")
+    parser.add_argument(
+        "--spec", default=None, help="model spec TOML file or bundled name (default: agentic_rl)"
+    )
     parser.add_argument("--out", required=True, metavar="FIT.nc", help="where to write the fit")
     parser.add_argument("--sampler", default="numpyro", choices=("numpyro", "nutpie", "pymc"))
     parser.add_argument("--chains", type=int, default=4)

@@ -15,7 +15,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "exponents.population.<axis> as mean, lower, upper.",
     )
     parser.add_argument("fit", metavar="FIT.nc")
-    parser.add_argument("--prob", type=float, default=0.9, help="credible interval mass (default 0.9)")
+    parser.add_argument(
+        "--prob", type=float, default=0.9, help="credible interval mass (default 0.9)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
 
