@@ -1,0 +1,312 @@
+"""``bayesscale recipe FIT.nc --budget B``: the budget allocation with credible intervals.
+
+Examples::
+
+    bayesscale recipe out/fit.nc --budget 1e5
+    bayesscale recipe out/fit.nc --budget 1e4:1e8:20 --bounds env=1:384,traj=2: --json
+    bayesscale recipe out/fit.nc --budget 5e4 --kappa env=0.71 --prices my_prices.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from bayesscale.cli import CommandError
+
+DESCRIPTION = (
+    "Propagate a law fit's posterior through the budget allocator (additive linear cost "
+    "sum_i (c_i/kappa_i) D_i, exact KKT per draw): the optimal allocation per axis with "
+    "credible intervals, the single decision that maximises expected success, local recipe "
+    "exponents, and comparisons with trajectory-heavy and Chinchilla-style allocations."
+)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "recipe", help="budget allocation with credible intervals", description=DESCRIPTION
+    )
+    p.add_argument("fit", metavar="FIT.nc", help="a law fit saved by `bayesscale fit`")
+    p.add_argument(
+        "--budget",
+        required=True,
+        help="a budget (1e5), a list (1e4,1e5) or a log-spaced sweep LO:HI:N (1e4:1e8:20)",
+    )
+    p.add_argument(
+        "--prices",
+        metavar="P.toml",
+        help="unit prices overriding the defaults (models/prices.toml)",
+    )
+    p.add_argument(
+        "--pricing", metavar="PRICE.nc", help="a pricing fit: kappa per axis from its posterior"
+    )
+    p.add_argument(
+        "--kappa", metavar="AXIS=K,...", help="discounts of synthetic data, e.g. env=0.71,traj=0.42"
+    )
+    p.add_argument(
+        "--bounds",
+        metavar="AXIS=LO:HI,...",
+        help="box bounds in purchased units, e.g. env=1:384,traj=2: (default: every axis >= 1)",
+    )
+    p.add_argument("--setting", action="append", help="a setting label (repeatable; default: all)")
+    p.add_argument(
+        "--credible", type=float, default=0.9, help="credible-interval mass (default 0.9)"
+    )
+    p.add_argument("--max-draws", type=int, help="thin each chain to at most this many draws")
+    p.add_argument(
+        "--grow-axis", help="the trajectory-heavy baseline's growing axis (default traj)"
+    )
+    p.add_argument(
+        "--no-decision", action="store_true", help="skip the expected-success decision (faster)"
+    )
+    p.add_argument(
+        "--iso",
+        action="store_true",
+        help="add iso-budget curves (success as one axis's budget share varies, the others in "
+        "the decision's proportions) with bands to the JSON output",
+    )
+    p.add_argument("--out", metavar="RECIPE.nc", help="also write the per-draw results (netCDF)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def parse_budgets(text: str) -> list[float]:
+    """``1e5`` | ``1e4,1e5`` | ``LO:HI:N`` (N log-spaced points, both ends included).
+
+    >>> parse_budgets("1e4:1e6:3")
+    [10000.0, 100000.0, 1000000.0]
+    """
+    try:
+        if ":" in text:
+            parts = text.split(":")
+            if len(parts) != 3:
+                raise ValueError
+            lo, hi, n = float(parts[0]), float(parts[1]), int(parts[2])
+            if n < 1 or lo <= 0 or hi < lo:
+                raise ValueError
+            if n == 1:
+                return [lo]
+            step = (math.log(hi) - math.log(lo)) / (n - 1)
+            # 12 significant digits: 1e4:1e6:3 gives 1e5, not 100000.00000000001
+            inner = [float(f"{math.exp(math.log(lo) + i * step):.12g}") for i in range(n - 1)]
+            return [*inner, hi]
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise CommandError(
+            f"--budget {text!r}: expected B, B1,B2,... or LO:HI:N with 0 < LO <= HI"
+        ) from None
+    if not values or any(not (math.isfinite(v) and v > 0) for v in values):
+        raise CommandError(f"--budget {text!r}: budgets must be finite and > 0")
+    return values
+
+
+def _pairs(text: str, flag: str) -> list[tuple[str, str]]:
+    out = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        if "=" not in item:
+            raise CommandError(f"{flag} {text!r}: expected AXIS=VALUE items separated by commas")
+        key, value = item.split("=", 1)
+        out.append((key.strip(), value.strip()))
+    return out
+
+
+def parse_kappa(text: str) -> dict[str, float]:
+    """``env=0.71,traj=0.42`` -> ``{"env": 0.71, "traj": 0.42}``."""
+    out = {}
+    for key, value in _pairs(text, "--kappa"):
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise CommandError(f"--kappa {key}={value!r}: not a number") from None
+    return out
+
+
+def parse_bounds(text: str) -> dict[str, tuple[float | None, float | None]]:
+    """``env=1:384,traj=2:`` -> ``{"env": (1.0, 384.0), "traj": (2.0, None)}``.
+
+    >>> parse_bounds("env=1:384,traj=2:")
+    {'env': (1.0, 384.0), 'traj': (2.0, None)}
+    """
+    out: dict[str, tuple[float | None, float | None]] = {}
+    for key, value in _pairs(text, "--bounds"):
+        if ":" not in value:
+            raise CommandError(f"--bounds {key}={value!r}: expected LO:HI, LO: or :HI")
+        lo_s, hi_s = value.split(":", 1)
+        try:
+            lo = float(lo_s) if lo_s else None
+            hi = float(hi_s) if hi_s else None
+        except ValueError:
+            raise CommandError(f"--bounds {key}={value!r}: bounds must be numbers") from None
+        out[key] = (lo, hi)
+    return out
+
+
+def _load(path: str, kind: str) -> Any:
+    try:
+        from bayesscale.inference import load_fit
+    except ImportError:  # the fitting module is optional for reading
+        import xarray as xr
+
+        from bayesscale import names
+
+        tree = xr.open_datatree(path).load()
+        if tree.attrs.get(names.ATTR_KIND) != kind:
+            raise CommandError(f"{path}: not a bayesscale {kind!r} file") from None
+        return tree
+    return load_fit(path, kind=kind)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bayesscale import names
+    from bayesscale.prices import load_prices
+    from bayesscale.recipe import recipe, to_json
+
+    budgets = parse_budgets(args.budget)
+    kappa = parse_kappa(args.kappa) if args.kappa else None
+    bounds = parse_bounds(args.bounds) if args.bounds else None
+    prices = load_prices(args.prices)
+    fit = _load(args.fit, names.KIND_LAW_FIT)
+    pricing = _load(args.pricing, names.KIND_PRICING_FIT) if args.pricing else None
+    ds = recipe(
+        fit,
+        budgets,
+        prices=prices,
+        pricing=pricing,
+        kappa=kappa,
+        bounds=bounds,
+        settings=args.setting,
+        grow_axis=args.grow_axis,
+        max_draws=args.max_draws,
+        decision=not args.no_decision,
+    )
+    summary = to_json(ds, args.credible)
+    if args.iso:
+        _add_iso(summary, ds, fit, args, prices, pricing, kappa, bounds)
+    failures = int(ds.attrs.get("decision_solver_failures", 0))
+    if failures:
+        print(
+            f"bayesscale recipe: note: the expected-success optimiser did not converge for "
+            f"{failures} (setting, budget) pair(s); the better of its last point and the median "
+            "per-draw optimum is reported there",
+            file=sys.stderr,
+        )
+    if args.out:
+        ds.to_netcdf(args.out, engine="h5netcdf")
+    if args.json:
+        json.dump(summary, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_table(summary))
+    return 0
+
+
+def _add_iso(
+    summary: dict[str, Any],
+    ds: Any,
+    fit: Any,
+    args: argparse.Namespace,
+    prices: Any,
+    pricing: Any,
+    kappa: dict[str, float] | None,
+    bounds: dict[str, tuple[float | None, float | None]] | None,
+) -> None:
+    """Iso-budget bands per (setting, budget) row, through the decision (or, without one, the
+    median per-draw spend)."""
+    import numpy as np
+
+    from bayesscale import names
+    from bayesscale.recipe import iso_budget, summarize
+
+    rows = {(r["setting"], r["budget"]): r for r in summary["results"]}
+    for j, budget in enumerate(ds[names.BUDGET_DIM].to_numpy()):
+        if names.DECISION_SPEND in ds:
+            ref = ds[names.DECISION_SPEND].isel({names.BUDGET_DIM: j}).to_numpy()
+        else:
+            share = ds[names.SPEND_SHARE].isel({names.BUDGET_DIM: j})
+            ref = share.median((names.CHAIN_DIM, names.DRAW_DIM)).to_numpy() * budget
+        iso = iso_budget(
+            fit,
+            float(budget),
+            prices=prices,
+            pricing=pricing,
+            kappa=kappa,
+            bounds=bounds,
+            settings=[str(x) for x in ds[names.SETTING_DIM].to_numpy()],
+            reference_spend=ref,
+            max_draws=args.max_draws,
+        )
+        bands = summarize(iso, args.credible)[names.ISO_SUCCESS]
+        grid = [float(x) for x in bands[names.SHARE_DIM].to_numpy()]
+        for setting in bands[names.SETTING_DIM].to_numpy():
+            curves = {}
+            for axis in bands[names.AXIS_DIM].to_numpy():
+                q = bands.sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis}).to_numpy()
+                curves[str(axis)] = {
+                    "share": grid,
+                    **{
+                        k: [None if not np.isfinite(v) else float(v) for v in q[i]]
+                        for i, k in enumerate(("lower", "median", "upper"))
+                    },
+                }
+            rows[(str(setting), float(budget))]["iso_budget"] = curves
+
+
+def _fmt(x: float | str | None) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, str):
+        return x
+    if abs(x) >= 1e4 or (0 < abs(x) < 1e-2):
+        return f"{x:.3g}"
+    return f"{x:.3g}" if abs(x) < 10 else f"{x:,.0f}"
+
+
+def _interval(t: dict[str, float | str | None]) -> str:
+    return f"{_fmt(t['median'])} [{_fmt(t['lower'])}, {_fmt(t['upper'])}]"
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    """Plain-text report of :func:`bayesscale.recipe.to_json` output."""
+    pct = round(100 * summary["credible"])
+    cur = summary["currency"]
+    lines = [
+        f"cost model: {summary['cost_model']}; unit prices ({cur}): "
+        + ", ".join(f"{a} {p:g}" for a, p in summary["unit_prices"].items()),
+        f"discounts: {summary['kappa']}; bounds: "
+        + ", ".join(
+            f"{a} [{lo:g}, {'inf' if hi is None else f'{hi:g}'}]"
+            for a, (lo, hi) in summary["bounds"].items()
+        ),
+        f"intervals: median [{pct}% equal-tailed] over posterior draws",
+        "",
+    ]
+    for row in summary["results"]:
+        lines.append(f"== {row['setting']}  |  budget {row['budget']:,.0f} {cur}")
+        head = ("axis", "optimum per draw (units)", "decision", "exponent e_i")
+        lines.append(f"   {head[0]:<10} {head[1]:<34} {head[2]:>12}  {head[3]}")
+        for axis, t in row["allocation"].items():
+            dec = _fmt(row["decision"][axis]) if "decision" in row else "-"
+            expo = _interval(row["recipe_exponent"][axis])
+            lines.append(f"   {axis:<10} {_interval(t):<34} {dec:>12}  {expo}")
+        if "success_at_decision" in row:
+            lines.append(
+                f"   success of the decision: {_interval(row['success_at_decision'])} "
+                f"(expected {row['expected_success']:.4f})"
+            )
+        for b, entry in row["baselines"].items():
+            text = f"   vs {b:<11} success {_interval(entry['success'])}"
+            if "gain_of_decision" in entry:
+                text += f"; gain {_interval(entry['gain_of_decision'])}"
+            if "compute_multiplier" in entry:
+                text += f"; budget x needed {_interval(entry['compute_multiplier'])}"
+            lines.append(text)
+        for key, value in row.items():
+            if key.startswith("switch_price"):
+                lines.append(f"   {key} ({cur} per unit): {_interval(value)}")
+        lines.append("")
+    return "\n".join(lines)
