@@ -1,0 +1,95 @@
+"""The sweep directory's run table (``manifest.csv``): one row per run, rewritten atomically.
+
+Columns (names from ``bayesscale.names``): ``run_id``, ``sweep_axis``, ``model``,
+``model_path``, ``params_b``, ``algorithm``, ``domain``, ``reward``, ``n_envs``,
+``n_tasks``, ``rollouts``, ``n_worlds``, ``seed``, ``n_cells``, ``updates``,
+``train_batch_size``, ``val_size``, ``val_n``, ``n_gpus``, ``train_path``, ``val_path``,
+``log_path``, ``status``, ``attempt``, ``job_id``, ``message``, ``updated_at``.
+
+Paths are stored relative to the sweep directory; ``absolute`` resolves them. Status is one
+of ``planned``, ``pending``, ``running``, ``succeeded``, ``failed``, ``stopped``.
+Each attempt of a run logs to its own file, ``runs/<run_id>/attempt-<k>/verl.jsonl``:
+verl opens its log with mode "wb", so a resumed run would wipe an earlier attempt's log.
+
+>>> m = read_manifest("sweeps/example")  # doctest: +SKIP
+>>> write_manifest(m, "sweeps/example")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pandas as pd
+
+from bayesscale import names
+from bayesscale.observations import write_table
+
+MANIFEST = "manifest.csv"
+SPEC_COPY = "sweep.toml"
+PLAN_REPORT = "plan.json"
+PLANNED, PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED = (
+    "planned",
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "stopped",
+)
+STATUSES = (PLANNED, PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED)
+ACTIVE = (PENDING, RUNNING)
+FINISHED_BAD = (FAILED, STOPPED)
+LOG_NAME = "verl.jsonl"
+TEXT_COLUMNS = (names.JOB_ID, names.MESSAGE, names.UPDATED_AT, names.LOG_PATH)
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be read; names the file, row and column."""
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def attempt_log(run_id: str, attempt: int) -> str:
+    """Relative log path of one attempt: ``runs/<run_id>/attempt-<k>/verl.jsonl``."""
+    return f"runs/{run_id}/attempt-{attempt}/{LOG_NAME}"
+
+
+def absolute(sweep_dir: str | Path, relative: str) -> Path:
+    """The absolute path of a manifest path (paths are stored relative to the sweep)."""
+    path = Path(relative)
+    return path if path.is_absolute() else Path(sweep_dir).resolve() / path
+
+
+def read_manifest(sweep_dir: str | Path) -> pd.DataFrame:
+    """Read ``<sweep_dir>/manifest.csv`` and check its run ids and statuses."""
+    path = Path(sweep_dir) / MANIFEST
+    if not path.exists():
+        raise ManifestError(
+            f"{path}: no such file; is {sweep_dir} a sweep directory (bayesscale plan)?"
+        )
+    frame = pd.read_csv(path, dtype={c: "string" for c in TEXT_COLUMNS}, keep_default_na=True)
+    for column in (names.RUN_ID, names.STATUS, names.ATTEMPT, names.LOG_PATH):
+        if column not in frame.columns:
+            raise ManifestError(f"{path}: missing column {column!r}")
+    for column in TEXT_COLUMNS:
+        if column in frame.columns:
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), "")
+    dup = frame.index[frame[names.RUN_ID].duplicated(keep=False)]
+    if len(dup):
+        raise ManifestError(
+            f"{path}: column {names.RUN_ID!r}, rows {[int(i) + 1 for i in dup]}: repeated run id"
+        )
+    bad = frame.index[~frame[names.STATUS].isin(STATUSES)]
+    if len(bad):
+        raise ManifestError(
+            f"{path}: column {names.STATUS!r}, row {int(bad[0]) + 1}: unknown status "
+            f"{frame[names.STATUS][bad[0]]!r}; use one of {STATUSES}"
+        )
+    return frame
+
+
+def write_manifest(frame: pd.DataFrame, sweep_dir: str | Path) -> Path:
+    """Atomically replace ``<sweep_dir>/manifest.csv`` (temporary file, then rename)."""
+    return write_table(frame, Path(sweep_dir) / MANIFEST, overwrite=True)

@@ -1,0 +1,394 @@
+"""Plan a sweep: held-out split, nested grid points, aligned training sets, the manifest.
+
+Sets are prefixes of one seeded order, so grid points nest: with training environments
+ordered e_1, e_2, … and training tasks t_1, t_2, …, the run at (E, T) trains on the cells
+``{(t, e) in pool : e in {e_1..e_E}, t in {t_1..t_T}}``. A smaller run's environments and
+tasks are therefore a subset of a larger run's, on every axis.
+
+Held-out split (``[holdout] by``): ``task`` holds out whole task ids, ``env`` whole
+environments, ``world`` every environment of the held-out worlds; every cell touching a
+held-out unit goes to the validation set and never to training.
+
+Training-signal alignment (PAPER.md §3): every run trains on the same number of
+task-environment cells C and the same number of updates U, whatever its (E, T). The run's
+distinct cells are ordered (one cell per task and per environment first, so that all E
+environments and T tasks are covered, then the rest in seeded order) and cycled or cut to
+exactly C rows; verl gets ``data.train_max_samples=C``, ``data.train_batch_size=C/U`` and
+``trainer.total_training_steps=U``. Only the rollout axis changes the number of
+trajectories (C·D_τ), hence tokens.
+
+>>> from bayesscale.verl.sweep import load_sweep_spec
+>>> spec = load_sweep_spec("data/verl_example/sweep.toml")  # doctest: +SKIP
+>>> result = plan_sweep(spec, "sweeps/example")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bayesscale import names
+from bayesscale.verl import manifest as mf
+from bayesscale.verl.pool import Pool, PoolError, read_pool
+from bayesscale.verl.sweep import AXIS_COLUMNS, SweepSpec, holdout_count, safe_token
+
+VAL_FILE = "data/val.parquet"
+WORLD = "world"
+
+
+@dataclass(frozen=True)
+class Split:
+    """Training cells, validation cells and the held-out unit ids (all from one pool)."""
+
+    train: pd.DataFrame
+    val: pd.DataFrame
+    by: str
+    held_out: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Orders:
+    """The seeded orders whose prefixes are the nested sets."""
+
+    envs: tuple[str, ...]
+    tasks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    sweep_dir: Path
+    manifest: pd.DataFrame
+    report: dict[str, Any]
+
+
+def split_holdout(pool: Pool, spec: SweepSpec) -> Split:
+    """Hold out whole tasks, environments or worlds; their cells never reach training."""
+    frame = pool.frame
+    by = spec.holdout.by
+    column = {names.TASK: names.TASK_ID, names.ENV: names.ENV_ID, WORLD: names.WORLD_ID}[by]
+    if column not in frame.columns:
+        raise PoolError(
+            f"{pool.source}: [holdout] by = {by!r} needs column {column!r}, which the pool lacks"
+        )
+    units = np.array(sorted(frame[column].unique()))
+    k = holdout_count(len(units), spec.holdout)
+    if k >= len(units):
+        raise PoolError(
+            f"{pool.source}: column {column!r}: holding out {k} of {len(units)} {by} id(s) "
+            "leaves nothing to train on; lower [holdout] fraction/count"
+        )
+    rng = np.random.default_rng([spec.selection_seed, 0])
+    held = tuple(sorted(units[rng.permutation(len(units))[:k]].tolist()))
+    is_val = frame[column].isin(held)
+    val = frame[is_val]
+    if spec.holdout.max_val_cells is not None and len(val) > spec.holdout.max_val_cells:
+        keep = np.sort(rng.permutation(len(val))[: spec.holdout.max_val_cells])
+        val = val.iloc[keep]
+    return Split(frame[~is_val].reset_index(drop=True), val.reset_index(drop=True), by, held)
+
+
+def make_orders(train: pd.DataFrame, seed: int) -> Orders:
+    """Seeded permutations of the training environments and tasks."""
+    envs = np.array(sorted(train[names.ENV_ID].unique()))
+    tasks = np.array(sorted(train[names.TASK_ID].unique()))
+    envs = envs[np.random.default_rng([seed, 1]).permutation(len(envs))]
+    tasks = tasks[np.random.default_rng([seed, 2]).permutation(len(tasks))]
+    return Orders(tuple(envs.tolist()), tuple(tasks.tolist()))
+
+
+def select_cells(
+    train: pd.DataFrame,
+    orders: Orders,
+    n_envs: int,
+    n_tasks: int,
+    n_cells: int,
+    seed: int,
+    source: str = "<pool>",
+) -> pd.DataFrame:
+    """The ``n_cells`` training rows of grid point (n_envs, n_tasks), covering every one of
+    its environments and tasks; raise ``PoolError`` when the pool cannot provide them."""
+    if n_envs > len(orders.envs) or n_tasks > len(orders.tasks):
+        raise PoolError(
+            f"{source}: pool too small for the grid point n_envs={n_envs}, n_tasks={n_tasks}: "
+            f"after the held-out split it has {len(orders.envs)} training environment(s) "
+            f"(column {names.ENV_ID!r}) and {len(orders.tasks)} training task(s) "
+            f"(column {names.TASK_ID!r})"
+        )
+    env_set = set(orders.envs[:n_envs])
+    task_set = set(orders.tasks[:n_tasks])
+    cells = train[train[names.ENV_ID].isin(env_set) & train[names.TASK_ID].isin(task_set)]
+    lonely_envs = sorted(env_set - set(cells[names.ENV_ID]))
+    lonely_tasks = sorted(task_set - set(cells[names.TASK_ID]))
+    if lonely_envs or lonely_tasks:
+        raise PoolError(
+            f"{source}: pool too sparse for the grid point n_envs={n_envs}, n_tasks={n_tasks}: "
+            f"{len(lonely_envs)} of its environments (column {names.ENV_ID!r}, e.g. "
+            f"{lonely_envs[:3]}) and {len(lonely_tasks)} of its tasks (column "
+            f"{names.TASK_ID!r}, e.g. {lonely_tasks[:3]}) have no cell among the others. "
+            "Every selected task needs a cell in some selected environment and vice versa: "
+            "give tasks cells in several environments, or sweep fewer points"
+        )
+    rng = np.random.default_rng([seed, 3, n_envs, n_tasks])
+    cells = cells.iloc[rng.permutation(len(cells))]
+    cover = ~cells[names.TASK_ID].duplicated() | ~cells[names.ENV_ID].duplicated()
+    ordered = pd.concat([cells[cover.to_numpy()], cells[~cover.to_numpy()]])
+    if int(cover.sum()) > n_cells:
+        raise PoolError(
+            f"{source}: [alignment] cells = {n_cells} cannot cover the {n_tasks} tasks and "
+            f"{n_envs} environments of grid point n_envs={n_envs}, n_tasks={n_tasks} "
+            f"(needs at least {int(cover.sum())}); raise cells"
+        )
+    take = np.arange(n_cells) % len(ordered)
+    return ordered.iloc[take].reset_index(drop=True)
+
+
+def to_verl_rows(cells: pd.DataFrame, split: str) -> pd.DataFrame:
+    """verl's RL dataset schema: prompt (chat list), data_source, reward_model, extra_info."""
+    extra = cells[names.EXTRA_INFO] if names.EXTRA_INFO in cells.columns else [{}] * len(cells)
+    infos = []
+    worlds = cells[names.WORLD_ID] if names.WORLD_ID in cells.columns else [None] * len(cells)
+    for i, (info, task, env, world) in enumerate(
+        zip(extra, cells[names.TASK_ID], cells[names.ENV_ID], worlds, strict=True)
+    ):
+        merged = dict(info)
+        merged.update({"index": i, "split": split, names.TASK_ID: task, names.ENV_ID: env})
+        if world is not None:
+            merged[names.WORLD_ID] = world
+        infos.append(merged)
+    out = pd.DataFrame(
+        {
+            names.DATA_SOURCE: cells[names.DATA_SOURCE].to_numpy(),
+            names.PROMPT: list(cells[names.PROMPT]),
+            names.REWARD_MODEL: list(cells[names.REWARD_MODEL]),
+            names.EXTRA_INFO: infos,
+        }
+    )
+    if names.AGENT_NAME in cells.columns:
+        out[names.AGENT_NAME] = cells[names.AGENT_NAME].to_numpy()
+    return out
+
+
+def grid_runs(spec: SweepSpec) -> list[dict[str, Any]]:
+    """One dict per distinct (n_envs, n_tasks, rollouts), with the sweep axes it serves."""
+    points: dict[tuple[int, int, int], list[str]] = {}
+    for axis in spec.axes:
+        for value in spec.grid_points(axis):
+            sizes = dict(spec.anchors)
+            sizes[AXIS_COLUMNS[axis]] = value
+            key = (sizes[names.N_ENVS], sizes[names.N_TASKS], sizes[names.ROLLOUTS])
+            points.setdefault(key, []).append(axis)
+    return [
+        {names.N_ENVS: e, names.N_TASKS: t, names.ROLLOUTS: r, names.SWEEP_AXIS: "+".join(axes)}
+        for (e, t, r), axes in sorted(points.items())
+    ]
+
+
+def run_id(model: str, algorithm: str, n_envs: int, n_tasks: int, rollouts: int, seed: int) -> str:
+    """``<model>-<alg>-e<E>-t<T>-r<R>-s<seed>``: stable, file- and Ray-id-safe."""
+    return f"{safe_token(model)}-{algorithm}-e{n_envs}-t{n_tasks}-r{rollouts}-s{seed}"
+
+
+def train_file(n_envs: int, n_tasks: int) -> str:
+    return f"data/train-e{n_envs}-t{n_tasks}.parquet"
+
+
+def build_plan(
+    spec: SweepSpec, pool: Pool
+) -> tuple[pd.DataFrame, dict[str, pd.DataFrame], dict[str, Any]]:
+    """Plan in memory: (manifest, {relative path: verl parquet frame}, report)."""
+    split = split_holdout(pool, spec)
+    orders = make_orders(split.train, spec.selection_seed)
+    points = grid_runs(spec)
+    world_of = (
+        split.train.drop_duplicates(names.ENV_ID).set_index(names.ENV_ID)[names.WORLD_ID]
+        if pool.has_worlds
+        else None
+    )
+    files: dict[str, pd.DataFrame] = {VAL_FILE: to_verl_rows(split.val, "val")}
+    data_points: dict[tuple[int, int], dict[str, Any]] = {}
+    for point in points:
+        key = (point[names.N_ENVS], point[names.N_TASKS])
+        if key in data_points:
+            continue
+        cells = select_cells(
+            split.train, orders, *key, spec.cells, spec.selection_seed, pool.source
+        )
+        files[train_file(*key)] = to_verl_rows(cells, "train")
+        distinct = cells.drop_duplicates([names.TASK_ID, names.ENV_ID])
+        available = split.train[
+            split.train[names.ENV_ID].isin(orders.envs[: key[0]])
+            & split.train[names.TASK_ID].isin(orders.tasks[: key[1]])
+        ]
+        n_worlds = None
+        if world_of is not None:
+            n_worlds = int(world_of.loc[list(orders.envs[: key[0]])].nunique())
+        data_points[key] = {
+            names.N_ENVS: key[0],
+            names.N_TASKS: key[1],
+            names.N_WORLDS: n_worlds,
+            "available_cells": len(available),
+            "distinct_cells": len(distinct),
+            "rows": len(cells),
+            "repeats": round(len(cells) / len(distinct), 3),
+            "envs_covered": int(cells[names.ENV_ID].nunique()),
+            "tasks_covered": int(cells[names.TASK_ID].nunique()),
+        }
+
+    rows = []
+    for model in spec.models:
+        for algorithm in spec.algorithms:
+            for point in points:
+                dp = data_points[(point[names.N_ENVS], point[names.N_TASKS])]
+                for seed in spec.seeds:
+                    rid = run_id(
+                        model.name,
+                        algorithm,
+                        point[names.N_ENVS],
+                        point[names.N_TASKS],
+                        point[names.ROLLOUTS],
+                        seed,
+                    )
+                    rows.append(
+                        {
+                            names.RUN_ID: rid,
+                            names.SWEEP_AXIS: point[names.SWEEP_AXIS],
+                            names.MODEL: model.name,
+                            names.MODEL_PATH: model.path,
+                            names.PARAMS_B: model.params_b,
+                            names.ALGORITHM: algorithm,
+                            names.DOMAIN: spec.domain,
+                            names.REWARD: spec.reward,
+                            names.N_ENVS: point[names.N_ENVS],
+                            names.N_TASKS: point[names.N_TASKS],
+                            names.ROLLOUTS: point[names.ROLLOUTS],
+                            names.N_WORLDS: dp[names.N_WORLDS],
+                            names.SEED: seed,
+                            names.N_CELLS: spec.cells,
+                            names.UPDATES: spec.updates,
+                            names.TRAIN_BATCH_SIZE: spec.train_batch_size,
+                            names.VAL_SIZE: len(split.val),
+                            names.VAL_N: spec.verl.val_n,
+                            names.N_GPUS: spec.verl.gpus_per_run,
+                            names.TRAIN_PATH: train_file(point[names.N_ENVS], point[names.N_TASKS]),
+                            names.VAL_PATH: VAL_FILE,
+                            names.LOG_PATH: mf.attempt_log(rid, 1),
+                            names.STATUS: mf.PLANNED,
+                            names.ATTEMPT: 1,
+                            names.JOB_ID: "",
+                            names.MESSAGE: "",
+                            names.UPDATED_AT: mf.now(),
+                        }
+                    )
+    manifest = pd.DataFrame(rows)
+    report = {
+        "sweep": spec.name,
+        "sweep_uid": uuid.uuid4().hex,
+        "pool": {
+            "source": str(pool.source),
+            "cells": len(pool.frame),
+            "tasks": int(pool.frame[names.TASK_ID].nunique()),
+            "envs": int(pool.frame[names.ENV_ID].nunique()),
+            "worlds": int(pool.frame[names.WORLD_ID].nunique()) if pool.has_worlds else None,
+        },
+        "holdout": {
+            "by": split.by,
+            "held_out": list(split.held_out),
+            "val_cells": len(split.val),
+            "val_sources": {
+                str(k): int(v)
+                for k, v in split.val[names.DATA_SOURCE].value_counts().sort_index().items()
+            },
+            "train_envs": len(orders.envs),
+            "train_tasks": len(orders.tasks),
+        },
+        "grid": {axis: list(spec.grid_points(axis)) for axis in spec.axes},
+        "anchors": dict(spec.anchors),
+        "alignment": {
+            "cells_per_run": spec.cells,
+            "updates": spec.updates,
+            "train_batch_size": spec.train_batch_size,
+            "verl": {
+                "data.train_max_samples": spec.cells,
+                "data.train_batch_size": spec.train_batch_size,
+                "trainer.total_training_steps": spec.updates,
+            },
+            "note": (
+                "Every environment and task grid point trains on the same number of "
+                "task-environment cells and updates; only the rollout axis changes the number "
+                "of trajectories per cell (cells x rollouts), hence tokens. verl drops prompts "
+                "longer than data.max_prompt_length (filter_overlong_prompts): check "
+                "'dataset len' in each run's log if prompts are long."
+            ),
+            "data_points": [data_points[k] for k in sorted(data_points)],
+        },
+        "runs": len(manifest),
+    }
+    return manifest, files, report
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_sweep(
+    sweep_dir: str | Path,
+    manifest: pd.DataFrame,
+    files: dict[str, pd.DataFrame],
+    report: dict[str, Any],
+    spec_text: str,
+    overwrite: bool = False,
+) -> Path:
+    """Write the sweep directory atomically: built beside it, then renamed into place."""
+    target = Path(sweep_dir).resolve()
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target} exists; pass --force to replace the whole sweep directory")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    try:
+        for relative, frame in files.items():
+            path = tmp / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            frame.to_parquet(path, index=False)
+        for rid in manifest[names.RUN_ID]:
+            (tmp / "runs" / rid).mkdir(parents=True)
+        (tmp / mf.SPEC_COPY).write_text(spec_text, encoding="utf-8")
+        (tmp / mf.PLAN_REPORT).write_text(json.dumps(report, indent=2, default=str) + "\n")
+        manifest.to_csv(tmp / mf.MANIFEST, index=False)
+        if target.exists():
+            old = Path(
+                tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".old")
+            )
+            os.rmdir(old)
+            os.replace(target, old)
+            os.replace(tmp, target)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return target
+
+
+def plan_sweep(spec: SweepSpec, sweep_dir: str | Path, overwrite: bool = False) -> PlanResult:
+    """Read the spec's pool, plan every run and write the sweep directory."""
+    pool = read_pool(spec.pool)
+    manifest, files, report = build_plan(spec, pool)
+    report["pool"]["sha256"] = _sha256(Path(spec.pool))
+    spec_text = spec.text.replace(
+        next((line for line in spec.text.splitlines() if line.strip().startswith("pool")), "\0"),
+        f"pool = {json.dumps(str(Path(spec.pool).resolve()))}",
+        1,
+    )
+    target = write_sweep(sweep_dir, manifest, files, report, spec_text, overwrite=overwrite)
+    return PlanResult(target, manifest, report)

@@ -1,0 +1,389 @@
+"""The sweep spec: a TOML file saying what to sweep, around which anchors, how often.
+
+Per-axis sweeps (PAPER.md §3): the two other axes sit at saturated anchors
+(D_E, D_T, D_τ) = (256, 10,240, 8); the target axis takes ``points`` nested grid points
+spanning ``span``× (default 6 over 32×), geometric:
+
+    D_k = lo · span^(k/(points-1)),   lo = anchor/span   (lo = 1, top = span when anchor/span < 1)
+
+so envs 8…256, tasks 320…10,240 and rollouts 1…32 by default. Every grid point of every
+axis is crossed with ``seeds`` × ``algorithms`` × ``models``.
+
+Example spec::
+
+    name = "math-code"
+    pool = "pool.jsonl"            # relative to this file
+    domain = "math+code"
+    reward = "sparse"
+    seeds = [0, 1, 2]
+    algorithms = ["grpo", "ppo"]
+
+    [[models]]
+    name = "qwen3-8b"
+    path = "Qwen/Qwen3-8B"
+    params_b = 8.0
+
+    [anchors]                      # defaults 256 / 10240 / 8
+    n_envs = 256
+    n_tasks = 10240
+    rollouts = 8
+
+    [grid]                         # default: all three axes, 6 points over 32x
+    axes = ["env", "task", "traj"]
+    points = 6
+    span = 32
+    # env = [8, 16, 32, 64, 128, 256]   # explicit points override
+
+    [alignment]                    # same cells and updates at every grid point
+    cells = 256000
+    updates = 1000
+
+    [holdout]
+    by = "task"                    # task | env | world
+    fraction = 0.1                 # or: count = 50
+    selection_seed = 0
+
+    [verl]
+    n_gpus_per_node = 8
+    nnodes = 1
+    test_freq = 100
+    rollout_name = "vllm"
+    val_n = 1
+    ppo_mini_batch_size = 256
+    entrypoint = "python3 -m verl.trainer.main_ppo"
+    extra_overrides = ["data.max_prompt_length=2048"]
+
+>>> spec = load_sweep_spec("data/verl_example/sweep.toml")  # doctest: +SKIP
+>>> spec.grid_points("env")  # doctest: +SKIP
+(1, 2, 4, 8, 16, 32)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bayesscale import names
+
+AXIS_COLUMNS = {names.ENV: names.N_ENVS, names.TASK: names.N_TASKS, names.TRAJ: names.ROLLOUTS}
+DEFAULT_ANCHORS = {names.N_ENVS: 256, names.N_TASKS: 10_240, names.ROLLOUTS: 8}
+DEFAULT_POINTS = 6
+DEFAULT_SPAN = 32
+DEFAULT_CELLS = 256_000
+DEFAULT_UPDATES = 1_000
+ALGORITHMS = {"grpo": "grpo", "ppo": "gae"}  # our name -> verl algorithm.adv_estimator
+HOLDOUT_BY = (names.TASK, names.ENV, "world")
+DEFAULT_ENTRYPOINT = "python3 -m verl.trainer.main_ppo"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class SpecError(ValueError):
+    """A sweep spec that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    path: str
+    params_b: float | None = None
+
+
+@dataclass(frozen=True)
+class Holdout:
+    by: str = names.TASK
+    fraction: float | None = 0.1
+    count: int | None = None
+    max_val_cells: int | None = None
+
+
+@dataclass(frozen=True)
+class VerlSettings:
+    n_gpus_per_node: int = 8
+    nnodes: int = 1
+    test_freq: int = 100
+    rollout_name: str = "vllm"
+    val_n: int = 1
+    ppo_mini_batch_size: int = 256
+    entrypoint: str = DEFAULT_ENTRYPOINT
+    project_name: str | None = None
+    extra_overrides: tuple[str, ...] = ()
+
+    @property
+    def gpus_per_run(self) -> int:
+        return self.n_gpus_per_node * self.nnodes
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parsed, checked sweep spec; ``source`` is the file it came from."""
+
+    name: str
+    pool: Path
+    models: tuple[ModelEntry, ...]
+    domain: str = "default"
+    reward: str = "sparse"
+    seeds: tuple[int, ...] = (0, 1, 2)
+    algorithms: tuple[str, ...] = ("grpo",)
+    anchors: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_ANCHORS))
+    axes: tuple[str, ...] = (names.ENV, names.TASK, names.TRAJ)
+    points: int = DEFAULT_POINTS
+    span: float = DEFAULT_SPAN
+    explicit_grid: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    cells: int = DEFAULT_CELLS
+    updates: int = DEFAULT_UPDATES
+    holdout: Holdout = field(default_factory=Holdout)
+    selection_seed: int = 0
+    verl: VerlSettings = field(default_factory=VerlSettings)
+    source: str = "<spec>"
+    text: str = ""
+
+    def grid_points(self, axis: str) -> tuple[int, ...]:
+        """The nested grid of one axis (sorted, distinct, integer)."""
+        if axis in self.explicit_grid:
+            return self.explicit_grid[axis]
+        return geometric_grid(self.anchors[AXIS_COLUMNS[axis]], self.points, self.span)
+
+    @property
+    def train_batch_size(self) -> int:
+        return self.cells // self.updates
+
+
+def geometric_grid(anchor: int, points: int, span: float) -> tuple[int, ...]:
+    """``points`` geometric sizes spanning ``span``x, ending at ``anchor`` (or 1..span).
+
+    >>> geometric_grid(256, 6, 32)
+    (8, 16, 32, 64, 128, 256)
+    >>> geometric_grid(8, 6, 32)
+    (1, 2, 4, 8, 16, 32)
+    """
+    lo = anchor / span
+    if lo < 1:
+        lo = 1.0
+    values = [round(lo * span ** (k / (points - 1))) for k in range(points)]
+    return tuple(sorted(set(int(v) for v in values)))
+
+
+def safe_token(text: str) -> str:
+    """A file- and job-id-safe version of a label (``Qwen/Qwen3-8B`` -> ``Qwen_Qwen3-8B``)."""
+    return _SAFE.sub("_", text).strip("_") or "x"
+
+
+def _take(
+    table: dict[str, Any], key: str, kinds: type | tuple[type, ...], where: str, default: Any
+) -> Any:
+    if key not in table:
+        return default
+    value = table.pop(key)
+    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+        raise SpecError(f"{where}: key {key!r} must be {kinds}, got {value!r}")
+    if not isinstance(value, kinds):
+        raise SpecError(f"{where}: key {key!r} must be {kinds}, got {value!r}")
+    return value
+
+
+def _no_leftovers(table: dict[str, Any], where: str, allowed: list[str]) -> None:
+    if table:
+        raise SpecError(f"{where}: unknown key(s) {sorted(table)}; allowed: {sorted(allowed)}")
+
+
+def _positive_int(value: Any, where: str, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SpecError(f"{where}: key {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None) -> SweepSpec:
+    """Parse and check spec text; paths are relative to ``base`` (the spec's folder)."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{source}: not valid TOML: {exc}") from exc
+    base = base or Path(".")
+    top = dict(raw)
+    allowed_top = [
+        "name", "pool", "domain", "reward", "seeds", "algorithms", "models",
+        "anchors", "grid", "alignment", "holdout", "verl",
+    ]  # fmt: skip
+    name = _take(top, "name", str, source, "sweep")
+    pool = _take(top, "pool", str, source, None)
+    if pool is None:
+        raise SpecError(f"{source}: key 'pool' is required (path of the task pool)")
+    domain = _take(top, "domain", str, source, "default")
+    reward = _take(top, "reward", str, source, "sparse")
+    if reward not in names.REWARD_LEVELS:
+        raise SpecError(
+            f"{source}: key 'reward' must be one of {names.REWARD_LEVELS}, got {reward!r}"
+        )
+    seeds = _take(top, "seeds", list, source, [0, 1, 2])
+    if not seeds or any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds):
+        raise SpecError(f"{source}: key 'seeds' must be a non-empty list of integers >= 0")
+    if len(set(seeds)) != len(seeds):
+        raise SpecError(f"{source}: key 'seeds' repeats a seed: {seeds}")
+    algorithms = _take(top, "algorithms", list, source, ["grpo"])
+    bad = [a for a in algorithms if a not in ALGORITHMS]
+    if not algorithms or bad:
+        raise SpecError(f"{source}: key 'algorithms': unknown {bad}; use {sorted(ALGORITHMS)}")
+
+    models = []
+    for i, entry in enumerate(_take(top, "models", list, source, [])):
+        where = f"{source}: [[models]] #{i + 1}"
+        if not isinstance(entry, dict):
+            raise SpecError(f"{where}: expected a table")
+        entry = dict(entry)
+        path = _take(entry, "path", str, where, None)
+        if path is None:
+            raise SpecError(f"{where}: key 'path' is required (model path for verl)")
+        mname = _take(entry, "name", str, where, path.rstrip("/").split("/")[-1])
+        params = _take(entry, "params_b", (int, float), where, None)
+        if params is not None and params <= 0:
+            raise SpecError(f"{where}: key 'params_b' must be > 0")
+        _no_leftovers(entry, where, ["name", "path", "params_b"])
+        models.append(ModelEntry(mname, path, None if params is None else float(params)))
+    if not models:
+        raise SpecError(
+            f"{source}: at least one [[models]] entry (name, path, params_b) is required"
+        )
+    if len({m.name for m in models}) != len(models):
+        raise SpecError(f"{source}: [[models]] names must be distinct")
+
+    anchors = dict(DEFAULT_ANCHORS)
+    table = dict(_take(top, "anchors", dict, source, {}))
+    for column in list(anchors):
+        if column in table:
+            anchors[column] = _positive_int(table.pop(column), f"{source}: [anchors]", column)
+    _no_leftovers(table, f"{source}: [anchors]", list(DEFAULT_ANCHORS))
+
+    grid = dict(_take(top, "grid", dict, source, {}))
+    where = f"{source}: [grid]"
+    axes = tuple(_take(grid, "axes", list, where, list(AXIS_COLUMNS)))
+    bad = [a for a in axes if a not in AXIS_COLUMNS]
+    if not axes or bad:
+        raise SpecError(f"{where}: key 'axes': unknown {bad}; use {list(AXIS_COLUMNS)}")
+    points = _positive_int(_take(grid, "points", int, where, DEFAULT_POINTS), where, "points")
+    if points < 2:
+        raise SpecError(f"{where}: key 'points' must be >= 2")
+    span = _take(grid, "span", (int, float), where, DEFAULT_SPAN)
+    if span <= 1:
+        raise SpecError(f"{where}: key 'span' must be > 1")
+    explicit = {}
+    for axis in AXIS_COLUMNS:
+        if axis in grid:
+            values = grid.pop(axis)
+            if not isinstance(values, list) or not values:
+                raise SpecError(f"{where}: key {axis!r} must be a list of positive integers")
+            explicit[axis] = tuple(sorted({_positive_int(v, where, axis) for v in values}))
+    _no_leftovers(grid, where, ["axes", "points", "span", *AXIS_COLUMNS])
+
+    align = dict(_take(top, "alignment", dict, source, {}))
+    where = f"{source}: [alignment]"
+    cells = _positive_int(_take(align, "cells", int, where, DEFAULT_CELLS), where, "cells")
+    updates = _positive_int(_take(align, "updates", int, where, DEFAULT_UPDATES), where, "updates")
+    _no_leftovers(align, where, ["cells", "updates"])
+    if cells % updates:
+        raise SpecError(
+            f"{where}: cells ({cells}) must be a multiple of updates ({updates}): "
+            "each update takes cells/updates task-environment cells (verl's data.train_batch_size)"
+        )
+
+    hold = dict(_take(top, "holdout", dict, source, {}))
+    where = f"{source}: [holdout]"
+    by = _take(hold, "by", str, where, names.TASK)
+    if by not in HOLDOUT_BY:
+        raise SpecError(f"{where}: key 'by' must be one of {HOLDOUT_BY}, got {by!r}")
+    fraction = _take(hold, "fraction", (int, float), where, None)
+    count = _take(hold, "count", int, where, None)
+    if fraction is not None and count is not None:
+        raise SpecError(f"{where}: give 'fraction' or 'count', not both")
+    if fraction is None and count is None:
+        fraction = 0.1
+    if fraction is not None and not 0 < fraction < 1:
+        raise SpecError(f"{where}: key 'fraction' must lie in (0, 1), got {fraction!r}")
+    if count is not None:
+        _positive_int(count, where, "count")
+    max_val = _take(hold, "max_val_cells", int, where, None)
+    if max_val is not None:
+        _positive_int(max_val, where, "max_val_cells")
+    selection_seed = _take(hold, "selection_seed", int, where, 0)
+    _no_leftovers(hold, where, ["by", "fraction", "count", "max_val_cells", "selection_seed"])
+
+    vt = dict(_take(top, "verl", dict, source, {}))
+    where = f"{source}: [verl]"
+    default = VerlSettings()
+    extra = _take(vt, "extra_overrides", list, where, [])
+    if any(not isinstance(o, str) or "=" not in o for o in extra):
+        raise SpecError(f"{where}: key 'extra_overrides' must be a list of 'key=value' strings")
+    verl = VerlSettings(
+        n_gpus_per_node=_positive_int(
+            _take(vt, "n_gpus_per_node", int, where, default.n_gpus_per_node),
+            where,
+            "n_gpus_per_node",
+        ),
+        nnodes=_positive_int(_take(vt, "nnodes", int, where, default.nnodes), where, "nnodes"),
+        test_freq=_positive_int(
+            _take(vt, "test_freq", int, where, default.test_freq), where, "test_freq"
+        ),
+        rollout_name=_take(vt, "rollout_name", str, where, default.rollout_name),
+        val_n=_positive_int(_take(vt, "val_n", int, where, default.val_n), where, "val_n"),
+        ppo_mini_batch_size=_positive_int(
+            _take(vt, "ppo_mini_batch_size", int, where, default.ppo_mini_batch_size),
+            where,
+            "ppo_mini_batch_size",
+        ),
+        entrypoint=_take(vt, "entrypoint", str, where, default.entrypoint),
+        project_name=_take(vt, "project_name", str, where, None),
+        extra_overrides=tuple(extra),
+    )
+    _no_leftovers(
+        vt,
+        where,
+        [
+            "n_gpus_per_node", "nnodes", "test_freq", "rollout_name", "val_n",
+            "ppo_mini_batch_size", "entrypoint", "project_name", "extra_overrides",
+        ],
+    )  # fmt: skip
+    _no_leftovers(top, source, allowed_top)
+
+    pool_path = Path(pool)
+    if not pool_path.is_absolute():
+        pool_path = base / pool_path
+    return SweepSpec(
+        name=name,
+        pool=pool_path,
+        models=tuple(models),
+        domain=domain,
+        reward=reward,
+        seeds=tuple(seeds),
+        algorithms=tuple(algorithms),
+        anchors=anchors,
+        axes=axes,
+        points=points,
+        span=float(span),
+        explicit_grid=explicit,
+        cells=cells,
+        updates=updates,
+        holdout=Holdout(by=by, fraction=fraction, count=count, max_val_cells=max_val),
+        selection_seed=selection_seed,
+        verl=verl,
+        source=source,
+        text=text,
+    )
+
+
+def load_sweep_spec(path: str | Path) -> SweepSpec:
+    """Read a sweep spec TOML file (relative paths in it are relative to the file)."""
+    path = Path(path)
+    if not path.exists():
+        raise SpecError(f"{path}: no such file")
+    return parse_sweep_spec(path.read_text(encoding="utf-8"), source=str(path), base=path.parent)
+
+
+def holdout_count(total: int, holdout: Holdout) -> int:
+    """Number of held-out units: ``count``, or ``ceil(fraction * total)`` (at least 1)."""
+    if holdout.count is not None:
+        return holdout.count
+    fraction = holdout.fraction if holdout.fraction is not None else 0.1
+    return max(1, math.ceil(fraction * total))

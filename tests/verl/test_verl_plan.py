@@ -1,0 +1,155 @@
+"""Planning: nested grid points, no held-out leakage, training-signal alignment, verl schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from verl_testlib import REPO, SMALL_SPEC, crossed_pool
+
+from bayesscale import names
+from bayesscale.verl import manifest as mf
+from bayesscale.verl.plan import build_plan, plan_sweep
+from bayesscale.verl.pool import PoolError, check_pool
+from bayesscale.verl.sweep import load_sweep_spec, parse_sweep_spec
+
+
+def ids(frame: pd.DataFrame, key: str) -> set[str]:
+    return {info[key] for info in frame[names.EXTRA_INFO]}
+
+
+def test_small_sweep_layout(small_sweep: Path) -> None:
+    manifest = mf.read_manifest(small_sweep)
+    # grid: env 1,2,4,8; task 2,4,8,16; traj 1,2,4,8 around anchors (8,16,4): 10 points
+    assert len(manifest) == 10 * 2 * 2
+    assert manifest[names.RUN_ID].is_unique
+    assert set(manifest[names.STATUS]) == {mf.PLANNED}
+    assert (manifest[names.ATTEMPT] == 1).all()
+    assert manifest[names.LOG_PATH].str.endswith("attempt-1/verl.jsonl").all()
+    anchor = manifest[
+        (manifest[names.N_ENVS] == 8)
+        & (manifest[names.N_TASKS] == 16)
+        & (manifest[names.ROLLOUTS] == 4)
+    ]
+    assert set(anchor[names.SWEEP_AXIS]) == {"env+task+traj"}
+    for column in (names.TRAIN_PATH, names.VAL_PATH):
+        for rel in manifest[column].unique():
+            assert not Path(rel).is_absolute() and (small_sweep / rel).exists()
+    report = json.loads((small_sweep / mf.PLAN_REPORT).read_text())
+    assert report["alignment"]["verl"]["data.train_max_samples"] == 64
+    assert (small_sweep / mf.SPEC_COPY).exists()
+    assert not [p for p in small_sweep.parent.iterdir() if p.name.startswith(".")]  # no temp dirs
+
+
+def test_train_parquet_is_verl_schema(small_sweep: Path) -> None:
+    train = pd.read_parquet(small_sweep / "data/train-e2-t16.parquet")
+    assert list(train.columns) == [
+        names.DATA_SOURCE,
+        names.PROMPT,
+        names.REWARD_MODEL,
+        names.EXTRA_INFO,
+    ]
+    assert len(train) == 64
+    prompt = train[names.PROMPT][0]
+    assert list(prompt[0].keys()) == ["role", "content"] and prompt[0]["role"] == "user"
+    assert set(train[names.REWARD_MODEL][0].keys()) == {"style", "ground_truth"}
+    info = train[names.EXTRA_INFO][0]
+    assert info["split"] == "train" and {"index", "task_id", "env_id", "world_id"} <= set(info)
+    assert train[names.DATA_SOURCE][0] == "org/bench/v2"
+
+
+def test_nested_no_leak_aligned(small_sweep: Path) -> None:
+    manifest = mf.read_manifest(small_sweep)
+    val = pd.read_parquet(small_sweep / "data/val.parquet")
+    held = ids(val, names.TASK_ID)
+    assert len(held) == 3  # [holdout] count = 3 tasks
+    sets = {}
+    for path in manifest[names.TRAIN_PATH].unique():
+        train = pd.read_parquet(small_sweep / path)
+        assert len(train) == 64  # alignment: same cells at every point
+        assert not ids(train, names.TASK_ID) & held  # no leakage
+        row = manifest[manifest[names.TRAIN_PATH] == path].iloc[0]
+        envs, tasks = ids(train, names.ENV_ID), ids(train, names.TASK_ID)
+        assert (len(envs), len(tasks)) == (row[names.N_ENVS], row[names.N_TASKS])  # all covered
+        sets[path] = (envs, tasks)
+    for a_envs, a_tasks in sets.values():  # nested: sizes order the sets on both axes
+        for b_envs, b_tasks in sets.values():
+            if len(a_envs) <= len(b_envs):
+                assert a_envs <= b_envs
+            if len(a_tasks) <= len(b_tasks):
+                assert a_tasks <= b_tasks
+    assert set(manifest[names.UPDATES]) == {4} and set(manifest[names.TRAIN_BATCH_SIZE]) == {16}
+
+
+def test_refuses_to_overwrite(small_spec: Path, small_sweep: Path) -> None:
+    spec = load_sweep_spec(small_spec)
+    before = (small_sweep / mf.MANIFEST).read_text()
+    with pytest.raises(FileExistsError, match="--force"):
+        plan_sweep(spec, small_sweep)
+    assert (small_sweep / mf.MANIFEST).read_text() == before
+    again = plan_sweep(spec, small_sweep, overwrite=True)
+    assert (again.sweep_dir / mf.MANIFEST).exists()
+
+
+def test_pool_too_small_names_columns() -> None:
+    spec = parse_sweep_spec(SMALL_SPEC.format(pool="p.jsonl"))
+    pool = check_pool(crossed_pool(6, 20), "p.jsonl")  # anchors need 8 training envs
+    with pytest.raises(
+        PoolError,
+        match=r"p.jsonl: pool too small .* 6 training environment\(s\) \(column 'env_id'\)",
+    ):
+        build_plan(spec, pool)
+
+
+def test_sparse_pool_is_explained() -> None:
+    spec = parse_sweep_spec(SMALL_SPEC.format(pool="p.jsonl"))
+    frame = crossed_pool(10, 20)
+    # tasks t0000-t0009 only in e000-e004, the rest only in e005-e009: not crossed enough
+    keep = [
+        (int(t[1:]) < 10) == (int(e[1:]) < 5)
+        for t, e in zip(frame.task_id, frame.env_id, strict=True)
+    ]
+    with pytest.raises(PoolError, match="pool too sparse for the grid point"):
+        build_plan(spec, check_pool(frame[keep], "p.jsonl"))
+
+
+def test_holdout_by_world() -> None:
+    text = SMALL_SPEC.format(pool="p.jsonl").replace(
+        'by = "task"\ncount = 3', 'by = "world"\ncount = 1'
+    )
+    spec = parse_sweep_spec(text)
+    pool = check_pool(crossed_pool(12, 20, worlds=4), "p.jsonl")
+    manifest, files, report = build_plan(spec, pool)
+    held_world = report["holdout"]["held_out"]
+    val_envs = ids(files["data/val.parquet"], names.ENV_ID)
+    assert {info["world_id"] for info in files["data/val.parquet"][names.EXTRA_INFO]} == set(
+        held_world
+    )
+    for path, frame in files.items():
+        if path.startswith("data/train"):
+            assert not ids(frame, names.ENV_ID) & val_envs
+    assert manifest[names.N_WORLDS].max() == 3
+
+
+def test_example_sweep_plans(tmp_path: Path) -> None:
+    spec = load_sweep_spec(REPO / "data/verl_example/sweep.toml")
+    result = plan_sweep(spec, tmp_path / "ex")
+    assert len(result.manifest) == 13 * 2 * 3
+    assert result.report["holdout"]["val_cells"] == 15 * 20
+
+
+def test_failed_write_leaves_nothing(
+    small_spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load_sweep_spec(small_spec)
+
+    def broken(self: pd.DataFrame, *args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", broken)
+    with pytest.raises(OSError, match="disk full"):
+        plan_sweep(spec, tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".new")]
