@@ -134,11 +134,15 @@ def validate(frame: pd.DataFrame, spec: ModelSpec, source: str = "<table>") -> p
         numeric += [names.SUCCESSES, names.TRIALS, names.SEED]
     else:
         numeric.append(names.LOSS)
-    for optional in (names.N_WORLDS, names.COMPUTE, names.PARAMS_B):
-        if optional in frame.columns and optional not in numeric:
-            numeric.append(optional)
     for column in dict.fromkeys(numeric):
         frame[column] = _check_numeric(frame, column, source)
+    # Optional columns the spec does not use may be blank (unknown), but never garbage.
+    for optional in (names.N_WORLDS, names.COMPUTE, names.PARAMS_B):
+        if optional in frame.columns and optional not in numeric:
+            frame[optional] = _check_numeric(frame, optional, source, allow_missing=True)
+            bad = frame.index[frame[optional] <= 0]
+            if len(bad):
+                raise _fail(source, optional, bad, "must be > 0 where given")
 
     for axis in spec.axes:
         for size_column in (axis.column, axis.divide_by):
@@ -200,14 +204,17 @@ def _check_labels(frame: pd.DataFrame, column: str, source: str) -> None:
     frame[column] = values.astype(str).str.strip()
 
 
-def _check_numeric(frame: pd.DataFrame, column: str, source: str) -> pd.Series:
+def _check_numeric(
+    frame: pd.DataFrame, column: str, source: str, allow_missing: bool = False
+) -> pd.Series:
     raw = frame[column]
     values = pd.to_numeric(raw, errors="coerce")
     not_number = frame.index[values.isna() & raw.notna()]
     if len(not_number):
         shown = ", ".join(repr(raw[i]) for i in not_number[:3])
         raise _fail(source, column, not_number, f"not a number ({shown})")
-    missing = frame.index[values.isna() | ~np.isfinite(values.to_numpy(float))]
+    finite = np.isfinite(values.to_numpy(float))
+    missing = frame.index[(values.notna() & ~finite) if allow_missing else ~finite]
     if len(missing):
         raise _fail(source, column, missing, "value is missing, NaN or infinite")
     return values.astype(float)

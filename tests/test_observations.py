@@ -139,3 +139,14 @@ def test_write_table_is_atomic_and_refuses_to_overwrite(small, tmp_path):
     write_table(small.head(3), path, overwrite=True)
     assert len(pd.read_csv(path)) == 3
     assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]
+
+
+def test_optional_columns_may_be_blank_but_not_garbage(small, tmp_path):
+    extra = small.assign(**{names.COMPUTE: 1e18, names.N_WORLDS: 4})
+    extra[names.COMPUTE] = extra[names.COMPUTE].astype(object)
+    extra.loc[[1, 2], names.COMPUTE] = np.nan
+    table = load_observations(write(extra, tmp_path), SPEC)
+    assert table.frame[names.COMPUTE].isna().sum() == 2 and len(table.frame) == len(small)
+    extra.loc[5, names.COMPUTE] = "lots"
+    with pytest.raises(ObservationError, match=r"column 'compute', row 6 .*not a number"):
+        load_observations(write(extra, tmp_path, "bad.csv"), SPEC)
