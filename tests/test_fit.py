@@ -33,6 +33,11 @@ def reference_fit() -> xr.DataTree:
 
 
 @pytest.fixture(scope="session")
+def baseline_exponents(reference_frame: pd.DataFrame) -> pd.DataFrame:
+    return bootstrap_fit(reference_frame, SPEC, n_boot=200, prob=0.9, seed=0).exponents
+
+
+@pytest.fixture(scope="session")
 def truth() -> Truth:
     return Truth.from_json(REFERENCE / "truth.json")
 
@@ -46,22 +51,43 @@ def test_population_exponents_recovered(reference_fit, truth):
     assert diagnostics.divergences <= 5 and diagnostics.max_rhat < 1.05
 
 
-def test_per_setting_coverage_is_honest(reference_fit, truth):
+def _truth_table(truth: Truth) -> dict[tuple[str, str], float]:
+    labels = [" | ".join(str(s[k]) for k in names.SETTING_KEYS) for s in truth.settings]
+    return {
+        (label, axis): truth.alpha[i][j]
+        for i, label in enumerate(labels)
+        for j, axis in enumerate(truth.axes)
+    }
+
+
+def test_pooled_intervals_cover_where_the_bootstrap_does_not(
+    reference_fit, baseline_exponents, truth
+):
+    """Per-setting 90% intervals: the pooled posterior's hold the truth; the paper's
+    per-panel seed bootstrap (3 seeds, profiled offset) is too narrow and misses it."""
     alpha = reference_fit["posterior"][names.ALPHA]
     lower = alpha.quantile(0.05, dim=("chain", "draw")).values
     upper = alpha.quantile(0.95, dim=("chain", "draw")).values
     true = np.asarray(truth.alpha)
-    covered = (lower <= true) & (true <= upper)
-    assert covered.mean() >= 0.75, covered.mean()  # nominal 0.9 over 63 intervals
+    pooled = ((lower <= true) & (true <= upper)).mean(axis=0)
+    boot = baseline_exponents.copy()
+    truth_of = _truth_table(truth)
+    boot["truth"] = [truth_of[key] for key in zip(boot["setting"], boot["axis"], strict=True)]
+    covered = (boot["lower"] <= boot["truth"]) & (boot["truth"] <= boot["upper"])
+    boot_coverage = covered.groupby(boot["axis"].to_numpy()).mean()
+    for j, axis in enumerate(SPEC.axis_names):
+        assert pooled[j] >= 0.85, (axis, pooled[j])
+        assert boot_coverage[axis] < 0.75, (axis, boot_coverage[axis])
 
 
-def test_pooled_intervals_are_narrower_than_per_setting_bootstrap(reference_fit, reference_frame):
-    boot = bootstrap_fit(reference_frame, SPEC, n_boot=200, prob=0.9, seed=0).exponents
-    boot_width = boot.assign(w=boot["upper"] - boot["lower"]).groupby("axis")["w"].median()
-    pop = reference_fit["posterior"][names.ALPHA_POP]
-    width = pop.quantile(0.95, dim=("chain", "draw")) - pop.quantile(0.05, dim=("chain", "draw"))
-    for axis in SPEC.axis_names:
-        assert float(width.sel(axis=axis)) < 0.5 * boot_width[axis], axis
+def test_pooled_environment_interval_is_narrower_than_bootstrap(reference_fit, baseline_exponents):
+    """Only the environment axis is asserted: on the task and rollout axes the bootstrap's
+    intervals are narrower but miss the truth (previous test), so width alone says nothing."""
+    env = baseline_exponents[baseline_exponents["axis"] == "env"]
+    boot_width = float((env["upper"] - env["lower"]).median())
+    pop = reference_fit["posterior"][names.ALPHA_POP].sel(axis="env")
+    width = float(pop.quantile(0.95) - pop.quantile(0.05))
+    assert width < 0.5 * boot_width, (width, boot_width)
 
 
 def test_save_load_round_trip_is_exact(reference_fit, tmp_path):
@@ -95,7 +121,7 @@ def test_chinchilla_refit_lands_near_epoch():
     post = tree["posterior"]
     ref = tree["constant_data"][names.REFERENCE_SCALE]
     alpha = post[names.ALPHA].sel(setting="all")
-    k = laws.amplitude_at_one(post[names.AMPLITUDE].sel(setting="all"), alpha, ref)
+    k = xr.apply_ufunc(laws.amplitude_at_one, post[names.AMPLITUDE].sel(setting="all"), alpha, ref)
     med = {
         "E": float(post[names.LOSS_FLOOR].median()),
         "alpha": float(alpha.sel(axis="N").median()),
@@ -147,3 +173,21 @@ def test_cli_fit_and_summary_json(tmp_path, capsys):
         population[a]["lower"] < population[a]["mean"] < population[a]["upper"] for a in population
     )
     assert 0 <= result["ordering"]["population"] <= 1 and result["prob"] == 0.8
+
+
+@pytest.mark.parametrize("sampler", ["nutpie", "pymc"])
+def test_other_samplers_are_selectable(sampler):
+    spec = load_spec("chinchilla")
+    frame, digest = read_chinchilla(EXTERNAL / "chinchilla_points.csv")
+    table = Table(validate(frame, spec, "chinchilla"), "chinchilla", digest)
+    config = FitConfig(sampler=sampler, draws=200, tune=200, chains=2, seed=5, progress=False)
+    tree = fit(table, spec, config)
+    assert tree.attrs[names.ATTR_SAMPLER] == sampler
+    assert tree["posterior"][names.ALPHA].sizes == {
+        "chain": 2,
+        "draw": 200,
+        "setting": 1,
+        "axis": 2,
+    }
+    alpha = float(tree["posterior"][names.ALPHA].sel(axis="N").median())
+    assert 0.2 < alpha < 0.5

@@ -68,7 +68,7 @@ def test_missing_and_misspelled_columns(small, tmp_path):
         (names.ROLLOUTS, 0, "axis sizes must be > 0"),
         (names.SUCCESSES, -1, "counts must be >= 0"),
         (names.N_ENVS, 12.5, "counts must be whole numbers"),
-        (names.SUCCESSES, 501, "successes exceed trials"),
+        (names.SUCCESSES, 5001, "successes exceed trials"),
         (names.REWARD, "shaped", "unknown reward level 'shaped'"),
         (names.MODEL, np.nan, "value is missing"),
         (names.TRIALS, 0, "trials must be >= 1"),
