@@ -11,7 +11,7 @@
     L_i &= c_s + \\sum_a s_{s,a} \\frac{(D_{i,a}/D_{a,\\mathrm{ref}})^{-\\alpha_{s,a}} - 1}{\\alpha_{s,a}}
           - \\gamma_s (D_{i,E} D_{i,T})^{-\\beta} \\\\
     L_{\\infty,s} &= c_s - \\sum_a A_{s,a} - E (N_s/N_\\mathrm{ref})^{-\\alpha_N}
-          \\quad\\text{(soft wall: } \\log\\Phi(L_{\\infty,s}/\\epsilon)\\text{)} \\\\
+          \\quad\\text{(soft wall: } \\log\\sigma(L_{\\infty,s}/\\epsilon)\\text{)} \\\\
     k_i &\\sim \\mathrm{BetaBinomial}(n_i, p_i \\phi, (1-p_i) \\phi), \\quad
           \\mathrm{logit}\\, p_i = -L_i - \\log(-\\mathrm{expm1}(-L_i))
 
@@ -122,10 +122,9 @@ def build_law_model(design: Design) -> pm.Model:
             floor = level - amplitude.sum(axis=1) - size_amp * pt.exp(-alpha_size * log_ratio)
         loss_floor = pm.Deterministic(names.LOSS_FLOOR, floor, dims=SETTING)
         # The asymptote must not be negative (success above 1 with infinite data): a soft
-        # wall, log Phi(L_inf / softness), keeps the prior on the physical region.
-        pm.Potential(
-            "floor_positive", pm.math.log(pm.math.invprobit(loss_floor / spec.floor_softness)).sum()
-        )
+        # wall, log sigmoid(L_inf / softness) = -log1pexp(-L_inf / softness), keeps the prior
+        # on the physical region (about 0 above the wall, linear below it, stable everywhere).
+        pm.Potential("floor_positive", -pm.math.log1pexp(-loss_floor / spec.floor_softness).sum())
 
         # --- per-row law: L = c + sum_a s_a ((D/D_ref)^-alpha_a - 1) / alpha_a ------------------
         log_x = np.log(design.sizes / design.reference)
@@ -169,7 +168,8 @@ def build_law_model(design: Design) -> pm.Model:
             )
         else:
             sigma = pm.HalfNormal(names.LOG_LOSS_SIGMA, sigma=spec.log_loss_sigma)
-            assert design.loss is not None  # prepare() fills it for a loss outcome
+            if design.loss is None:
+                raise ValueError("a loss-outcome design needs the loss column (prepare() fills it)")
             pm.StudentT(
                 names.OUTCOME,
                 nu=spec.student_nu,

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from testdata import EXTERNAL, REFERENCE
 
 from bayesscale import laws, names
 from bayesscale.baseline import bootstrap_fit
@@ -19,8 +20,6 @@ from bayesscale.observations import Table, load_observations, validate
 from bayesscale.simulate import Truth
 from bayesscale.spec import load_spec
 from bayesscale.summary import summarise
-
-from .conftest import EXTERNAL, REFERENCE
 
 pytestmark = pytest.mark.slow
 SPEC = load_spec()
