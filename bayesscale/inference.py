@@ -107,6 +107,9 @@ def sample(model: pm.Model, config: FitConfig) -> tuple[xr.DataTree, Timing]:
         _check_parallel_chains(config.chains)  # PyMC's numpyro default is chain_method="parallel"
     elif config.sampler == "pymc":
         kwargs["cores"] = min(config.chains, os.cpu_count() or 1)
+        # JAX (imported for NumPyro) is multithreaded: a plain fork of this process can
+        # deadlock, so PyMC's worker processes come from a fresh forkserver.
+        kwargs["mp_ctx"] = "forkserver"
     start = time.perf_counter()
     with model:
         tree = pm.sample(

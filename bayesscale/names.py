@@ -170,3 +170,21 @@ ATTR_COST_MODEL: Final = "cost_model"
 ATTR_CURRENCY: Final = "currency"
 ATTR_PRICES: Final = "unit_prices_json"
 ATTR_KAPPA_SOURCE: Final = "kappa_source"
+
+# --- pricing fits: further variables, constant data and attributes (bayesscale.pricing) --------
+KAPPA0_SPREAD: Final = "kappa0_spread"  # () sd of method logit-kappa0 within an axis
+KAPPA_ZERO: Final = "kappa_zero_ratio"  # (method) r_0 = c k0 / (1 - k0), where kappa = 0
+KAPPA_ZERO_AXIS: Final = "kappa_zero_ratio_axis"  # (priced_axis) pooled median of r_0
+KAPPA_ZERO_SPREAD: Final = "kappa_zero_ratio_spread"  # () sd of method log r_0 within an axis
+PRICING_LEVEL: Final = "pricing_level"  # (method) loss at the axis reference scale, pure real
+PRICING_SLOPE: Final = "pricing_slope"  # (priced_axis) -dL/dlog D at the reference scale
+PRICING_ALPHA: Final = "pricing_alpha"  # (priced_axis) the axis law's exponent
+PRICING_FLOOR: Final = "pricing_floor"  # (method) irreducible loss level - slope / alpha
+METHOD_AXIS: Final = "method_axis"  # constant data (method): the axis each method synthesises
+BASELINE_REAL: Final = "baseline_real"  # constant data (method): real count r* is evaluated at
+PRICING_REFERENCE: Final = "pricing_reference"  # constant data (priced_axis): D_ref per axis
+OBS_METHOD: Final = "obs_method"  # constant data (obs): the row's method
+ATTR_EXCLUSIONS: Final = "pricing_exclusions_json"  # what the fit left out, and why
+ATTR_THRESHOLD: Final = "collapse_threshold"  # S(r*) = threshold (default 0.95)
+ATTR_FRAME: Final = "collapse_frame"  # fixed_real | fixed_total
+ATTR_EXPONENT_SOURCE: Final = "exponent_source"  # where each axis exponent's prior came from
