@@ -1,0 +1,102 @@
+"""``bayesscale price PRICING --out PRICE.nc``: fit the synthetic-data pricing model and save it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_DIAGNOSTICS = 3
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "price",
+        help="fit the discount kappa(r) and collapse ratio r* of synthetic-data methods",
+        description="Fit the pricing model (models/pricing.toml: kappa(r) = kappa0 - (1 - kappa0) "
+        "r / c per method, pooled within axis) to a pricing table (.csv or .parquet) and save "
+        "the posterior, with r* and the peak ratio per draw, as a netCDF DataTree. Parts of the "
+        "table that cannot be priced (pure-synthetic rows, methods without a pure-real baseline "
+        "or with too coarse a ratio grid) are left out with a message; --strict refuses instead "
+        "and also gives exit status 3 when diagnostics fail.",
+    )
+    parser.add_argument("pricing", metavar="PRICING", help="pricing table (.csv or .parquet)")
+    parser.add_argument("--out", required=True, metavar="PRICE.nc", help="where to write the fit")
+    parser.add_argument(
+        "--spec", default=None, help="pricing spec TOML file or bundled name (default: pricing)"
+    )
+    parser.add_argument(
+        "--law-fit",
+        metavar="FIT.nc",
+        default=None,
+        help="a law fit: each axis exponent's prior is its alpha_pop posterior (lognormal)",
+    )
+    parser.add_argument("--sampler", default="numpyro", choices=("numpyro", "nutpie", "pymc"))
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--tune", type=int, default=1000)
+    parser.add_argument("--target-accept", type=float, default=0.9)
+    parser.add_argument("--seed", type=int, default=20261129, help="random seed (default 20261129)")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse to leave anything out, and exit 3 when diagnostics fail",
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing PRICE.nc")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import warnings
+    from pathlib import Path
+
+    from bayesscale.cli import CommandError
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise CommandError(f"{out} exists; pass --force to replace it")
+
+    from bayesscale import names
+    from bayesscale.inference import FitConfig, load_fit, save_fit
+    from bayesscale.pricing import (
+        PricingWarning,
+        exponent_priors_from_law_fit,
+        fit_pricing,
+        format_pricing_text,
+        load_pricing,
+        load_pricing_spec,
+        summarise_pricing,
+    )
+
+    spec = load_pricing_spec(args.spec)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PricingWarning)
+        table = load_pricing(args.pricing, spec, strict=args.strict)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    priors = None
+    if args.law_fit:
+        priors = exponent_priors_from_law_fit(load_fit(args.law_fit, kind=names.KIND_LAW_FIT))
+    config = FitConfig(
+        sampler=args.sampler,
+        chains=args.chains,
+        draws=args.draws,
+        tune=args.tune,
+        target_accept=args.target_accept,
+        seed=args.seed,
+        progress=not args.quiet,
+    )
+    print(
+        f"pricing {len(table.methods)} method(s) from {len(table.frame)} runs of {table.source} "
+        f"({config.sampler}, {config.chains} chains x {config.draws} draws, seed {config.seed})",
+        file=sys.stderr,
+    )
+    tree = fit_pricing(table, spec, config, priors, exponent_source=args.law_fit or "")
+    save_fit(tree, out, overwrite=args.force)
+    result = summarise_pricing(tree)
+    print(f"wrote {out} ({tree.attrs['wall_seconds']:.1f} s of sampling)")
+    print(format_pricing_text(result))
+    if result["diagnostics"]["ok"]:
+        return 0
+    print("DIAGNOSTICS FAILED: do not trust this fit yet (more --tune/--draws?).", file=sys.stderr)
+    return EXIT_DIAGNOSTICS if args.strict else 0

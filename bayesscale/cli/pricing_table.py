@@ -1,0 +1,37 @@
+"""``bayesscale pricing-table PRICE.nc``: kappa0, r* and the peak ratio per method, pooled
+kappa0 per axis, and the share of kappa0 variance that axis membership explains."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "pricing-table",
+        help="per-method kappa0, r* and peak ratio of a saved pricing fit",
+        description="Per method: kappa0, r* and the ratio of peak benefit with equal-tailed "
+        "credible intervals at --prob; per axis: the pooled kappa0; the share of kappa0 variance "
+        "that axis membership explains (eta^2, per posterior draw, over methods on axes with two "
+        "or more methods) with its interval. --json prints the same as JSON: methods.<name>."
+        "kappa0 / r_star / peak_ratio as mean, median, lower, upper (null for an infinite bound, "
+        "i.e. no collapse); axes.<axis>.kappa0; axis_share_of_kappa0_variance.eta_squared.",
+    )
+    parser.add_argument("fit", metavar="PRICE.nc")
+    parser.add_argument(
+        "--prob", type=float, default=0.9, help="credible interval mass (default 0.9)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from bayesscale import names
+    from bayesscale.inference import load_fit
+    from bayesscale.pricing import format_pricing_text, summarise_pricing
+
+    result = summarise_pricing(load_fit(args.fit, kind=names.KIND_PRICING_FIT), prob=args.prob)
+    print(json.dumps(result, indent=2) if args.json else format_pricing_text(result))
+    return 0
