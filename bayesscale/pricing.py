@@ -43,7 +43,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pandas as pd
@@ -52,6 +52,9 @@ import xarray as xr
 from bayesscale import collapse, names
 from bayesscale.observations import DataWarning, ObservationError, _fail, _rows_text, read_table
 from bayesscale.spec import SPEC_DIR, LogNormalPrior, SpecError, _Reader
+
+if TYPE_CHECKING:
+    from bayesscale.inference import Diagnostics
 
 DEFAULT_PRICING_SPEC: Final = "pricing"
 POOLING_MODES: Final = ("axis", "none")
@@ -860,6 +863,20 @@ def r_star_notes(r_star_median: float, ratios: np.ndarray) -> list[str]:
     return []
 
 
+def pricing_diagnostics(tree: xr.DataTree) -> Diagnostics:
+    """Convergence of the sampled and deterministic variables; r* and the peak ratio are
+    computed per draw after sampling (and may be infinite), so they are left out."""
+    from bayesscale.inference import diagnose
+
+    base = xr.DataTree.from_dict(
+        {
+            "posterior": tree["posterior"].to_dataset().drop_vars(list(DERIVED)),
+            "sample_stats": tree["sample_stats"].to_dataset(),
+        }
+    )
+    return diagnose(base)
+
+
 def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     """Everything ``bayesscale pricing-table`` prints, as plain data (JSON-ready).
 
@@ -868,8 +885,6 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     kappa0; the share of kappa0 variance axis membership explains (eta^2, per draw, over
     methods on axes with at least two methods), with its interval; exclusions; diagnostics.
     """
-    from bayesscale.inference import diagnose
-
     if not 0 < prob < 1:
         raise ValueError(f"--prob must be in (0, 1), got {prob}")
     post = tree["posterior"].to_dataset()
@@ -933,12 +948,6 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
         }
     else:
         variance = {"eta_squared": None, "reason": "needs two axes with two or more methods each"}
-    base = xr.DataTree.from_dict(
-        {
-            "posterior": post.drop_vars(list(DERIVED)),
-            "sample_stats": tree["sample_stats"].to_dataset(),
-        }
-    )
     return {
         "prob": prob,
         "threshold": float(tree.attrs.get(names.ATTR_THRESHOLD, collapse.DEFAULT_THRESHOLD)),
@@ -951,7 +960,7 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
         "exclusions": [
             e["message"] for e in json.loads(str(tree.attrs.get(names.ATTR_EXCLUSIONS, "[]")))
         ],
-        "diagnostics": diagnose(base).to_dict(),
+        "diagnostics": pricing_diagnostics(tree).to_dict(),
     }
 
 

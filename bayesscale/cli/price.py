@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_DIAGNOSTICS = 3
+from bayesscale.cli._sampling import add_sampling_arguments, config_from_args, diagnostics_verdict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,19 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="a law fit: each axis exponent's prior is its alpha_pop posterior (lognormal)",
     )
-    parser.add_argument("--sampler", default="numpyro", choices=("numpyro", "nutpie", "pymc"))
-    parser.add_argument("--chains", type=int, default=4)
-    parser.add_argument("--draws", type=int, default=1000)
-    parser.add_argument("--tune", type=int, default=1000)
-    parser.add_argument("--target-accept", type=float, default=0.9)
-    parser.add_argument("--seed", type=int, default=20261129, help="random seed (default 20261129)")
+    add_sampling_arguments(parser)
     parser.add_argument(
         "--strict",
         action="store_true",
         help="refuse to leave anything out, and exit 3 when diagnostics fail",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing PRICE.nc")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
 
@@ -57,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{out} exists; pass --force to replace it")
 
     from bayesscale import names
-    from bayesscale.inference import FitConfig, load_fit, save_fit
+    from bayesscale.inference import load_fit, save_fit
     from bayesscale.pricing import (
         PricingWarning,
         exponent_priors_from_law_fit,
@@ -65,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         format_pricing_text,
         load_pricing,
         load_pricing_spec,
+        pricing_diagnostics,
         summarise_pricing,
     )
 
@@ -77,15 +72,7 @@ def run(args: argparse.Namespace) -> int:
     priors = None
     if args.law_fit:
         priors = exponent_priors_from_law_fit(load_fit(args.law_fit, kind=names.KIND_LAW_FIT))
-    config = FitConfig(
-        sampler=args.sampler,
-        chains=args.chains,
-        draws=args.draws,
-        tune=args.tune,
-        target_accept=args.target_accept,
-        seed=args.seed,
-        progress=not args.quiet,
-    )
+    config = config_from_args(args)
     print(
         f"pricing {len(table.methods)} method(s) from {len(table.frame)} runs of {table.source} "
         f"({config.sampler}, {config.chains} chains x {config.draws} draws, seed {config.seed})",
@@ -96,7 +83,4 @@ def run(args: argparse.Namespace) -> int:
     result = summarise_pricing(tree)
     print(f"wrote {out} ({tree.attrs['wall_seconds']:.1f} s of sampling)")
     print(format_pricing_text(result))
-    if result["diagnostics"]["ok"]:
-        return 0
-    print("DIAGNOSTICS FAILED: do not trust this fit yet (more --tune/--draws?).", file=sys.stderr)
-    return EXIT_DIAGNOSTICS if args.strict else 0
+    return diagnostics_verdict(pricing_diagnostics(tree), args.strict)
