@@ -154,28 +154,46 @@ def build_law_model(design: Design) -> pm.Model:
 
         # --- likelihood ----------------------------------------------------------------------------
         if spec.outcome == "success":
-            c_mu, c_sd = _lognormal_location(spec.concentration)
-            phi = pm.LogNormal(names.CONCENTRATION, c_mu, c_sd)
-            logit_p = -loss - pt.log(-pt.expm1(-loss))
-            p, q = pm.math.sigmoid(logit_p), pm.math.sigmoid(-logit_p)
-            pm.BetaBinomial(
-                names.OUTCOME,
-                n=design.trials,
-                alpha=p * phi,
-                beta=q * phi,
-                observed=design.successes,
-                dims=names.OBS_DIM,
-            )
+            success_likelihood(loss, design.trials, design.successes, spec.concentration)
         else:
-            sigma = pm.HalfNormal(names.LOG_LOSS_SIGMA, sigma=spec.log_loss_sigma)
             if design.loss is None:
                 raise ValueError("a loss-outcome design needs the loss column (prepare() fills it)")
-            pm.StudentT(
-                names.OUTCOME,
-                nu=spec.student_nu,
-                mu=pt.log(loss),
-                sigma=sigma,
-                observed=np.log(design.loss),
-                dims=names.OBS_DIM,
-            )
+            log_loss_likelihood(loss, design.loss, spec.log_loss_sigma, spec.student_nu)
     return model
+
+
+def success_likelihood(
+    loss: pt.TensorVariable,
+    trials: np.ndarray | None,
+    successes: np.ndarray | None,
+    concentration: LogNormalPrior,
+) -> None:
+    """Beta-binomial held-out successes in logits form (inside a model context):
+    ``logit p = -L - log(-expm1(-L))``, ``k ~ BetaBinomial(n, p phi, (1 - p) phi)``."""
+    c_mu, c_sd = _lognormal_location(concentration)
+    phi = pm.LogNormal(names.CONCENTRATION, c_mu, c_sd)
+    logit_p = -loss - pt.log(-pt.expm1(-loss))
+    p, q = pm.math.sigmoid(logit_p), pm.math.sigmoid(-logit_p)
+    pm.BetaBinomial(
+        names.OUTCOME,
+        n=trials,
+        alpha=p * phi,
+        beta=q * phi,
+        observed=successes,
+        dims=names.OBS_DIM,
+    )
+
+
+def log_loss_likelihood(
+    loss: pt.TensorVariable, observed: np.ndarray, sigma_scale: float, nu: float
+) -> None:
+    """Robust likelihood of a continuous loss: ``log y ~ StudentT(nu, log L, sigma)``."""
+    sigma = pm.HalfNormal(names.LOG_LOSS_SIGMA, sigma=sigma_scale)
+    pm.StudentT(
+        names.OUTCOME,
+        nu=nu,
+        mu=pt.log(loss),
+        sigma=sigma,
+        observed=np.log(observed),
+        dims=names.OBS_DIM,
+    )

@@ -523,6 +523,8 @@ def build_pricing_model(
     import pymc as pm
     import pytensor.tensor as pt
 
+    from bayesscale.models import log_loss_likelihood, success_likelihood
+
     axis_dim, method_dim = names.PRICED_AXIS_DIM, names.METHOD_DIM
     priors = [(exponent_priors or {}).get(a, spec.exponent_prior(a)) for a in design.axes]
     ma, mi = design.method_axis, design.method_index
@@ -610,33 +612,11 @@ def build_pricing_model(
         loss = MAX_LOSS - _softplus(MAX_LOSS - pt.maximum(loss, 1e-4))
 
         if spec.outcome == "success":
-            phi = pm.LogNormal(
-                names.CONCENTRATION,
-                np.log(spec.concentration.median),
-                spec.concentration.log_sd,
-            )
-            logit_p = -loss - pt.log(-pt.expm1(-loss))
-            p, q = pm.math.sigmoid(logit_p), pm.math.sigmoid(-logit_p)
-            pm.BetaBinomial(
-                names.OUTCOME,
-                n=design.trials,
-                alpha=p * phi,
-                beta=q * phi,
-                observed=design.successes,
-                dims=names.OBS_DIM,
-            )
+            success_likelihood(loss, design.trials, design.successes, spec.concentration)
         else:
             if design.loss is None:
                 raise ValueError("a loss outcome needs the table's loss column")
-            sigma = pm.HalfNormal(names.LOG_LOSS_SIGMA, sigma=spec.log_loss_sigma)
-            pm.StudentT(
-                names.OUTCOME,
-                nu=spec.student_nu,
-                mu=pt.log(loss),
-                sigma=sigma,
-                observed=np.log(design.loss),
-                dims=names.OBS_DIM,
-            )
+            log_loss_likelihood(loss, design.loss, spec.log_loss_sigma, spec.student_nu)
     return model
 
 
