@@ -182,18 +182,24 @@ def validate(frame: pd.DataFrame, spec: ModelSpec, source: str = "<table>") -> p
 
 
 def _check_columns(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
+    hints = missing_columns(frame, spec.required_columns())
+    if hints:
+        raise ObservationError(
+            f"{source}: missing column(s) {hints} required by spec {spec.name!r}; "
+            f"the table has {[str(c) for c in frame.columns]}"
+        )
+
+
+def missing_columns(frame: pd.DataFrame, required: Sequence[str]) -> str:
+    """The required columns ``frame`` lacks, each with its closest present name as a hint
+    (``"'n_tasks' (did you mean 'n_task'?)"``); empty when none is missing."""
     present = [str(c) for c in frame.columns]
-    missing = [c for c in spec.required_columns() if c not in present]
-    if not missing:
-        return
     hints = []
-    for column in missing:
-        close = difflib.get_close_matches(column, present, n=1, cutoff=0.6)
-        hints.append(f"{column!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    raise ObservationError(
-        f"{source}: missing column(s) {', '.join(hints)} required by spec {spec.name!r}; "
-        f"the table has {present}"
-    )
+    for column in required:
+        if column not in present:
+            close = difflib.get_close_matches(column, present, n=1, cutoff=0.6)
+            hints.append(f"{column!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return ", ".join(hints)
 
 
 def _check_labels(frame: pd.DataFrame, column: str, source: str) -> None:

@@ -36,9 +36,7 @@ Example
 
 from __future__ import annotations
 
-import difflib
 import json
-import tomllib
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -50,8 +48,15 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import collapse, names
-from bayesscale.observations import DataWarning, ObservationError, _fail, _rows_text, read_table
-from bayesscale.spec import SPEC_DIR, LogNormalPrior, SpecError, _Reader
+from bayesscale.observations import (
+    DataWarning,
+    ObservationError,
+    _fail,
+    _rows_text,
+    missing_columns,
+    read_table,
+)
+from bayesscale.spec import SPEC_DIR, LogNormalPrior, SpecError, _Reader, open_spec
 
 if TYPE_CHECKING:
     from bayesscale.inference import Diagnostics
@@ -116,16 +121,7 @@ class PricingSpec:
 
 def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
     """Parse and validate pricing-spec TOML; errors name ``source`` and the key."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{source}: not valid TOML: {exc}") from exc
-    top = _Reader(raw, "", source)
-
-    model = top.sub("model")
-    name = model.get("name", str)
-    description = model.get("description", str, "")
-    model.finish()
+    raw, top, name, description = open_spec(text, source)
 
     out = top.sub("outcome") if "outcome" in raw else _Reader({}, "outcome", source)
     top.used.add("outcome")
@@ -276,16 +272,11 @@ def validate_pricing(
     if len(frame) == 0:
         raise PricingError(f"{source}: the table has no rows")
     frame = frame.reset_index(drop=True).copy()
-    present = [str(c) for c in frame.columns]
-    missing = [c for c in spec.required_columns() if c not in present]
-    if missing:
-        hints = []
-        for column in missing:
-            close = difflib.get_close_matches(column, present, n=1, cutoff=0.6)
-            hints.append(f"{column!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    hints = missing_columns(frame, spec.required_columns())
+    if hints:
         raise PricingError(
-            f"{source}: missing column(s) {', '.join(hints)} of a pricing table; "
-            f"the table has {present}"
+            f"{source}: missing column(s) {hints} of a pricing table; "
+            f"the table has {[str(c) for c in frame.columns]}"
         )
     for column in (names.METHOD, names.AXIS_COLUMN):
         values = frame[column]

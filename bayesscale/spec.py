@@ -223,18 +223,24 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     }.get(kind if isinstance(kind, type) else str, str(kind))
 
 
-def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
-    """Parse and validate spec TOML text; ``source`` names it in error messages."""
+def open_spec(text: str, source: str) -> tuple[dict[str, Any], _Reader, str, str]:
+    """Parse TOML text and read its ``[model]`` table (name, description), which every
+    bayesscale spec has. Returns the raw table, a reader over it, the name, the description."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: not valid TOML: {exc}") from exc
     top = _Reader(raw, "", source)
-
     model = top.sub("model")
     name = model.get("name", str)
     description = model.get("description", str, "")
     model.finish()
+    return raw, top, name, description
+
+
+def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
+    """Parse and validate spec TOML text; ``source`` names it in error messages."""
+    raw, top, name, description = open_spec(text, source)
 
     outcome_r = top.sub("outcome")
     outcome = outcome_r.get("kind", str)
