@@ -16,7 +16,7 @@ from bayesscale.baseline import bootstrap_fit
 from bayesscale.cli import main
 from bayesscale.external import PUBLISHED_FITS, read_chinchilla
 from bayesscale.inference import FitConfig, FitFileError, diagnose, fit, load_fit, save_fit
-from bayesscale.observations import Table, load_observations, validate
+from bayesscale.observations import Table, validate
 from bayesscale.simulate import Truth
 from bayesscale.spec import load_spec
 from bayesscale.summary import summarise
@@ -24,11 +24,6 @@ from bayesscale.summary import summarise
 pytestmark = pytest.mark.slow
 SPEC = load_spec()
 CONFIG = FitConfig(draws=500, tune=500, chains=4, seed=11, progress=False)
-
-
-@pytest.fixture(scope="session")
-def reference_fit() -> xr.DataTree:
-    return fit(load_observations(REFERENCE / "observations.csv", SPEC), SPEC, CONFIG)
 
 
 @pytest.fixture(scope="session")
@@ -41,12 +36,12 @@ def truth() -> Truth:
     return Truth.from_json(REFERENCE / "truth.json")
 
 
-def test_population_exponents_recovered(reference_fit, truth):
-    result = summarise(reference_fit, prob=0.9)
+def test_population_exponents_recovered(law_fit, truth):
+    result = summarise(law_fit, prob=0.9)
     for axis, value in zip(truth.axes, truth.alpha_pop, strict=True):
         interval = result["exponents"]["population"][axis]
         assert interval["lower"] <= value <= interval["upper"], (axis, value, interval)
-    diagnostics = diagnose(reference_fit)
+    diagnostics = diagnose(law_fit)
     assert diagnostics.divergences <= 5 and diagnostics.max_rhat < 1.05
 
 
@@ -59,12 +54,10 @@ def _truth_table(truth: Truth) -> dict[tuple[str, str], float]:
     }
 
 
-def test_pooled_intervals_cover_where_the_bootstrap_does_not(
-    reference_fit, baseline_exponents, truth
-):
+def test_pooled_intervals_cover_where_the_bootstrap_does_not(law_fit, baseline_exponents, truth):
     """Per-setting 90% intervals: the pooled posterior's hold the truth; the paper's
     per-panel seed bootstrap (3 seeds, profiled offset) is too narrow and misses it."""
-    alpha = reference_fit["posterior"][names.ALPHA]
+    alpha = law_fit["posterior"][names.ALPHA]
     lower = alpha.quantile(0.05, dim=("chain", "draw")).values
     upper = alpha.quantile(0.95, dim=("chain", "draw")).values
     true = np.asarray(truth.alpha)
@@ -79,25 +72,25 @@ def test_pooled_intervals_cover_where_the_bootstrap_does_not(
         assert boot_coverage[axis] < 0.75, (axis, boot_coverage[axis])
 
 
-def test_pooled_environment_interval_is_narrower_than_bootstrap(reference_fit, baseline_exponents):
+def test_pooled_environment_interval_is_narrower_than_bootstrap(law_fit, baseline_exponents):
     """Only the environment axis is asserted: on the task and rollout axes the bootstrap's
     intervals are narrower but miss the truth (previous test), so width alone says nothing."""
     env = baseline_exponents[baseline_exponents["axis"] == "env"]
     boot_width = float((env["upper"] - env["lower"]).median())
-    pop = reference_fit["posterior"][names.ALPHA_POP].sel(axis="env")
+    pop = law_fit["posterior"][names.ALPHA_POP].sel(axis="env")
     width = float(pop.quantile(0.95) - pop.quantile(0.05))
     assert width < 0.5 * boot_width, (width, boot_width)
 
 
-def test_save_load_round_trip_is_exact(reference_fit, tmp_path):
-    path = save_fit(reference_fit, tmp_path / "fit.nc")
+def test_save_load_round_trip_is_exact(law_fit, tmp_path):
+    path = save_fit(law_fit, tmp_path / "fit.nc")
     loaded = load_fit(path)
     for group in ("posterior", "sample_stats", "observed_data", "constant_data"):
-        xr.testing.assert_identical(loaded[group].to_dataset(), reference_fit[group].to_dataset())
-    assert loaded.attrs[names.ATTR_DATA_HASH] == reference_fit.attrs[names.ATTR_DATA_HASH]
+        xr.testing.assert_identical(loaded[group].to_dataset(), law_fit[group].to_dataset())
+    assert loaded.attrs[names.ATTR_DATA_HASH] == law_fit.attrs[names.ATTR_DATA_HASH]
     assert load_spec(None).text == loaded.attrs[names.ATTR_SPEC]
     with pytest.raises(FileExistsError):
-        save_fit(reference_fit, path)
+        save_fit(law_fit, path)
     with pytest.raises(FitFileError, match="expected a bayesscale 'pricing_fit'"):
         load_fit(path, kind=names.KIND_PRICING_FIT)
 

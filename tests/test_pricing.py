@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from testdata import PRICING, ROOT
 
 from bayesscale import collapse, names
 from bayesscale.cli import main
 from bayesscale.inference import (
     ATTR_FORMAT,
     FORMAT_VERSION,
-    FitConfig,
     FitFileError,
     load_fit,
     save_fit,
@@ -28,7 +28,6 @@ from bayesscale.pricing import (
     build_pricing_model,
     eta_squared,
     exponent_priors_from_law_fit,
-    fit_pricing,
     load_pricing,
     load_pricing_spec,
     parse_pricing_spec,
@@ -41,10 +40,7 @@ from bayesscale.pricing import (
 from bayesscale.recipe import kappa_draws
 from bayesscale.spec import SpecError
 
-ROOT = Path(__file__).resolve().parent.parent
-PRICING = ROOT / "data" / "pricing"
 SPEC = load_pricing_spec()
-CONFIG = FitConfig(draws=150, tune=200, chains=2, seed=5, target_accept=0.85, progress=False)
 
 
 @pytest.fixture(scope="session")
@@ -240,14 +236,9 @@ def test_exponent_priors_from_a_law_fit():
 # --- sampling -------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def reference_fit() -> xr.DataTree:
-    return fit_pricing(load_pricing(PRICING / "pricing.csv", SPEC), SPEC, CONFIG)
-
-
 @pytest.mark.slow
-def test_recovery_on_the_reference_pricing_data(reference_fit, truth):
-    result = summarise_pricing(reference_fit, prob=0.9)
+def test_recovery_on_the_reference_pricing_data(pricing_fit, truth):
+    result = summarise_pricing(pricing_fit, prob=0.9)
     misses = []
     for m in truth["methods"]:
         d = result["methods"][m["method"]]
@@ -269,15 +260,15 @@ def test_recovery_on_the_reference_pricing_data(reference_fit, truth):
 
 
 @pytest.mark.slow
-def test_kappa_draws_per_axis_in_the_documented_form(reference_fit, tmp_path):
-    da = reference_fit["posterior"][names.KAPPA0_AXIS]
+def test_kappa_draws_per_axis_in_the_documented_form(pricing_fit, tmp_path):
+    da = pricing_fit["posterior"][names.KAPPA0_AXIS]
     assert da.dims == (names.CHAIN_DIM, names.DRAW_DIM, names.PRICED_AXIS_DIM)
     assert list(da[names.PRICED_AXIS_DIM].values) == ["env", "task", "traj", "cross"]
     assert float(da.min()) > 0 and float(da.max()) < 1
-    path = save_fit(reference_fit, tmp_path / "price.nc")
+    path = save_fit(pricing_fit, tmp_path / "price.nc")
     loaded = load_fit(path, kind=names.KIND_PRICING_FIT)
     xr.testing.assert_identical(
-        loaded["posterior"].to_dataset(), reference_fit["posterior"].to_dataset()
+        loaded["posterior"].to_dataset(), pricing_fit["posterior"].to_dataset()
     )
     with pytest.raises(FitFileError, match="expected a bayesscale 'law_fit'"):
         load_fit(path)
@@ -288,9 +279,9 @@ def test_kappa_draws_per_axis_in_the_documented_form(reference_fit, tmp_path):
 
 
 @pytest.mark.slow
-def test_derived_r_star_is_the_collapse_function_on_draws(reference_fit):
-    post = reference_fit["posterior"]
-    const = reference_fit["constant_data"]
+def test_derived_r_star_is_the_collapse_function_on_draws(pricing_fit):
+    post = pricing_fit["posterior"]
+    const = pricing_fit["constant_data"]
     method, chain, draw = "GenEnv", 1, 42
     axis = str(const[names.METHOD_AXIS].sel({"method": method}).values)
     on_m = {"method": method, "chain": chain, "draw": draw}
