@@ -723,7 +723,9 @@ def to_json(ds: xr.Dataset, credible: float = DEFAULT_CREDIBLE) -> dict[str, obj
     """A JSON-ready summary: per setting and budget, intervals per axis and per baseline."""
     s = summarize(ds, credible)
     axes = [str(a) for a in ds[names.AXIS_DIM].to_numpy()]
-    baselines = [str(b) for b in ds[names.BASELINE_DIM].to_numpy()]
+    baselines = (
+        [str(b) for b in ds[names.BASELINE_DIM].to_numpy()] if names.BASELINE_DIM in ds.dims else []
+    )
 
     def trio(da: xr.DataArray) -> dict[str, float | str | None]:
         return {
@@ -739,9 +741,10 @@ def to_json(ds: xr.Dataset, credible: float = DEFAULT_CREDIBLE) -> dict[str, obj
             row["allocation"] = {
                 a: trio(s[names.PURCHASED].sel({**sel, names.AXIS_DIM: a})) for a in axes
             }
-            row["spend_share"] = {
-                a: trio(s[names.SPEND_SHARE].sel({**sel, names.AXIS_DIM: a})) for a in axes
-            }
+            if names.SPEND_SHARE in s:
+                row["spend_share"] = {
+                    a: trio(s[names.SPEND_SHARE].sel({**sel, names.AXIS_DIM: a})) for a in axes
+                }
             row["recipe_exponent"] = {
                 a: trio(s[names.RECIPE_EXPONENT].sel({**sel, names.AXIS_DIM: a})) for a in axes
             }
@@ -778,6 +781,7 @@ def to_json(ds: xr.Dataset, credible: float = DEFAULT_CREDIBLE) -> dict[str, obj
         "cost_model": ds.attrs.get(names.ATTR_COST_MODEL),
         "currency": ds.attrs.get(names.ATTR_CURRENCY),
         "unit_prices": json.loads(ds.attrs.get(names.ATTR_PRICES, "{}")),
+        "cost_powers": json.loads(ds.attrs.get("cost_powers", "null")),
         "kappa": ds.attrs.get(names.ATTR_KAPPA_SOURCE),
         "bounds": json.loads(ds.attrs.get("bounds", "{}")),
         "anchors": json.loads(ds.attrs.get("anchors", "{}")),

@@ -5,6 +5,7 @@ Examples::
     bayesscale recipe out/fit.nc --budget 1e5
     bayesscale recipe out/fit.nc --budget 1e4:1e8:20 --bounds env=1:384,traj=2: --json
     bayesscale recipe out/fit.nc --budget 5e4 --kappa env=0.71 --prices my_prices.toml
+    bayesscale recipe out/fit.nc --cost compute --budget 1e9:1e12:4 --powers env=0 --bounds env=1:384
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from bayesscale.cli import CommandError
@@ -21,7 +23,9 @@ DESCRIPTION = (
     "Propagate a law fit's posterior through the budget allocator (additive linear cost "
     "sum_i (c_i/kappa_i) D_i, exact KKT per draw): the optimal allocation per axis with "
     "credible intervals, the single decision that maximises expected success, local recipe "
-    "exponents, and comparisons with trajectory-heavy and Chinchilla-style allocations."
+    "exponents, and comparisons with trajectory-heavy and Chinchilla-style allocations. "
+    "--cost compute allocates a compute budget c prod_i D_i^m_i instead (FLOPs grow with each "
+    "axis to the power m_i, default 1; --powers params_b=1 makes the model size an axis)."
 )
 
 
@@ -34,6 +38,23 @@ def register(subparsers: Any) -> None:
         "--budget",
         required=True,
         help="a budget (1e5), a list (1e4,1e5) or a log-spaced sweep LO:HI:N (1e4:1e8:20)",
+    )
+    p.add_argument(
+        "--cost",
+        choices=("additive", "compute"),
+        default="additive",
+        help="additive: money, sum_i (c_i/kappa_i) D_i (default); compute: c prod_i D_i^m_i",
+    )
+    p.add_argument(
+        "--powers",
+        metavar="AXIS=M,...",
+        help="with --cost compute: how compute grows with each axis (default 1 on every axis)",
+    )
+    p.add_argument(
+        "--unit-cost",
+        type=float,
+        default=1.0,
+        help="with --cost compute: the compute of one unit of every axis (default 1)",
     )
     p.add_argument(
         "--prices",
@@ -69,6 +90,7 @@ def register(subparsers: Any) -> None:
         "the decision's proportions) with bands to the JSON output",
     )
     p.add_argument("--out", metavar="RECIPE.nc", help="also write the per-draw results (netCDF)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
@@ -115,14 +137,14 @@ def _pairs(text: str, flag: str) -> list[tuple[str, str]]:
     return out
 
 
-def parse_kappa(text: str) -> dict[str, float]:
-    """``env=0.71,traj=0.42`` -> ``{"env": 0.71, "traj": 0.42}``."""
+def parse_kappa(text: str, flag: str = "--kappa") -> dict[str, float]:
+    """``env=0.71,traj=0.42`` -> ``{"env": 0.71, "traj": 0.42}`` (also ``--powers``)."""
     out = {}
-    for key, value in _pairs(text, "--kappa"):
+    for key, value in _pairs(text, flag):
         try:
             out[key] = float(value)
         except ValueError:
-            raise CommandError(f"--kappa {key}={value!r}: not a number") from None
+            raise CommandError(f"{flag} {key}={value!r}: not a number") from None
     return out
 
 
@@ -169,6 +191,12 @@ def run(args: argparse.Namespace) -> int:
     budgets = parse_budgets(args.budget)
     kappa = parse_kappa(args.kappa) if args.kappa else None
     bounds = parse_bounds(args.bounds) if args.bounds else None
+    if args.out and Path(args.out).exists() and not args.force:
+        raise CommandError(f"{args.out} exists; pass --force to overwrite it")
+    if args.cost == "compute":
+        return _run_compute(args, budgets, bounds)
+    if args.powers or args.unit_cost != 1.0:
+        raise CommandError("--powers and --unit-cost apply to --cost compute only")
     prices = load_prices(args.prices)
     fit = _load(args.fit, names.KIND_LAW_FIT)
     pricing = _load(args.pricing, names.KIND_PRICING_FIT) if args.pricing else None
@@ -195,14 +223,57 @@ def run(args: argparse.Namespace) -> int:
             "per-draw optimum is reported there",
             file=sys.stderr,
         )
+    _emit(ds, summary, args)
+    return 0
+
+
+def _run_compute(
+    args: argparse.Namespace,
+    budgets: list[float],
+    bounds: dict[str, tuple[float | None, float | None]] | None,
+) -> int:
+    from bayesscale import names
+    from bayesscale.compute_recipe import compute_recipe
+    from bayesscale.recipe import to_json
+
+    money_only = [
+        flag
+        for flag, value in (
+            ("--prices", args.prices),
+            ("--pricing", args.pricing),
+            ("--kappa", args.kappa),
+            ("--grow-axis", args.grow_axis),
+            ("--iso", args.iso),
+        )
+        if value
+    ]
+    if money_only:
+        raise CommandError(f"{', '.join(money_only)} apply to the additive (money) cost only")
+    ds = compute_recipe(
+        _load(args.fit, names.KIND_LAW_FIT),
+        budgets,
+        powers=parse_kappa(args.powers, "--powers") if args.powers else None,
+        unit_cost=args.unit_cost,
+        bounds=bounds,
+        settings=args.setting,
+        max_draws=args.max_draws,
+    )
+    _emit(ds, to_json(ds, args.credible), args)
+    return 0
+
+
+def _emit(ds: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
+    """Write ``--out`` atomically (a temporary file renamed into place), then print."""
     if args.out:
-        ds.to_netcdf(args.out, engine="h5netcdf")
+        out = Path(args.out)
+        tmp = out.with_name(f".{out.name}.tmp")
+        ds.to_netcdf(tmp, engine="h5netcdf")
+        tmp.replace(out)
     if args.json:
         json.dump(summary, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(format_table(summary))
-    return 0
 
 
 def _add_iso(
@@ -274,9 +345,13 @@ def format_table(summary: dict[str, Any]) -> str:
     """Plain-text report of :func:`bayesscale.recipe.to_json` output."""
     pct = round(100 * summary["credible"])
     cur = summary["currency"]
+    powers = summary.get("cost_powers")
     lines = [
         f"cost model: {summary['cost_model']}; unit prices ({cur}): "
-        + ", ".join(f"{a} {p:g}" for a, p in summary["unit_prices"].items()),
+        + ", ".join(f"{a} {p:g}" for a, p in summary["unit_prices"].items())
+        + (
+            f"; cost powers: {', '.join(f'{a} {m:g}' for a, m in powers.items())}" if powers else ""
+        ),
         f"discounts: {summary['kappa']}; bounds: "
         + ", ".join(
             f"{a} [{lo:g}, {'inf' if hi is None else f'{hi:g}'}]"
@@ -298,7 +373,7 @@ def format_table(summary: dict[str, Any]) -> str:
                 f"   success of the decision: {_interval(row['success_at_decision'])} "
                 f"(expected {row['expected_success']:.4f})"
             )
-        for b, entry in row["baselines"].items():
+        for b, entry in row.get("baselines", {}).items():
             text = f"   vs {b:<11} success {_interval(entry['success'])}"
             if "gain_of_decision" in entry:
                 text += f"; gain {_interval(entry['gain_of_decision'])}"
