@@ -35,5 +35,11 @@ verl-env:
 test: $(STAMP) lint typecheck verl-env
 	$(VENV)/bin/pytest -q
 
+# The documentation site (Sphinx, MyST Markdown, autodoc; warnings are errors, nitpicky
+# cross-references): $(OUT)/docs/index.html.
+.PHONY: docs
+docs: $(STAMP)
+	$(VENV)/bin/sphinx-build -W --keep-going -n -b html docs $(OUT)/docs
+
 clean-venv:
 	rm -rf $(VENV) .venv-verl

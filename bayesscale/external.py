@@ -6,12 +6,12 @@ al. 2022, Fig. 4; Besiroglu et al. 2024) into an observation table for
 
 Published fits of ``L = E + A N^-alpha + B D^-beta`` on these data, for comparison:
 
-======================  =====  =====  ======  =====  =====
-source                  E      A      B       alpha  beta
-======================  =====  =====  ======  =====  =====
-Chinchilla (Approach 3) 1.69   406.4  410.7   0.34   0.28
-Epoch replication       1.82   482.0  2085.4  0.348  0.366
-======================  =====  =====  ======  =====  =====
+=======================  =====  =====  ======  =====  =====
+source                   E      A      B       alpha  beta
+=======================  =====  =====  ======  =====  =====
+Chinchilla (Approach 3)  1.69   406.4  410.7   0.34   0.28
+Epoch replication        1.82   482.0  2085.4  0.348  0.366
+=======================  =====  =====  ======  =====  =====
 
 Example
 -------

@@ -2,7 +2,7 @@
 
 Per-axis sweeps (PAPER.md §3): the two other axes sit at saturated anchors
 (D_E, D_T, D_τ) = (256, 10,240, 8); the target axis takes ``points`` nested grid points
-spanning ``span``× (default 6 over 32×), geometric:
+spanning a factor of ``span`` (default 6 over 32×), geometric:
 
     D_k = lo · span^(k/(points-1)),   lo = anchor/span   (lo = 1, top = span when anchor/span < 1)
 
