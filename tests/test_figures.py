@@ -1,0 +1,512 @@
+"""Paper figures: panels, drawn data against independent computations, provenance, errors."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from testdata import PRICING, REFERENCE
+
+from bayesscale import __version__, names
+from bayesscale.figures import (
+    FigureError,
+    figure_provenance,
+    find_sweep,
+    plot_allocation,
+    plot_collapse,
+    plot_exponents,
+    plot_heldout,
+    plot_iso_budget,
+    plot_law,
+    provenance,
+    read_png_text,
+    read_provenance,
+    save_figure,
+)
+from bayesscale.figures.style import credible_band, grid_shape
+from bayesscale.observations import Table, load_observations, setting_labels
+from bayesscale.pricing import load_pricing, load_pricing_spec
+from bayesscale.recipe import iso_budget, recipe, synthetic_fit
+from bayesscale.simulate import PAPER_ANCHORS, PAPER_GRIDS
+from bayesscale.spec import load_spec
+
+SETTINGS = ["Qwen3-4B | grpo | math+code", "Qwen3-8B | ppo | swe", "Qwen3-8B | grpo | search"]
+SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
+
+
+@pytest.fixture(scope="module")
+def table() -> Table:
+    return load_observations(REFERENCE / "observations.csv", load_spec())
+
+
+@pytest.fixture(scope="module")
+def recipe_result(law_fit: xr.DataTree) -> xr.Dataset:
+    return recipe(
+        law_fit,
+        np.geomspace(1e4, 1e6, 4),
+        settings=SETTINGS[:2],
+        max_draws=25,
+        multipliers=False,
+    )
+
+
+def _flat(da: xr.DataArray) -> np.ndarray:
+    rest = [d for d in da.dims if d not in SAMPLE]
+    arr = da.transpose(*SAMPLE, *rest).to_numpy().astype(float)
+    return arr.reshape(-1, *arr.shape[2:])
+
+
+def _by_gid(ax, gid: str) -> list:
+    return [a for a in ax.get_children() if a.get_gid() == gid]
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def test_grid_shape_and_bands_are_known_answers() -> None:
+    assert grid_shape(21) == (3, 7)
+    assert grid_shape(9) == (3, 3)
+    assert grid_shape(3, ncols=2) == (2, 2)
+    values = np.arange(101.0)
+    assert credible_band(values, 0.5, kind="eti").tolist() == [25.0, 75.0]
+    # HDI of a sample skewed to the right hugs the left end; the ETI does not
+    skewed = np.exp(np.random.default_rng(3).normal(size=4000))
+    hdi, eti = credible_band(skewed, 0.8, "hdi"), credible_band(skewed, 0.8, "eti")
+    assert hdi[1] - hdi[0] < eti[1] - eti[0]
+    assert hdi[0] < eti[0]
+    with pytest.raises(FigureError, match="unknown interval kind"):
+        credible_band(values, 0.5, kind="quantile")
+
+
+# --- per-axis law ---------------------------------------------------------------------------
+
+
+def test_sweep_anchor_is_found_from_the_data(table: Table) -> None:
+    spec = load_spec()
+    for axis in names.PAPER_AXES:
+        sweep = find_sweep(table.frame, spec, SETTINGS[0], axis)
+        others = {a: float(v) for a, v in PAPER_ANCHORS.items() if a != axis}
+        assert sweep.anchor == others
+        column = {names.ENV: names.N_ENVS, names.TASK: names.N_TASKS, names.TRAJ: names.ROLLOUTS}
+        values = sorted(set(table.frame.loc[sweep.rows, column[axis]]))
+        assert set(PAPER_GRIDS[axis]) <= set(values)
+
+
+def test_law_panels_draw_the_posterior_median_and_the_seed_means(
+    law_fit: xr.DataTree, table: Table, tmp_path
+) -> None:
+    fig = plot_law(law_fit, table, names.TASK, settings=SETTINGS, max_draws=None)
+    assert len(fig.axes) == len(SETTINGS)
+    post, const = law_fit["posterior"], law_fit["constant_data"]
+    frame = table.frame
+    labels = setting_labels(frame, load_spec())
+    for ax, setting in zip(fig.axes, SETTINGS, strict=True):
+        (median,) = _by_gid(ax, "median")
+        x, y = median.get_xdata(), median.get_ydata()
+        # independent: the slope-form law from the posterior variables at env = 256, traj = 8
+        sel = {names.SETTING_DIM: setting}
+        alpha = _flat(post[names.ALPHA].sel(sel))
+        amp = _flat(post[names.AMPLITUDE].sel(sel))
+        ref = const[names.REFERENCE_SCALE].to_numpy()
+        size = float(const[names.PARAMS_B].sel(sel)) / float(const[names.SIZE_REFERENCE])
+        floor = _flat(post[names.LOSS_FLOOR].sel(sel)) + _flat(
+            post[names.SIZE_AMPLITUDE]
+        ) * size ** (-_flat(post[names.ALPHA_SIZE]))
+        for k in (0, 29, len(x) - 1):
+            d = np.array([256.0, x[k], 8.0])
+            loss = floor + np.sum(amp * (d / ref) ** (-alpha), axis=1)
+            assert y[k] == pytest.approx(np.median(np.exp(-loss)), rel=1e-10)
+        (points,) = _by_gid(ax, "observed")
+        rows = frame[
+            (labels == setting) & (frame[names.N_ENVS] == 256) & (frame[names.ROLLOUTS] == 8)
+        ]
+        rate = (rows[names.SUCCESSES] / rows[names.TRIALS]).groupby(rows[names.N_TASKS]).mean()
+        np.testing.assert_allclose(points.get_xdata(), rate.index.to_numpy(float))
+        np.testing.assert_allclose(points.get_ydata(), rate.to_numpy(), rtol=1e-12)
+        assert ax.get_xscale() == "log"
+        assert len(ax.collections) >= 2  # the two bands
+    path = save_figure(fig, tmp_path / "law.png")
+    prov = read_provenance(path)
+    assert len(prov.sources) == 1  # the table is the fit's data
+    (src,) = prov.sources
+    assert src.data_sha256 == law_fit.attrs[names.ATTR_DATA_HASH] == table.sha256
+    assert src.data_file == "observations.csv"
+    assert (src.kind, src.spec, src.seed, src.sampler) == ("law_fit", "agentic-rl", 11, "numpyro")
+    assert prov.version == __version__
+    chunks = read_png_text(path)
+    assert chunks["law_fit.data_sha256"] == table.sha256
+    assert chunks["law_fit.seed"] == "11"
+    assert chunks["bayesscale_version"] == __version__
+
+
+def test_law_refuses_bad_input(
+    law_fit: xr.DataTree, pricing_fit: xr.DataTree, table: Table
+) -> None:
+    with pytest.raises(
+        FigureError, match="needs a bayesscale 'law_fit' fit; this one is 'pricing_fit'"
+    ):
+        plot_law(pricing_fit, table, names.ENV)
+    with pytest.raises(FigureError, match="axis 'tokens' is not an axis of the fit"):
+        plot_law(law_fit, table, "tokens")
+    with pytest.raises(FigureError, match=r"validated observations\.Table"):
+        plot_law(law_fit, table.frame, names.ENV)  # type: ignore[arg-type]
+    frame = table.frame.copy()
+    frame.loc[3, names.MODEL] = "Mystery-1B"
+    with pytest.raises(FigureError, match=r"Mystery-1B \| grpo \| math\+code"):
+        plot_law(law_fit, Table(frame, "odd.csv", "0" * 64), names.ENV)
+    post = law_fit["posterior"].to_dataset().drop_vars(names.ALPHA)
+    broken = xr.DataTree.from_dict(
+        {"posterior": post, "constant_data": law_fit["constant_data"].to_dataset()}
+    )
+    broken.attrs = dict(law_fit.attrs)
+    with pytest.raises(ValueError, match="no 'alpha'"):
+        plot_law(broken, table, names.ENV)
+
+
+def test_law_with_interaction_and_dense_reward_series(tmp_path) -> None:
+    """A hand-made fit with an env x task interaction and dense reward on traj (multiplier 2):
+    the dense curve is the law at twice the rollouts, interaction included."""
+    from bayesscale.observations import validate
+    from bayesscale.recipe import _SYNTH_SPEC
+    from bayesscale.spec import parse_spec
+
+    spec_text = (
+        _SYNTH_SPEC
+        + '[interaction]\naxes = ["env", "task"]\nunits = "raw"\n'
+        + '[dense_reward]\naxis = "traj"\nmultiplier = { median = 2.0, log_sd = 0.1 }\n'
+    )
+    fit = synthetic_fit(draws=40, interaction=(0.2, 0.3), spec_text=spec_text, seed=4)
+    post = fit["posterior"].to_dataset()
+    post[names.DENSE_MULTIPLIER] = xr.full_like(post[names.INTERACTION_BETA], 2.0)
+    fit["posterior"] = xr.DataTree(post)
+    fit.attrs.update(
+        {
+            names.ATTR_DATA_SOURCE: "hand.csv",
+            names.ATTR_DATA_HASH: "ab" * 32,
+            names.ATTR_SEED: 4,
+            names.ATTR_SAMPLER: "numpyro",
+        }
+    )
+    rng = np.random.default_rng(8)
+    rows = []
+    anchor = {names.N_ENVS: 45, names.N_TASKS: 1810, names.ROLLOUTS: 11}
+    for reward in ("sparse", "dense"):
+        for column, grid in (
+            (names.N_ENVS, (8, 32, 128)),
+            (names.N_TASKS, (320, 1280, 5120)),
+            (names.ROLLOUTS, (2, 8, 32)),
+        ):
+            if reward == "dense" and column != names.ROLLOUTS:
+                continue
+            for v in grid:
+                for seed in range(2):
+                    row = {**anchor, column: v}
+                    rows.append(
+                        {
+                            names.MODEL: "S0",
+                            names.ALGORITHM: "grpo",
+                            names.DOMAIN: "math",
+                            **row,
+                            names.REWARD: reward,
+                            names.SEED: seed,
+                            names.SUCCESSES: int(rng.integers(400, 600)),
+                            names.TRIALS: 1000,
+                        }
+                    )
+    spec = parse_spec(spec_text)
+    frame = validate(pd.DataFrame(rows), spec, "hand.csv")
+    fig = plot_law(
+        fit,
+        Table(frame, "hand.csv", "ab" * 32),
+        names.TRAJ,
+        settings=["S0 | grpo | math"],
+        max_draws=None,
+    )
+    (ax,) = fig.axes
+    sparse, dense = _by_gid(ax, "median")
+    sel = {names.SETTING_DIM: "S0 | grpo | math"}
+    alpha = _flat(post[names.ALPHA].sel(sel))
+    amp = _flat(post[names.AMPLITUDE].sel(sel))
+    floor = _flat(post[names.LOSS_FLOOR].sel(sel))
+    gamma = _flat(post[names.INTERACTION_GAMMA].sel(sel))
+    beta = _flat(post[names.INTERACTION_BETA])
+    ref = fit["constant_data"][names.REFERENCE_SCALE].to_numpy()
+    for line, factor in ((sparse, 1.0), (dense, 2.0)):
+        x, y = line.get_xdata(), line.get_ydata()
+        for k in (0, 30, 59):
+            d = np.array([45.0, 1810.0, factor * x[k]])
+            loss = (
+                floor
+                + np.sum(amp * (d / ref) ** (-alpha), axis=1)
+                - gamma * (45.0 * 1810.0) ** (-beta)
+            )
+            assert y[k] == pytest.approx(np.median(np.exp(-loss)), rel=1e-10)
+    assert len(_by_gid(ax, "observed")) == 2
+    prov = figure_provenance(fig)
+    assert prov is not None and prov.sources[0].data_file == "hand.csv"
+
+
+# --- exponents ------------------------------------------------------------------------------
+
+
+def test_forest_plot_shows_every_setting_around_the_population(law_fit: xr.DataTree) -> None:
+    fig = plot_exponents(law_fit)
+    post = law_fit["posterior"]
+    axes = [str(a) for a in post[names.AXIS_DIM].to_numpy()]
+    settings = [str(s) for s in post[names.SETTING_DIM].to_numpy()]
+    assert len(fig.axes) == len(axes) == 3
+    for j, ax in enumerate(fig.axes):
+        (dots,) = _by_gid(ax, "median")
+        offsets = dots.get_offsets()
+        alpha = _flat(post[names.ALPHA].sel({names.AXIS_DIM: axes[j]}).transpose(*SAMPLE, ...))
+        np.testing.assert_allclose(offsets[:, 0], np.median(alpha, axis=0), rtol=1e-12)
+        assert offsets.shape[0] == len(settings) == 21
+        (pop,) = _by_gid(ax, "population_median")
+        expected = np.median(_flat(post[names.ALPHA_POP].sel({names.AXIS_DIM: axes[j]})))
+        assert pop.get_offsets()[0, 0] == pytest.approx(expected, rel=1e-12)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["population", *settings]
+    sorted_fig = plot_exponents(law_fit, sort_by=names.ENV, settings=settings[:5])
+    env = sorted_fig.axes[0]
+    (dots,) = _by_gid(env, "median")
+    y_order = np.argsort(-dots.get_offsets()[:, 1])  # top row first
+    assert np.all(np.diff(dots.get_offsets()[y_order, 0]) >= 0)
+
+
+def test_forest_plot_refuses_bad_input(law_fit: xr.DataTree, pricing_fit: xr.DataTree) -> None:
+    with pytest.raises(FigureError, match="'law_fit'"):
+        plot_exponents(pricing_fit)
+    post = law_fit["posterior"].to_dataset().drop_vars(names.ALPHA_POP)
+    broken = xr.DataTree.from_dict({"posterior": post})
+    broken.attrs = dict(law_fit.attrs)
+    with pytest.raises(FigureError, match="no 'alpha_pop'"):
+        plot_exponents(broken)
+    with pytest.raises(FigureError, match="sort_by 'size'"):
+        plot_exponents(law_fit, sort_by="size")
+    with pytest.raises(FigureError, match="at most 2 intervals"):
+        plot_exponents(law_fit, probs=(0.5, 0.8, 0.9))
+
+
+# --- collapse -------------------------------------------------------------------------------
+
+
+def test_collapse_kappa_curves_and_r_star(pricing_fit: xr.DataTree, tmp_path) -> None:
+    fig = plot_collapse(pricing_fit, quantity="kappa")
+    post = pricing_fit["posterior"]
+    methods = [str(m) for m in post[names.METHOD_DIM].to_numpy()]
+    assert len(fig.axes) == len(methods) == 9
+    for ax, method in zip(fig.axes, methods, strict=True):
+        sel = {names.METHOD_DIM: method}
+        k0 = _flat(post[names.KAPPA0].sel(sel))
+        c = _flat(post[names.COLLAPSE_SCALE].sel(sel))
+        (median,) = _by_gid(ax, "median")
+        r, y = median.get_xdata(), median.get_ydata()
+        for k in (0, 40, 120):
+            assert y[k] == pytest.approx(np.median(k0 - (1 - k0) * r[k] / c), rel=1e-10, abs=1e-12)
+        (line,) = _by_gid(ax, "r_star")
+        r_star = _flat(post[names.R_STAR].sel(sel))
+        assert line.get_xdata()[0] == pytest.approx(np.median(r_star), rel=1e-12)
+        assert method in ax.get_title()
+    prov = read_provenance(save_figure(fig, tmp_path / "kappa.png"))
+    assert prov.sources[0].kind == "pricing_fit"
+    assert prov.sources[0].data_file == "pricing.csv"
+    assert prov.sources[0].seed == 5
+
+
+def test_collapse_success_starts_at_one_with_the_observed_runs(pricing_fit: xr.DataTree) -> None:
+    ptable = load_pricing(PRICING / "pricing.csv", load_pricing_spec())
+    fig = plot_collapse(pricing_fit, quantity="success", methods=["AWM", "RLVE"], table=ptable)
+    assert len(fig.axes) == 2
+    frame = pd.read_csv(PRICING / "pricing.csv")
+    baseline = pricing_fit["constant_data"][names.BASELINE_REAL]
+    for ax, method in zip(fig.axes, ["AWM", "RLVE"], strict=True):
+        (median,) = _by_gid(ax, "median")
+        assert median.get_xdata()[0] == 0.0
+        assert median.get_ydata()[0] == pytest.approx(1.0, abs=1e-12)  # S(0) = 1 exactly
+        (points,) = _by_gid(ax, "observed")
+        real = float(baseline.sel({names.METHOD_DIM: method}))
+        mine = frame[(frame[names.METHOD] == method) & (frame[names.REAL] == real)]
+        rate = mine[names.SUCCESSES] / mine[names.TRIALS]
+        ratio = mine[names.SYNTHETIC] / mine[names.REAL]
+        normalised = (rate / rate[ratio == 0].mean()).groupby(ratio.round(9)).mean()
+        np.testing.assert_allclose(points.get_xdata(), normalised.index.to_numpy(float))
+        np.testing.assert_allclose(points.get_ydata(), normalised.to_numpy(), rtol=1e-12)
+    # the table is another file than the fit's data only if its hash differs: here it is the same
+    assert len(figure_provenance(fig).sources) == 1  # type: ignore[union-attr]
+
+
+def test_collapse_refuses_bad_input(law_fit: xr.DataTree, pricing_fit: xr.DataTree) -> None:
+    with pytest.raises(FigureError, match="'pricing_fit'"):
+        plot_collapse(law_fit)
+    with pytest.raises(FigureError, match="unknown quantity 'ratio'"):
+        plot_collapse(pricing_fit, quantity="ratio")
+    with pytest.raises(FigureError, match=r"method\(s\) \['Nope'\]"):
+        plot_collapse(pricing_fit, methods=["Nope"])
+    with pytest.raises(FigureError, match="quantity='success'"):
+        plot_collapse(pricing_fit, table=object())
+    post = pricing_fit["posterior"].to_dataset().drop_vars(names.R_STAR)
+    broken = xr.DataTree.from_dict({"posterior": post})
+    broken.attrs = dict(pricing_fit.attrs)
+    with pytest.raises(FigureError, match=r"lacks \['r_star', 'constant_data'\]"):
+        plot_collapse(broken)
+
+
+# --- recipe: allocation and iso-budget --------------------------------------------------------
+
+
+def test_allocation_fan_chart(law_fit: xr.DataTree, recipe_result: xr.Dataset, tmp_path) -> None:
+    fig = plot_allocation(recipe_result, provenance=provenance(law_fit))
+    assert len(fig.axes) == 2 * 3  # settings x axes
+    budgets = recipe_result[names.BUDGET_DIM].to_numpy()
+    for i, setting in enumerate(SETTINGS[:2]):
+        for j, axis in enumerate(names.PAPER_AXES):
+            ax = fig.axes[i * 3 + j]
+            (median,) = _by_gid(ax, "median")
+            bought = recipe_result[names.PURCHASED].sel(
+                {names.SETTING_DIM: setting, names.AXIS_DIM: axis}
+            )
+            draws = _flat(bought.transpose(*SAMPLE, names.BUDGET_DIM))
+            np.testing.assert_allclose(median.get_xdata(), budgets)
+            np.testing.assert_allclose(
+                median.get_ydata(), np.exp(np.median(np.log(draws), axis=0)), rtol=1e-10
+            )
+            (decision,) = _by_gid(ax, "decision")
+            expected = recipe_result[names.DECISION].sel(
+                {names.SETTING_DIM: setting, names.AXIS_DIM: axis}
+            )
+            np.testing.assert_allclose(decision.get_ydata(), expected.to_numpy(), rtol=1e-12)
+            assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    path = save_figure(fig, tmp_path / "allocation.png")
+    assert read_provenance(path).sources[0].data_sha256 == law_fit.attrs[names.ATTR_DATA_HASH]
+
+
+def test_allocation_refuses_bad_input(law_fit: xr.DataTree, recipe_result: xr.Dataset) -> None:
+    prov = provenance(law_fit)
+    with pytest.raises(FigureError, match="provenance="):
+        plot_allocation(recipe_result, provenance=None)  # type: ignore[arg-type]
+    with pytest.raises(FigureError, match="at least 2 budgets"):
+        plot_allocation(recipe_result.isel({names.BUDGET_DIM: [0]}), provenance=prov)
+    with pytest.raises(FigureError, match="no 'purchased'"):
+        plot_allocation(recipe_result.drop_vars(names.PURCHASED), provenance=prov)
+    many = recipe(law_fit, [1e4, 1e5], max_draws=3, decision=False, multipliers=False)
+    with pytest.raises(FigureError, match="21 settings"):
+        plot_allocation(many, provenance=prov)
+
+
+def test_iso_budget_bands_and_decision(law_fit: xr.DataTree, recipe_result: xr.Dataset) -> None:
+    budget = float(recipe_result[names.BUDGET_DIM][1])
+    spend = recipe_result[names.DECISION_SPEND].sel({names.BUDGET_DIM: budget})
+    iso = iso_budget(
+        law_fit, budget, settings=SETTINGS[:2], reference_spend=spend.to_numpy(), max_draws=25
+    )
+    prov = provenance(law_fit)
+    fig = plot_iso_budget(iso, provenance=prov, recipe=recipe_result)
+    assert len(fig.axes) == 2 * 3
+    share = iso[names.SHARE_DIM].to_numpy()
+    for i, setting in enumerate(SETTINGS[:2]):
+        for j, axis in enumerate(names.PAPER_AXES):
+            ax = fig.axes[i * 3 + j]
+            (median,) = _by_gid(ax, "median")
+            draws = _flat(
+                iso[names.ISO_SUCCESS]
+                .sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis})
+                .transpose(*SAMPLE, names.SHARE_DIM)
+            )
+            np.testing.assert_allclose(median.get_xdata(), share)
+            np.testing.assert_allclose(median.get_ydata(), np.nanmedian(draws, axis=0), rtol=1e-12)
+            (line,) = _by_gid(ax, "decision")
+            expected = float(spend.sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis})) / budget
+            assert line.get_xdata()[0] == pytest.approx(expected, rel=1e-12)
+    relative = plot_iso_budget(iso, provenance=prov, relative=True)
+    for ax in relative.axes:
+        (median,) = _by_gid(ax, "median")
+        assert np.nanmax(median.get_ydata()) <= 1.0 + 1e-12
+    with pytest.raises(FigureError, match="has no budget"):
+        plot_iso_budget(iso, provenance=prov, recipe=recipe_result.isel({names.BUDGET_DIM: [0, 2]}))
+
+
+# --- held-out ---------------------------------------------------------------------------------
+
+
+def _heldout_frame() -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            names.SETTING: [
+                "A | grpo | x",
+                "A | grpo | x",
+                "A | grpo | x",
+                "B | ppo | y",
+                "B | ppo | y",
+            ],
+            names.OBSERVED: [0.30, 0.42, 0.10, 0.55, 0.61],
+            names.PREDICTED: [0.31, 0.40, 0.20, 0.56, 0.60],
+            names.LOWER: [0.25, 0.35, 0.15, 0.50, 0.55],
+            names.UPPER: [0.37, 0.45, 0.26, 0.62, 0.66],
+        }
+    )
+    frame.attrs = {"prob": 0.9, "coverage": 0.8}
+    return frame
+
+
+def test_heldout_plot_marks_runs_outside_their_interval(law_fit: xr.DataTree, tmp_path) -> None:
+    fig = plot_heldout(_heldout_frame(), provenance=provenance(law_fit))
+    (ax,) = fig.axes
+    (inside,) = _by_gid(ax, "inside")
+    (outside,) = _by_gid(ax, "outside")
+    np.testing.assert_allclose(outside.get_offsets(), [[0.20, 0.10]])
+    assert inside.get_offsets().shape == (4, 2)
+    assert "4 of 5 runs (80%)" in ax.get_title()
+    save_figure(fig, tmp_path / "heldout.png")
+    loss = _heldout_frame()
+    loss[[names.OBSERVED, names.PREDICTED, names.LOWER, names.UPPER]] *= 10
+    loss.attrs["outcome"] = "loss"
+    (ax,) = plot_heldout(loss, provenance=provenance(law_fit)).axes
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+
+
+def test_heldout_plot_refuses_bad_frames(law_fit: xr.DataTree) -> None:
+    prov = provenance(law_fit)
+    frame = _heldout_frame().drop(columns=names.UPPER)
+    with pytest.raises(ValueError, match="missing column"):
+        plot_heldout(frame, provenance=prov)
+    frame = _heldout_frame()
+    frame.loc[2, names.OBSERVED] = 1.2
+    with pytest.raises(ValueError, match=r"column 'observed', row 3: a success rate"):
+        plot_heldout(frame, provenance=prov)
+    frame = _heldout_frame()
+    frame.attrs["coverage"] = 0.9
+    with pytest.raises(ValueError, match="coverage"):
+        plot_heldout(frame, provenance=prov)
+
+
+# --- saving and provenance --------------------------------------------------------------------
+
+
+def test_save_is_atomic_refuses_overwrite_and_writes_pdf_metadata(
+    law_fit: xr.DataTree, tmp_path
+) -> None:
+    fig = plot_heldout(_heldout_frame(), provenance=provenance(law_fit))
+    path = save_figure(fig, tmp_path / "f.png")
+    before = path.read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        save_figure(fig, path)
+    assert path.read_bytes() == before
+    texts = len(fig.texts)
+    save_figure(fig, path, overwrite=True, footer=True)
+    assert len(fig.texts) == texts  # the footer is drawn only into the file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png"]  # no temporary files left
+    pdf = save_figure(fig, tmp_path / "f.pdf").read_bytes()
+    assert law_fit.attrs[names.ATTR_DATA_HASH].encode() in pdf
+    with pytest.raises(FigureError, match=r"unknown figure format '\.jpg'"):
+        save_figure(fig, tmp_path / "f.jpg")
+    from matplotlib.figure import Figure
+
+    with pytest.raises(FigureError, match="carries no provenance"):
+        save_figure(Figure(), tmp_path / "g.png")
+    with pytest.raises(FigureError, match=r"lacks the provenance attribute\(s\)"):
+        provenance(synthetic_fit(draws=5))
