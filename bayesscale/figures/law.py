@@ -76,14 +76,22 @@ class Sweep:
     rows: pd.Index  # the table's rows on the sweep
 
 
-def find_sweep(frame: pd.DataFrame, spec: ModelSpec, setting: str, axis: str) -> Sweep:
+def find_sweep(
+    frame: pd.DataFrame,
+    spec: ModelSpec,
+    setting: str,
+    axis: str,
+    labels: pd.Series | None = None,
+) -> Sweep:
     """The sweep of ``axis`` in ``setting``'s rows: the combination of the other axes' sizes
     under which ``axis`` takes the most distinct values (ties: more rows, then larger sizes).
 
     >>> find_sweep(frame, spec, "Qwen3-4B | grpo | math+code", "env").anchor  # doctest: +SKIP
     {'task': 10240.0, 'traj': 8.0}
+
+    ``labels`` are the rows' setting labels (``observations.setting_labels``) if already known.
     """
-    labels = setting_labels(frame, spec)
+    labels = setting_labels(frame, spec) if labels is None else labels
     mine = frame.index[labels.to_numpy() == setting]
     if len(mine) == 0:
         raise FigureError(f"the table has no rows of setting {setting!r}")
@@ -202,7 +210,7 @@ def plot_law(
     chosen = list(draws.settings)
     dense = spec.dense_reward is not None and names.REWARD in frame.columns
     dense_scale = _dense_scale(fit, draws, spec) if dense else None
-    sweeps = [find_sweep(frame, spec, s, axis) for s in chosen]
+    sweeps = [find_sweep(frame, spec, s, axis, labels) for s in chosen]
     j = spec.axis_names.index(axis)
     all_x = axis_sizes(frame, spec)[:, j]
     positions = {idx: k for k, idx in enumerate(frame.index)}

@@ -1,0 +1,459 @@
+"""``bayesscale report``: fit, price, allocate, check, and write it all up for a paper.
+
+One call runs the package's whole analysis on a dataset and writes ``DIR``:
+
+* ``report.md`` with every figure and table, the convergence diagnostics and the provenance;
+* ``fits/law.nc`` (and ``fits/pricing.nc``): the posteriors as DataTree netCDF;
+* ``figures/*.png`` (provenance in their metadata), ``tables/*.md`` and ``tables/*.tex``;
+* ``recipe.json``, ``heldout.csv``: the recipe summary and the held-out check per row;
+* ``report.json``: the manifest (input SHA-256s, options, version; see
+  :mod:`bayesscale.report_dir`, which also guarantees the directory is written whole or not at
+  all and never over a different report).
+
+Saved fits can be reused (``law_fit=`` / ``pricing_fit=``); they must have been made from the
+same data (their ``data_sha256`` attribute is checked).
+
+Example
+-------
+>>> options = ReportOptions(observations=Path("data/reference/observations.csv"))
+>>> build_report(options, Path("out/report"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import xarray as xr
+
+from bayesscale import __version__, names
+from bayesscale.inference import FitConfig, FitFileError, diagnose, fit, load_fit, save_fit
+from bayesscale.observations import load_observations
+from bayesscale.report_dir import building, prepare
+from bayesscale.spec import load_spec
+
+DEFAULT_BUDGETS = (1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6)
+REPORT_FILE = "report.md"
+MAX_SETTINGS_SHOWN = 4  # settings drawn in the recipe figures (the tables list all)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What to analyse and how. Paths are the user's files; ``law_fit``/``pricing_fit`` reuse
+    saved fits instead of sampling."""
+
+    observations: Path
+    pricing: Path | None = None
+    heldout: Path | None = None
+    spec: str | None = None
+    pricing_spec: str | None = None
+    prices: Path | None = None
+    law_fit: Path | None = None
+    pricing_fit: Path | None = None
+    budgets: tuple[float, ...] = DEFAULT_BUDGETS
+    prob: float = 0.9
+    config: FitConfig = field(default_factory=FitConfig)
+    pricing_config: FitConfig = field(
+        default_factory=lambda: FitConfig(draws=500, tune=500, chains=4, target_accept=0.85)
+    )
+    max_recipe_draws: int = 500
+
+
+def _sha256(path: Path | None) -> str | None:
+    return None if path is None else hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def fingerprint(options: ReportOptions) -> dict[str, Any]:
+    """Everything the report depends on: file contents (SHA-256), specs, options, version."""
+    config = options.config
+    pc = options.pricing_config
+    return {
+        "bayesscale": __version__,
+        "observations": _sha256(options.observations),
+        "pricing": _sha256(options.pricing),
+        "heldout": _sha256(options.heldout),
+        "spec": hashlib.sha256(load_spec(options.spec).text.encode()).hexdigest(),
+        "pricing_spec": _pricing_spec_sha256(options),
+        "prices": _sha256(options.prices),
+        "law_fit": _sha256(options.law_fit),
+        "pricing_fit": _sha256(options.pricing_fit),
+        "budgets": list(options.budgets),
+        "prob": options.prob,
+        "config": [config.sampler, config.chains, config.draws, config.tune, config.seed],
+        "pricing_config": [pc.sampler, pc.chains, pc.draws, pc.tune, pc.seed],
+        "max_recipe_draws": options.max_recipe_draws,
+    }
+
+
+def _pricing_spec_sha256(options: ReportOptions) -> str | None:
+    if options.pricing is None:
+        return None
+    from bayesscale.pricing import load_pricing_spec
+
+    return hashlib.sha256(load_pricing_spec(options.pricing_spec).text.encode()).hexdigest()
+
+
+class _Progress:
+    """Numbered steps on stderr with the elapsed time."""
+
+    def __init__(self, total: int, stream: Any = None) -> None:
+        self.total, self.step, self.start = total, 0, time.perf_counter()
+        self.stream = stream if stream is not None else sys.stderr
+
+    def __call__(self, what: str) -> None:
+        self.step += 1
+        elapsed = time.perf_counter() - self.start
+        print(f"[{self.step}/{self.total} {elapsed:6.1f} s] {what}", file=self.stream, flush=True)
+
+
+@dataclass
+class _Sections:
+    """The report's Markdown, section by section."""
+
+    parts: list[str] = field(default_factory=list)
+
+    def add(self, *lines: str) -> None:
+        self.parts.append("\n".join(lines).rstrip() + "\n")
+
+    def text(self) -> str:
+        return "\n".join(self.parts)
+
+
+def _reuse(path: Path, kind: str, data_sha256: str, data_name: str) -> xr.DataTree:
+    tree = load_fit(path, kind=kind)
+    found = tree.attrs.get(names.ATTR_DATA_HASH)
+    if found != data_sha256:
+        raise FitFileError(
+            f"{path}: this {kind} was made from other data (sha256 {str(found)[:12]}...) than "
+            f"{data_name} (sha256 {data_sha256[:12]}...); refit, or pass the matching data"
+        )
+    return tree
+
+
+def build_report(
+    options: ReportOptions, out: Path, force: bool = False, stream: Any = None
+) -> Path:
+    """Run the analysis and write the report directory ``out`` (see the module docstring).
+    Returns the path of ``report.md``. When ``out`` already holds this exact report, nothing
+    is recomputed."""
+    out = Path(out)
+    print_ = _Progress(_step_count(options), stream)
+    fp = fingerprint(options)
+    if prepare(out, fp, force).up_to_date:
+        print(f"{out} already holds this report (same inputs and options)", file=print_.stream)
+        return out / REPORT_FILE
+    with building(out, fp, force) as tmp:
+        for sub in ("fits", "figures", "tables"):
+            (tmp / sub).mkdir()
+        _run(options, tmp, print_)
+    print(f"wrote {out / REPORT_FILE}", file=print_.stream)
+    return out / REPORT_FILE
+
+
+def _step_count(options: ReportOptions) -> int:
+    return 5 + (options.pricing is not None) + (options.heldout is not None)
+
+
+def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None:
+    from bayesscale.figures import (
+        plot_exponents,
+        plot_law,
+        provenance,
+        save_figure,
+    )
+
+    # Every input is read and validated before anything slow runs, so bad input fails fast.
+    spec = load_spec(options.spec)
+    table = load_observations(options.observations, spec)
+    priced = _load_pricing(options)
+    md = _Sections()
+    md.add(
+        "# bayesscale report",
+        "",
+        f"Made by bayesscale {__version__} from `{table.source}` "
+        f"({len(table.frame)} runs, sha256 `{table.sha256[:16]}…`) with the model "
+        f"`{spec.name}`.",
+    )
+
+    # --- the law ---------------------------------------------------------------------------
+    if options.law_fit is not None:
+        step(f"reusing the law fit {options.law_fit}")
+        law = _reuse(options.law_fit, names.KIND_LAW_FIT, table.sha256, table.source)
+    else:
+        c = options.config
+        step(
+            f"fitting {spec.name!r} to {len(table.frame)} runs "
+            f"({c.sampler}, {c.chains} chains x {c.draws} draws)"
+        )
+        law = fit(table, spec, options.config)
+    save_fit(law, tmp / "fits" / "law.nc")
+    law_diag = diagnose(law)
+    heldout = _check_heldout(options, law) if options.heldout is not None else None
+
+    step("exponents: tables and figures")
+    from bayesscale.summary import summarise
+
+    summary = summarise(law, prob=options.prob)
+    md.add("## The law", "", _diagnostics_line("law fit", law_diag, law))
+    figures = [("exponents", plot_exponents(law))]
+    figures += [(f"law_{a}", plot_law(law, table, a)) for a in spec.axis_names]
+    md.add(_exponent_text(summary, options.prob))
+    md.add(*_tables(tmp, "exponents", _exponent_tables(summary)))
+    for name, fig in figures:
+        md.add(_figure(tmp, name, fig, save_figure))
+
+    # --- pricing ---------------------------------------------------------------------------
+    pricing = None
+    if priced is not None:
+        pricing = _pricing_section(options, priced, tmp, md, step)
+
+    # --- the recipe ------------------------------------------------------------------------
+    step(f"the recipe at {len(options.budgets)} budgets")
+    prov = provenance(law) if pricing is None else provenance(law, pricing)
+    _recipe_section(options, tmp, law, pricing, prov, md)
+
+    # --- held-out check --------------------------------------------------------------------
+    if heldout is not None:
+        step(f"held-out check on {options.heldout}")
+        _heldout_section(options, heldout, tmp, law, md)
+
+    step("writing report.md")
+    md.add(
+        "## Files",
+        "",
+        "* `fits/law.nc`"
+        + (", `fits/pricing.nc`" if pricing is not None else "")
+        + ": posteriors (ArviZ DataTree, netCDF; `bayesscale.inference.load_fit`)",
+        "* `figures/`: PNG, with the data's file name and SHA-256, the spec, sampler and seed "
+        "in their metadata (`bayesscale.figures.read_provenance`)",
+        "* `tables/`: every table as Markdown and as LaTeX (booktabs)",
+        "* `report.json`: what this report was made from",
+    )
+    (tmp / REPORT_FILE).write_text(md.text())
+
+
+def _diagnostics_line(what: str, d: Any, tree: xr.DataTree) -> str:
+    verdict = "converged" if d.ok else "**DID NOT CONVERGE — do not trust these numbers yet**"
+    return (
+        f"{what}: {tree.attrs.get(names.ATTR_SAMPLER)}, {tree.attrs.get('chains')} chains x "
+        f"{tree.attrs.get('draws')} draws, seed {tree.attrs.get(names.ATTR_SEED)}; max R-hat "
+        f"{d.max_rhat:.4f}, min bulk ESS {d.min_ess_bulk:.0f}, divergences {d.divergences}: "
+        f"{verdict}."
+    )
+
+
+def _exponent_text(summary: dict[str, Any], prob: float) -> str:
+    pop = summary["exponents"]["population"]
+    parts = [
+        f"{axis} {v['mean']:.3f} [{v['lower']:.3f}, {v['upper']:.3f}]" for axis, v in pop.items()
+    ]
+    text = f"Population exponents (mean, {prob:.0%} interval): " + "; ".join(parts) + "."
+    order = summary.get("ordering")
+    if order:
+        text += (
+            f" Posterior probability of the ordering {' > '.join(order['axes'])}: "
+            f"{order['population']:.2f}."
+        )
+    return text
+
+
+def _figure(tmp: Path, name: str, fig: Any, save: Callable[..., Path]) -> str:
+    import matplotlib.pyplot as plt
+
+    path = save(fig, tmp / "figures" / f"{name}.png")
+    plt.close(fig)
+    return f"![{name}](figures/{path.name})\n"
+
+
+def _tables(tmp: Path, name: str, tables: list[tuple[str, Any]]) -> list[str]:
+    """Write each table as ``tables/<name>[_<part>].md`` and ``.tex``; return the Markdown."""
+    lines: list[str] = []
+    for part, tbl in tables:
+        stem = name if not part else f"{name}_{part}"
+        markdown = tbl.to_markdown()
+        (tmp / "tables" / f"{stem}.md").write_text(markdown)
+        (tmp / "tables" / f"{stem}.tex").write_text(tbl.to_latex())
+        lines += [markdown, ""]
+    return lines
+
+
+def _exponent_tables(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    from bayesscale.tables import exponent_table
+
+    return [("", exponent_table(summary))]
+
+
+def _load_pricing(options: ReportOptions) -> tuple[Any, Any, list[str]] | None:
+    """The pricing spec, the validated pricing table and the warnings it raised."""
+    if options.pricing is None:
+        return None
+    from bayesscale.pricing import PricingWarning, load_pricing, load_pricing_spec
+
+    spec = load_pricing_spec(options.pricing_spec)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PricingWarning)
+        table = load_pricing(options.pricing, spec)
+    return spec, table, [str(w.message) for w in caught]
+
+
+def _pricing_section(
+    options: ReportOptions,
+    priced: tuple[Any, Any, list[str]],
+    tmp: Path,
+    md: _Sections,
+    step: Callable[[str], None],
+) -> xr.DataTree:
+    from bayesscale.figures import plot_collapse, save_figure
+    from bayesscale.pricing import fit_pricing, pricing_diagnostics, summarise_pricing
+    from bayesscale.tables import pricing_table
+
+    spec, table, caught = priced
+    if options.pricing_fit is not None:
+        step(f"reusing the pricing fit {options.pricing_fit}")
+        pricing = _reuse(options.pricing_fit, names.KIND_PRICING_FIT, table.sha256, table.source)
+    else:
+        c = options.pricing_config
+        step(
+            f"pricing {len(table.methods)} synthetic-data method(s) from {len(table.frame)} runs "
+            f"({c.sampler}, {c.chains} chains x {c.draws} draws)"
+        )
+        pricing = fit_pricing(table, spec, options.pricing_config)
+    save_fit(pricing, tmp / "fits" / "pricing.nc")
+    result = summarise_pricing(pricing, prob=options.prob)
+    md.add(
+        "## Pricing synthetic data",
+        "",
+        _diagnostics_line("pricing fit", pricing_diagnostics(pricing), pricing),
+        "",
+        f"Data: `{table.source}` ({len(table.frame)} usable runs, sha256 `{table.sha256[:16]}…`).",
+    )
+    if caught:
+        md.add("Left out of the pricing fit, with the reason:", "")
+        md.add(*[f"* {message}" for message in caught])
+    md.add(*_tables(tmp, "pricing", [("", pricing_table(result))]))
+    md.add(_figure(tmp, "collapse_kappa", plot_collapse(pricing, quantity="kappa"), save_figure))
+    fig = plot_collapse(pricing, quantity="success", table=table)
+    md.add(_figure(tmp, "collapse_success", fig, save_figure))
+    return pricing
+
+
+def _recipe_section(
+    options: ReportOptions,
+    tmp: Path,
+    law: xr.DataTree,
+    pricing: xr.DataTree | None,
+    prov: Any,
+    md: _Sections,
+) -> None:
+    from bayesscale.figures import plot_allocation, plot_iso_budget, save_figure
+    from bayesscale.prices import default_prices, load_prices
+    from bayesscale.recipe import iso_budget, recipe, to_json
+    from bayesscale.tables import recipe_table
+
+    prices = load_prices(str(options.prices)) if options.prices else default_prices()
+    ds = recipe(
+        law,
+        list(options.budgets),
+        prices=prices,
+        pricing=pricing,
+        max_draws=options.max_recipe_draws,
+        multipliers=False,
+    )
+    summary = to_json(ds, options.prob)
+    _write_json(tmp / "recipe.json", summary)
+    settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()][:MAX_SETTINGS_SHOWN]
+    middle = float(options.budgets[len(options.budgets) // 2])
+    md.add(
+        "## The budget recipe",
+        "",
+        f"Cost: {summary['cost_model']}; unit prices ({summary['currency']}): "
+        + ", ".join(f"{a} {p:g}" for a, p in summary["unit_prices"].items())
+        + f". Discounts: {summary['kappa']}. Each posterior draw's optimal allocation "
+        f"(exact KKT), summarised as median and {options.prob:.0%} interval; the decision is the "
+        "one allocation that maximises expected success. Full results: `recipe.json`.",
+    )
+    shown = sorted({options.budgets[0], middle, options.budgets[-1]})
+    md.add(
+        *_tables(
+            tmp,
+            "recipe",
+            [("", recipe_table(ds, budgets=shown, settings=settings, prob=options.prob))],
+        )
+    )
+    _tables(tmp, "recipe", [("all", recipe_table(ds, prob=options.prob))])
+    md.add(
+        f"Shown: {len(settings)} of {ds.sizes[names.SETTING_DIM]} settings at "
+        f"{len(shown)} of {len(options.budgets)} budgets; every setting and budget: "
+        "`tables/recipe_all.md` (`.tex`).",
+        "",
+    )
+    fig = plot_allocation(ds, provenance=prov, settings=settings)
+    md.add(_figure(tmp, "allocation", fig, save_figure))
+    decision = ds[names.DECISION_SPEND].sel({names.BUDGET_DIM: middle, names.SETTING_DIM: settings})
+    iso = iso_budget(
+        law,
+        middle,
+        prices=prices,
+        pricing=pricing,
+        settings=settings,
+        reference_spend=decision.transpose(names.SETTING_DIM, names.AXIS_DIM).to_numpy(),
+        max_draws=options.max_recipe_draws,
+    )
+    fig = plot_iso_budget(iso, provenance=prov, settings=settings, recipe=ds)
+    md.add(f"Iso-budget curves at {middle:,.0f} {summary['currency']}:", "")
+    md.add(_figure(tmp, "iso_budget", fig, save_figure))
+
+
+def _check_heldout(options: ReportOptions, law: xr.DataTree) -> tuple[Any, pd.DataFrame]:
+    """The validated held-out table and its posterior-predictive check (fast: no sampling)."""
+    from bayesscale.check import check, load_heldout
+
+    assert options.heldout is not None
+    table = load_heldout(options.heldout, law)
+    return table, check(law, table, prob=options.prob)
+
+
+def _heldout_section(
+    options: ReportOptions,
+    heldout: tuple[Any, pd.DataFrame],
+    tmp: Path,
+    law: xr.DataTree,
+    md: _Sections,
+) -> None:
+    from bayesscale.check import summary as check_summary
+    from bayesscale.figures import plot_heldout, provenance, save_figure
+    from bayesscale.tables import heldout_table
+
+    table, frame = heldout
+    _write_csv(tmp / "heldout.csv", frame)
+    result = check_summary(frame)
+    overall = result["overall"]
+    md.add(
+        "## Held-out check",
+        "",
+        f"{overall[names.N_ROWS]} held-out runs of `{table.source}` the fit never saw: "
+        f"{options.prob:.0%} posterior-predictive coverage {overall[names.COVERAGE]:.3f} "
+        f"(calibrated: about {options.prob:.2f}), mean predictive percentile "
+        f"{overall[names.MEAN_PERCENTILE]:.3f} (calibrated: about 0.5), mean absolute error "
+        f"{overall[names.MAE]:.4f}. Intervals include seed-to-seed spread. Per row: "
+        "`heldout.csv`.",
+    )
+    md.add(*_tables(tmp, "heldout", [("", heldout_table(frame))]))
+    fig = plot_heldout(frame, provenance=provenance(law, table))
+    md.add(_figure(tmp, "heldout", fig, save_figure))
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+def _write_csv(path: Path, frame: pd.DataFrame) -> None:
+    frame.to_csv(path, index=False)

@@ -1,0 +1,163 @@
+"""``bayesscale report``: the whole analysis written to a directory, whole or not at all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import xarray as xr
+from testdata import PRICING, REFERENCE
+
+from bayesscale import names
+from bayesscale.cli import main
+from bayesscale.figures import read_provenance
+from bayesscale.inference import FitConfig, load_fit, save_fit
+from bayesscale.report import ReportOptions, build_report
+from bayesscale.report_dir import MANIFEST, ReportDirError
+
+pytestmark = pytest.mark.slow
+OBS = REFERENCE / "observations.csv"
+
+
+@pytest.fixture(scope="module")
+def saved_fits(
+    law_fit: xr.DataTree, pricing_fit: xr.DataTree, tmp_path_factory
+) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("fits")
+    return save_fit(law_fit, folder / "law.nc"), save_fit(pricing_fit, folder / "pricing.nc")
+
+
+def _args(out: Path, fits: tuple[Path, Path], *extra: str, full: bool = True) -> list[str]:
+    """A report of the reference data from the saved fits; ``full`` adds pricing and held-out."""
+    args = ["report", str(OBS), "--fit", str(fits[0]), "--budget", "1e3:1e5:3", "--out", str(out)]
+    if full:
+        args += ["--pricing", str(PRICING / "pricing.csv"), "--pricing-fit", str(fits[1])]
+        args += ["--heldout", str(REFERENCE / "heldout.csv")]
+    return [*args, *extra]
+
+
+def test_report_from_saved_fits_has_every_part(saved_fits, tmp_path, capsys) -> None:
+    out = tmp_path / "report"
+    assert main(_args(out, saved_fits)) == 0
+    progress = capsys.readouterr().err
+    assert "[1/7" in progress and "wrote" in progress
+    text = (out / "report.md").read_text()
+    for section in (
+        "## The law",
+        "## Pricing synthetic data",
+        "## The budget recipe",
+        "## Held-out check",
+    ):
+        assert section in text
+    figures = sorted(p.name for p in (out / "figures").iterdir())
+    assert figures == sorted(
+        [
+            "exponents.png",
+            "law_env.png",
+            "law_task.png",
+            "law_traj.png",
+            "collapse_kappa.png",
+            "collapse_success.png",
+            "allocation.png",
+            "iso_budget.png",
+            "heldout.png",
+        ]
+    )
+    law_hash = load_fit(saved_fits[0]).attrs[names.ATTR_DATA_HASH]
+    pricing_hash = load_fit(saved_fits[1], kind=names.KIND_PRICING_FIT).attrs[names.ATTR_DATA_HASH]
+    for name in figures:  # every figure is in the report and carries its data's provenance
+        assert f"(figures/{name})" in text
+        hashes = {s.data_sha256 for s in read_provenance(out / "figures" / name).sources}
+        if name.startswith("collapse"):
+            assert hashes == {pricing_hash}, name
+        elif name in ("allocation.png", "iso_budget.png"):  # the recipe used both fits
+            assert hashes == {law_hash, pricing_hash}, name
+        elif name == "heldout.png":  # the law fit and the held-out table
+            assert law_hash in hashes and len(hashes) == 2, hashes
+        else:
+            assert hashes == {law_hash}, name
+    for table in ("exponents", "pricing", "recipe", "recipe_all", "heldout"):
+        assert (out / "tables" / f"{table}.md").read_text().startswith("|")
+        assert "\\toprule" in (out / "tables" / f"{table}.tex").read_text()
+    assert (out / "fits" / "law.nc").read_bytes()
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert sorted({r["budget"] for r in recipe["results"]}) == pytest.approx([1e3, 1e4, 1e5])
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert "report.md" in manifest["files"] and "heldout.csv" in manifest["files"]
+    # the held-out check's coverage is in the text and is the share of covered rows
+    import pandas as pd
+
+    rows = pd.read_csv(out / "heldout.csv")
+    assert f"coverage {rows[names.COVERED].mean():.3f}" in text
+
+
+def test_same_report_is_not_redone_and_a_different_one_is_not_overwritten(
+    saved_fits, tmp_path, capsys
+) -> None:
+    out = tmp_path / "report"
+    assert main(_args(out, saved_fits, full=False)) == 0
+    stamp = (out / "report.md").stat().st_mtime_ns
+    capsys.readouterr()
+    assert main(_args(out, saved_fits, full=False)) == 0
+    assert "already holds this report" in capsys.readouterr().err
+    assert (out / "report.md").stat().st_mtime_ns == stamp
+    assert main(_args(out, saved_fits, "--prob", "0.8", full=False)) == 2
+    err = capsys.readouterr().err
+    assert "holds a different report" in err and "prob" in err and "--force" in err
+    assert (out / "report.md").stat().st_mtime_ns == stamp
+    assert main(_args(out, saved_fits, "--prob", "0.8", "--force", full=False)) == 0
+    assert "(mean, 80% interval)" in (out / "report.md").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no leftovers
+
+
+def test_a_directory_that_is_not_a_report_is_never_touched(saved_fits, tmp_path, capsys) -> None:
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "mine.txt").write_text("a user's file")
+    assert main(_args(out, saved_fits, "--force")) == 2
+    assert "holds no bayesscale report" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+
+
+def test_a_failure_leaves_nothing_half_written(saved_fits, tmp_path, capsys) -> None:
+    bad = tmp_path / "heldout.csv"
+    lines = (REFERENCE / "heldout.csv").read_text().splitlines()
+    lines[3] = lines[3].replace(",2000", ",-5")  # a negative trials count on data row 2
+    bad.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "report"
+    args = _args(out, saved_fits)
+    args[args.index("--heldout") + 1] = str(bad)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "trials" in err
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_reused_fit_of_other_data_is_refused(saved_fits, tmp_path, capsys) -> None:
+    args = _args(tmp_path / "r", saved_fits)
+    args[1] = str(REFERENCE / "heldout.csv")  # other data than the fit was made from
+    assert main(args) == 2
+    assert "made from other data" in capsys.readouterr().err
+
+
+def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
+    """The sampling path, on two settings with few draws."""
+    import pandas as pd
+
+    frame = pd.read_csv(OBS)
+    small = frame[frame[names.MODEL].eq("Qwen3-4B") & frame[names.ALGORITHM].eq("grpo")]
+    small = small[small[names.DOMAIN].isin(["math+code", "swe"])]
+    obs = tmp_path / "obs.csv"
+    small.to_csv(obs, index=False)
+    config = FitConfig(draws=60, tune=100, chains=2, seed=3, progress=False)
+    options = ReportOptions(observations=obs, budgets=(1e3, 1e4), config=config)
+    path = build_report(options, tmp_path / "out")
+    text = path.read_text()
+    assert "2 chains x 60 draws, seed 3" in text
+    assert load_fit(tmp_path / "out" / "fits" / "law.nc").attrs[names.ATTR_SEED] == 3
+    with pytest.raises(ReportDirError, match="different report"):
+        build_report(
+            ReportOptions(observations=obs, budgets=(1e3,), config=config), tmp_path / "out"
+        )
