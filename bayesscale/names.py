@@ -188,3 +188,32 @@ ATTR_EXCLUSIONS: Final = "pricing_exclusions_json"  # what the fit left out, and
 ATTR_THRESHOLD: Final = "collapse_threshold"  # S(r*) = threshold (default 0.95)
 ATTR_FRAME: Final = "collapse_frame"  # fixed_real | fixed_total
 ATTR_EXPONENT_SOURCE: Final = "exponent_source"  # where each axis exponent's prior came from
+
+# --- held-out checks, cross-validation, comparison (bayesscale.predict, check, crossval, compare)
+# per-row columns of a held-out check (bayesscale.check.check); the figures code reads these
+ROW: Final = "row"  # 0-based data row of the checked table (of the original table in crossval)
+LINE: Final = "line"  # CSV file line of that row (the header is line 1); <NA> for parquet
+SETTING: Final = "setting"  # the row's setting label, keys joined by " | "
+OBSERVED: Final = "observed"  # observed success rate k/n (loss outcome: the observed loss)
+PREDICTED: Final = "predicted"  # median of the posterior predictive rate (or loss)
+LOWER: Final = "lower"  # central predictive interval at prob: seed spread + binomial noise
+UPPER: Final = "upper"
+MEAN_LOWER: Final = "mean_lower"  # central interval of the expected rate p = exp(-L): law only
+MEAN_UPPER: Final = "mean_upper"
+PERCENTILE: Final = "percentile"  # predictive percentile of the observation (randomised PIT)
+COVERED: Final = "covered"  # lower <= observed <= upper
+NEW_SETTING: Final = "new_setting"  # True where the setting was drawn from the population
+# per-group summaries (bayesscale.check.by_setting, bayesscale.crossval)
+N_ROWS: Final = "n_rows"
+MAE: Final = "mae"  # mean |observed - predicted|
+COVERAGE: Final = "coverage"  # share of rows with covered == True
+MEAN_PERCENTILE: Final = "mean_percentile"  # 0.5 when calibrated on average
+FOLD: Final = "fold"  # crossval: the leave-out rule a row was predicted under
+# attributes of a check table (DataFrame.attrs)
+ATTR_PROB: Final = "prob"
+ATTR_COVERAGE: Final = "coverage"
+ATTR_MAE: Final = "mae"
+# new settings: how unknown groups are handled (bayesscale.predict)
+NEW_GROUPS_POOLED: Final = "pooled"
+# the arviz group holding the pointwise log-likelihood (bayesscale.compare)
+LOG_LIKELIHOOD_GROUP: Final = "log_likelihood"

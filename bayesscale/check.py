@@ -1,0 +1,225 @@
+"""Held-out checks: does the law fit predict runs it has not seen?
+
+For each held-out row ``i`` with ``k_i`` successes out of ``n_i`` (or a loss ``y_i``), the
+posterior predictive distribution is the mixture over draws ``d`` of
+``BetaBinomial(n_i, p_{d,i} phi_d, (1 - p_{d,i}) phi_d)`` (:mod:`bayesscale.predict`). Reported:
+
+* ``observed`` = ``k_i / n_i`` and ``predicted``, the median of the predictive rate ``k / n``;
+* ``[lower, upper]``: the central ``prob`` interval of the predictive rate (law uncertainty,
+  seed-to-seed spread and binomial noise of the ``n_i`` held-out tasks);
+* ``[mean_lower, mean_upper]``: the central interval of the expected rate ``p = exp(-L)`` (law
+  uncertainty only: where the seed mean of many runs would land);
+* ``percentile``: the randomised PIT ``u_i = P(K < k_i) + V P(K = k_i)``, ``V ~ U(0, 1)`` (a
+  continuous loss: ``P(Y < y_i)``), uniform on (0, 1) when the model is calibrated;
+* ``covered``: ``lower <= observed <= upper``; ``coverage`` is its mean, near ``prob`` when
+  the model is calibrated; ``mae`` is the mean of ``|observed - predicted|``.
+
+The predictive probabilities are Monte Carlo estimates over ``replicates x chains x draws``
+predictive samples, seeded.
+
+Example
+-------
+>>> table = check(load_fit("fit.nc"), load_heldout("heldout.csv", fit))  # doctest: +SKIP
+>>> table.attrs["coverage"]  # doctest: +SKIP
+0.93
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.observations import Table, read_table
+from bayesscale.predict import Prediction, fit_layout, predict, validate_rows
+
+DEFAULT_PROB = 0.9
+DEFAULT_REPLICATES = 2
+SUMMARY_COLUMNS = (names.N_ROWS, names.MAE, names.COVERAGE, names.MEAN_PERCENTILE)
+# further attributes of a check table (prob, coverage and mae are in bayesscale.names)
+ATTR_SOURCE = "source"  # where the held-out rows came from
+ATTR_OUTCOME = "outcome"  # "success" (rates k/n) or "loss"
+ATTR_SAMPLES = "samples"  # predictive samples per row (replicates x chains x draws)
+ATTR_NONPOSITIVE = "nonpositive_loss"  # (draw, row) pairs whose law gave L <= 0 (p >= 1)
+
+
+def load_heldout(path: str | Path, fit: xr.DataTree) -> Table:
+    """Read a held-out table and validate it for the fit's spec (errors name the file, column
+    and rows). Rules that only matter for fitting (three distinct sizes per axis) are not
+    applied: one held-out run is a valid check."""
+    spec = fit_layout(fit).spec
+    frame, digest = read_table(path)
+    return Table(validate_rows(frame, spec, str(path), observed=True), str(path), digest)
+
+
+def _check_prob(prob: float) -> None:
+    if not 0 < prob < 1:
+        raise ValueError(f"prob must be in (0, 1), got {prob}")
+
+
+def check(
+    fit: xr.DataTree,
+    heldout: Table | pd.DataFrame,
+    prob: float = DEFAULT_PROB,
+    new_groups: str | None = None,
+    seed: int = 0,
+    replicates: int = DEFAULT_REPLICATES,
+    rows: np.ndarray | None = None,
+    source: str | None = None,
+) -> pd.DataFrame:
+    """One row per held-out row: the columns in the module docstring (names in
+    :mod:`bayesscale.names`), the row's setting keys, axis columns, model size, reward and
+    seed as given; ``frame.attrs`` holds ``prob``, ``coverage``, ``mae`` and the source.
+
+    ``rows`` renumbers the rows (crossval passes their positions in the original table);
+    ``seed`` drives new-setting draws, predictive draws and the PIT's randomisation."""
+    _check_prob(prob)
+    pred = predict(fit, heldout, new_groups=new_groups, seed=seed, source=source, observed=True)
+    return _table(pred, prob, seed, replicates, rows)
+
+
+def _table(
+    pred: Prediction, prob: float, seed: int, replicates: int, rows: np.ndarray | None
+) -> pd.DataFrame:
+    rng = np.random.default_rng([seed, 1])
+    draws = pred.sample(rng, replicates=replicates)
+    expected = pred.expected()
+    if pred.observed is None:
+        raise ValueError("a held-out check needs observed outcomes")
+    if pred.outcome == "success":
+        if pred.trials is None:
+            raise ValueError("a held-out check of success counts needs trials")
+        n = pred.trials.astype(float)
+        observed = pred.observed / n
+        below = (draws < pred.observed[None, :]).mean(axis=0)
+        tied = (draws == pred.observed[None, :]).mean(axis=0)
+        percentile = below + rng.uniform(size=pred.rows) * tied
+        rate = draws / n[None, :]
+    else:
+        observed = pred.observed
+        percentile = (draws < observed[None, :]).mean(axis=0)
+        rate = draws
+    tail = (1 - prob) / 2
+    lower, predicted, upper = np.quantile(rate, [tail, 0.5, 1 - tail], axis=0)
+    mean_lower, mean_upper = np.quantile(expected, [tail, 1 - tail], axis=0)
+
+    frame = pred.frame
+    position = np.arange(pred.rows) if rows is None else np.asarray(rows, dtype=np.int64)
+    if len(position) != pred.rows:
+        raise ValueError(f"rows has {len(position)} entries for {pred.rows} rows")
+    out = pd.DataFrame({names.ROW: position})
+    line = position + 2 if pred.source.lower().endswith(".csv") else None
+    out[names.LINE] = pd.array(line if line is not None else [pd.NA] * pred.rows, dtype="Int64")
+    out[names.SETTING] = list(pred.setting)
+    spec_columns = _echo_columns(frame)
+    for column in spec_columns:
+        out[column] = frame[column].to_numpy()
+    out[names.OBSERVED] = observed
+    out[names.PREDICTED] = predicted
+    out[names.LOWER] = lower
+    out[names.UPPER] = upper
+    out[names.MEAN_LOWER] = mean_lower
+    out[names.MEAN_UPPER] = mean_upper
+    out[names.PERCENTILE] = percentile
+    out[names.COVERED] = (lower <= observed) & (observed <= upper)
+    out[names.NEW_SETTING] = pred.new_setting
+    out.attrs = {
+        names.ATTR_PROB: prob,
+        names.ATTR_COVERAGE: float(out[names.COVERED].mean()),
+        names.ATTR_MAE: float(np.mean(np.abs(observed - predicted))),
+        ATTR_SOURCE: pred.source,
+        ATTR_OUTCOME: pred.outcome,
+        ATTR_SAMPLES: int(draws.shape[0]),
+        ATTR_NONPOSITIVE: pred.nonpositive,
+    }
+    return out
+
+
+def _echo_columns(frame: pd.DataFrame) -> list[str]:
+    """Input columns repeated in the check table, in a fixed order, where present."""
+    order = (
+        names.MODEL,
+        names.ALGORITHM,
+        names.DOMAIN,
+        names.PARAMS_B,
+        names.N_ENVS,
+        names.N_TASKS,
+        names.ROLLOUTS,
+        names.N_WORLDS,
+        names.REWARD,
+        names.SEED,
+        names.SUCCESSES,
+        names.TRIALS,
+        names.LOSS,
+    )
+    known = [c for c in order if c in frame.columns]
+    return known
+
+
+def summarise_rows(table: pd.DataFrame) -> dict[str, float]:
+    """``n_rows``, ``mae``, ``coverage`` and ``mean_percentile`` of a (part of a) check table."""
+    return {
+        names.N_ROWS: len(table),
+        names.MAE: float(np.mean(np.abs(table[names.OBSERVED] - table[names.PREDICTED]))),
+        names.COVERAGE: float(table[names.COVERED].mean()),
+        names.MEAN_PERCENTILE: float(table[names.PERCENTILE].mean()),
+    }
+
+
+def by_setting(table: pd.DataFrame) -> pd.DataFrame:
+    """Per-setting ``n_rows``, ``mae``, ``coverage``, ``mean_percentile`` (settings in order of
+    appearance)."""
+    records = []
+    for setting, part in table.groupby(names.SETTING, sort=False):
+        records.append({names.SETTING: setting, **summarise_rows(part)})
+    return pd.DataFrame.from_records(records, columns=[names.SETTING, *SUMMARY_COLUMNS])
+
+
+def summary(table: pd.DataFrame) -> dict[str, Any]:
+    """Everything ``bayesscale check`` prints, as plain data (JSON-ready)."""
+    return {
+        "source": table.attrs.get(ATTR_SOURCE),
+        "outcome": table.attrs.get(ATTR_OUTCOME),
+        "prob": table.attrs[names.ATTR_PROB],
+        "overall": summarise_rows(table),
+        "settings": by_setting(table).to_dict(orient="records"),
+        "new_settings": sorted(set(table.loc[table[names.NEW_SETTING], names.SETTING])),
+        ATTR_NONPOSITIVE: int(table.attrs.get(ATTR_NONPOSITIVE, 0)),
+    }
+
+
+def format_text(result: dict[str, Any]) -> str:
+    """A terminal rendering of :func:`summary`."""
+    prob = result["prob"]
+    overall = result["overall"]
+    what = "success rate" if result["outcome"] == "success" else "loss"
+    lines = [
+        f"held-out check of {overall[names.N_ROWS]} rows of {result['source']} ({what})",
+        f"  {prob:.0%} predictive coverage {overall[names.COVERAGE]:.3f} "
+        f"(calibrated: about {prob:.2f}), mean percentile {overall[names.MEAN_PERCENTILE]:.3f} "
+        f"(calibrated: about 0.5), MAE {overall[names.MAE]:.4f}",
+    ]
+    if result["new_settings"]:
+        lines.append(f"  predicted from the population: {', '.join(result['new_settings'])}")
+    if result.get(ATTR_NONPOSITIVE):
+        lines.append(
+            f"  note: {result[ATTR_NONPOSITIVE]} (draw, row) pairs have a law loss <= 0 (success "
+            "probability >= 1: a draw's floor below zero, far beyond the data); they are "
+            "predicted at p just below 1"
+        )
+    settings = result["settings"]
+    width = max([len("setting"), *(len(s[names.SETTING]) for s in settings)])
+    lines += [
+        "",
+        f"  {'setting'.ljust(width)}  {'rows':>5}  {'coverage':>8}  {'mean pct':>8}  {'MAE':>7}",
+    ]
+    for s in settings:
+        lines.append(
+            f"  {s[names.SETTING].ljust(width)}  {s[names.N_ROWS]:>5d}  {s[names.COVERAGE]:>8.3f}  "
+            f"{s[names.MEAN_PERCENTILE]:>8.3f}  {s[names.MAE]:>7.4f}"
+        )
+    return "\n".join(lines)

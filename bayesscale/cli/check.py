@@ -1,0 +1,73 @@
+"""``bayesscale check FIT.nc HELDOUT.csv``: posterior-predictive check on held-out runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from bayesscale import names
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="check a fit's predictions on held-out (larger-scale) runs",
+        description="Predict every row of HELDOUT (CSV or parquet, same columns as the "
+        "observations) from the fit's posterior and report, per row, the observed success rate, "
+        "the predictive median and central interval (seed spread and binomial noise included), "
+        "the interval of the expected rate (law only), the observation's predictive percentile "
+        "and whether the interval covers it; overall and per-setting coverage and MAE. "
+        "docs/checks.md explains how to read it.",
+    )
+    parser.add_argument("fit", metavar="FIT.nc")
+    parser.add_argument("heldout", metavar="HELDOUT.csv")
+    parser.add_argument(
+        "--prob", type=float, default=0.9, help="central interval mass (default 0.9)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--out", metavar="TABLE.csv", help="write the per-row table (.csv/.parquet)"
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    parser.add_argument(
+        "--new-groups",
+        choices=(names.NEW_GROUPS_POOLED,),
+        default=None,
+        help="predict settings (and groups) the fit does not know from the population's spreads; "
+        "without it only a new model of a known group is (with a size term)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the predictive draws")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from bayesscale.cli import CommandError
+
+    if not 0 < args.prob < 1:
+        raise CommandError(f"--prob must be in (0, 1), got {args.prob}")
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists() and not args.force:
+        raise CommandError(f"{out} exists; pass --force to replace it")
+
+    from bayesscale.check import check, format_text, load_heldout, summary
+    from bayesscale.inference import load_fit
+    from bayesscale.observations import write_table
+
+    fit = load_fit(args.fit)
+    table = check(
+        fit,
+        load_heldout(args.heldout, fit),
+        prob=args.prob,
+        new_groups=args.new_groups,
+        seed=args.seed,
+    )
+    result = summary(table)
+    if out is not None:
+        write_table(table, out, overwrite=args.force)
+        result["table"] = str(out)
+    print(json.dumps(result, indent=2) if args.json else format_text(result))
+    if out is not None and not args.json:
+        print(f"wrote {out}")
+    return 0
