@@ -37,7 +37,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.observations import Table, _rows_text, read_table, setting_labels, validate
+from bayesscale.observations import Table, read_table, rows_text, setting_labels, validate
 from bayesscale.predict import fit_layout, pointwise_log_likelihood
 from bayesscale.spec import ModelSpec
 
@@ -155,7 +155,7 @@ def _name_rows(
         out = [f"obs {r}: k = {k[r]:.2f}" for r in shown]
     else:
         labels = setting_labels(table.frame, spec)
-        out = [f"{_rows_text([r], table.source)} ({labels.iloc[r]}): k = {k[r]:.2f}" for r in shown]
+        out = [f"{rows_text([r], table.source)} ({labels.iloc[r]}): k = {k[r]:.2f}" for r in shown]
     if len(rows) > MAX_NAMED:
         out.append(f"and {len(rows) - MAX_NAMED} more")
     return tuple(out)

@@ -25,7 +25,6 @@ if "jax" not in sys.modules and "xla_force_host_platform_device_count" not in os
         os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={HOST_DEVICES}"
     ).strip()
 
-import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
@@ -37,6 +36,7 @@ import pymc as pm  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesscale import __version__, names  # noqa: E402
+from bayesscale.atomic import write_atomically  # noqa: E402
 from bayesscale.models import build_law_model  # noqa: E402
 from bayesscale.observations import Design, Table, prepare  # noqa: E402
 from bayesscale.spec import ModelSpec, parse_spec  # noqa: E402
@@ -272,19 +272,7 @@ def diagnose(tree: xr.DataTree) -> Diagnostics:
 
 def save_fit(tree: xr.DataTree, path: str | Path, overwrite: bool = False) -> Path:
     """Write a fit to netCDF atomically (temporary file in the same folder, then rename)."""
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass --force (overwrite=True) to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        tree.to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return write_atomically(path, lambda tmp: tree.to_netcdf(tmp, engine="h5netcdf"), overwrite)
 
 
 def load_fit(path: str | Path, kind: str = names.KIND_LAW_FIT) -> xr.DataTree:

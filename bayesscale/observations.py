@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import os
-import tempfile
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from bayesscale import laws, names
+from bayesscale.atomic import write_atomically
 from bayesscale.spec import ModelSpec
 
 INTEGER_COLUMNS = (
@@ -64,7 +63,7 @@ class Table:
     sha256: str
 
 
-def _rows_text(positions: Iterable[int], source: str) -> str:
+def rows_text(positions: Iterable[int], source: str) -> str:
     """Name rows by 1-based data-row number (and CSV file line), at most a few of them."""
     pos = sorted(int(p) for p in positions)
     shown = pos[:MAX_ROWS_NAMED]
@@ -76,9 +75,11 @@ def _rows_text(positions: Iterable[int], source: str) -> str:
     return text
 
 
-def _fail(source: str, column: str, positions: Iterable[int], problem: str) -> ObservationError:
+def column_error(
+    source: str, column: str, positions: Iterable[int], problem: str
+) -> ObservationError:
     return ObservationError(
-        f"{source}: column {column!r}, {_rows_text(positions, source)}: {problem}"
+        f"{source}: column {column!r}, {rows_text(positions, source)}: {problem}"
     )
 
 
@@ -115,15 +116,37 @@ def load_observations(path: str | Path, spec: ModelSpec) -> Table:
     return Table(validate(frame, spec, source=str(path)), str(path), digest)
 
 
-def validate(frame: pd.DataFrame, spec: ModelSpec, source: str = "<table>") -> pd.DataFrame:
+def outcome_columns(spec: ModelSpec) -> tuple[str, ...]:
+    """The observed-outcome columns of ``spec``: successes (and seed), or loss."""
+    return (names.SUCCESSES, names.SEED) if spec.outcome == "success" else (names.LOSS,)
+
+
+def validate(
+    frame: pd.DataFrame,
+    spec: ModelSpec,
+    source: str = "<table>",
+    *,
+    for_fitting: bool = True,
+    observed: bool = True,
+) -> pd.DataFrame:
     """Check every rule and return a copy with clean dtypes; raise ``ObservationError``.
 
-    The returned frame has the same rows in the same order: none is dropped.
+    The returned frame has the same rows in the same order: none is dropped. Rows to
+    *predict* (``for_fitting=False``: held-out runs) keep every per-row rule but skip the
+    rules that only matter for fitting: at least three distinct sizes per axis, and the
+    warnings about single seeds or success rates of 0 or 1. With ``observed=False`` the outcome
+    columns (successes and seed; loss) may be absent; a success outcome still needs ``trials``
+    (the predictive count).
     """
     if len(frame) == 0:
         raise ObservationError(f"{source}: the table has no rows")
     frame = frame.reset_index(drop=True).copy()
-    _check_columns(frame, spec, source)
+    outcome = outcome_columns(spec)
+    has_outcome = observed or any(c in frame.columns for c in outcome)
+    required = spec.required_columns()
+    if not has_outcome:
+        required = tuple(c for c in required if c not in outcome)
+    _check_columns(frame, spec, source, required)
 
     for key in spec.setting_keys:
         _check_labels(frame, key, source)
@@ -131,9 +154,9 @@ def validate(frame: pd.DataFrame, spec: ModelSpec, source: str = "<table>") -> p
     if spec.size is not None:
         numeric.append(spec.size.column)
     if spec.outcome == "success":
-        numeric += [names.SUCCESSES, names.TRIALS, names.SEED]
-    else:
-        numeric.append(names.LOSS)
+        numeric.append(names.TRIALS)
+    if has_outcome:
+        numeric += list(outcome)
     for column in dict.fromkeys(numeric):
         frame[column] = _check_numeric(frame, column, source)
     # Optional columns the spec does not use may be blank (unknown), but never garbage.
@@ -142,7 +165,7 @@ def validate(frame: pd.DataFrame, spec: ModelSpec, source: str = "<table>") -> p
             frame[optional] = _check_numeric(frame, optional, source, allow_missing=True)
             bad = frame.index[frame[optional] <= 0]
             if len(bad):
-                raise _fail(source, optional, bad, "must be > 0 where given")
+                raise column_error(source, optional, bad, "must be > 0 where given")
 
     for axis in spec.axes:
         for size_column in (axis.column, axis.divide_by):
@@ -151,38 +174,43 @@ def validate(frame: pd.DataFrame, spec: ModelSpec, source: str = "<table>") -> p
     if spec.size is not None:
         _check_positive(frame, spec.size.column, source, what="model sizes must be > 0")
     if spec.outcome == "success":
-        for column in (names.SUCCESSES, names.SEED):
-            bad = frame.index[frame[column] < 0]
-            if len(bad):
-                raise _fail(source, column, bad, "counts must be >= 0")
         _check_positive(frame, names.TRIALS, source, what="trials must be >= 1")
-        over = frame.index[frame[names.SUCCESSES] > frame[names.TRIALS]]
-        if len(over):
-            raise _fail(source, names.SUCCESSES, over, "successes exceed trials")
-    else:
+        if has_outcome:
+            for column in (names.SUCCESSES, names.SEED):
+                bad = frame.index[frame[column] < 0]
+                if len(bad):
+                    raise column_error(source, column, bad, "counts must be >= 0")
+            over = frame.index[frame[names.SUCCESSES] > frame[names.TRIALS]]
+            if len(over):
+                raise column_error(source, names.SUCCESSES, over, "successes exceed trials")
+    elif has_outcome:
         _check_positive(frame, names.LOSS, source, what="a loss must be > 0")
     for column in INTEGER_COLUMNS:
         if column in frame.columns and column in numeric:
             values = frame[column].to_numpy(float)
             bad = frame.index[values != np.round(values)]
             if len(bad):
-                raise _fail(source, column, bad, "counts must be whole numbers")
+                raise column_error(source, column, bad, "counts must be whole numbers")
             frame[column] = frame[column].astype(np.int64)
 
     if names.REWARD in frame.columns:
         _check_reward(frame, source)
     if names.SPLIT in frame.columns:
         _check_labels(frame, names.SPLIT, source)
-    _check_duplicates(frame, spec, source)
+    if has_outcome:
+        _check_duplicates(frame, spec, source)
     if spec.size is not None:
         _check_constant_within_setting(frame, spec, spec.size.column, source)
-    _check_axis_spread(frame, spec, source)
-    _warn_suspicious(frame, spec, source)
+    if for_fitting:
+        _check_axis_spread(frame, spec, source)
+        _warn_suspicious(frame, spec, source)
     return frame
 
 
-def _check_columns(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
-    hints = missing_columns(frame, spec.required_columns())
+def _check_columns(
+    frame: pd.DataFrame, spec: ModelSpec, source: str, required: Sequence[str]
+) -> None:
+    hints = missing_columns(frame, required)
     if hints:
         raise ObservationError(
             f"{source}: missing column(s) {hints} required by spec {spec.name!r}; "
@@ -206,7 +234,7 @@ def _check_labels(frame: pd.DataFrame, column: str, source: str) -> None:
     values = frame[column]
     empty = frame.index[values.isna() | (values.astype(str).str.strip() == "")]
     if len(empty):
-        raise _fail(source, column, empty, "value is missing")
+        raise column_error(source, column, empty, "value is missing")
     frame[column] = values.astype(str).str.strip()
 
 
@@ -218,18 +246,18 @@ def _check_numeric(
     not_number = frame.index[values.isna() & raw.notna()]
     if len(not_number):
         shown = ", ".join(repr(raw[i]) for i in not_number[:3])
-        raise _fail(source, column, not_number, f"not a number ({shown})")
+        raise column_error(source, column, not_number, f"not a number ({shown})")
     finite = np.isfinite(values.to_numpy(float))
     missing = frame.index[(values.notna() & ~finite) if allow_missing else ~finite]
     if len(missing):
-        raise _fail(source, column, missing, "value is missing, NaN or infinite")
+        raise column_error(source, column, missing, "value is missing, NaN or infinite")
     return values.astype(float)
 
 
 def _check_positive(frame: pd.DataFrame, column: str, source: str, what: str) -> None:
     bad = frame.index[frame[column] <= 0]
     if len(bad):
-        raise _fail(source, column, bad, f"{what}, got {frame[column][bad[0]]!r}")
+        raise column_error(source, column, bad, f"{what}, got {frame[column][bad[0]]!r}")
 
 
 def _check_reward(frame: pd.DataFrame, source: str) -> None:
@@ -237,7 +265,7 @@ def _check_reward(frame: pd.DataFrame, source: str) -> None:
     values = values.where(frame[names.REWARD].notna(), "")
     bad = frame.index[~values.isin(names.REWARD_LEVELS)]
     if len(bad):
-        raise _fail(
+        raise column_error(
             source,
             names.REWARD,
             bad,
@@ -264,14 +292,14 @@ def _check_duplicates(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None
         return
     for _, group in dup.groupby(identity, sort=False):
         if len(group[outcome].drop_duplicates()) > 1:
-            raise _fail(
+            raise column_error(
                 source,
                 ",".join(outcome),
                 group.index,
                 f"conflicting duplicate rows: same {identity} but different outcomes",
             )
     warnings.warn(
-        f"{source}: {_rows_text(dup.index, source)} repeat another row exactly "
+        f"{source}: {rows_text(dup.index, source)} repeat another row exactly "
         f"(same {identity} and outcome); each is kept as its own observation. "
         "Remove the copies if they came from ingesting a run twice.",
         DataWarning,
@@ -288,7 +316,7 @@ def _check_constant_within_setting(
     spread = frame.groupby(keys)[column].transform("nunique")
     bad = frame.index[spread > 1]
     if len(bad):
-        raise _fail(source, column, bad, f"must be constant within a setting {keys}")
+        raise column_error(source, column, bad, f"must be constant within a setting {keys}")
 
 
 def _check_axis_spread(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
@@ -324,7 +352,7 @@ def _warn_suspicious(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
     extreme = frame.index[(rate == 0) | (rate == 1)]
     if len(extreme):
         warnings.warn(
-            f"{source}: column {names.SUCCESSES!r}, {_rows_text(extreme, source)}: success rate "
+            f"{source}: column {names.SUCCESSES!r}, {rows_text(extreme, source)}: success rate "
             "is exactly 0 or 1; such rows say little about the law's slope.",
             DataWarning,
             stacklevel=3,
@@ -493,20 +521,9 @@ def write_table(frame: pd.DataFrame, path: str | Path, overwrite: bool = False) 
     Refuses to replace an existing file unless ``overwrite`` is set.
     """
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass overwrite=True (--force) to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        if path.suffix.lower() == ".csv":
-            frame.to_csv(tmp, index=False)
-        elif path.suffix.lower() in (".parquet", ".pq"):
-            frame.to_parquet(tmp, index=False)
-        else:
-            raise ValueError(f"{path}: unknown table format {path.suffix!r}; use .csv or .parquet")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    kind = path.suffix.lower()
+    if kind == ".csv":
+        return write_atomically(path, lambda tmp: frame.to_csv(tmp, index=False), overwrite)
+    if kind in (".parquet", ".pq"):
+        return write_atomically(path, lambda tmp: frame.to_parquet(tmp, index=False), overwrite)
+    raise ValueError(f"{path}: unknown table format {path.suffix!r}; use .csv or .parquet")

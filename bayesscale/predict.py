@@ -56,22 +56,16 @@ from scipy import special
 
 from bayesscale import laws, names
 from bayesscale.observations import (
-    INTEGER_COLUMNS,
     SETTING_SEPARATOR,
     ObservationError,
     Table,
-    _check_constant_within_setting,
-    _check_duplicates,
-    _check_labels,
-    _check_numeric,
-    _check_positive,
-    _check_reward,
-    _fail,
-    _rows_text,
     axis_sizes,
-    missing_columns,
+    column_error,
+    outcome_columns,
     prepare,
+    rows_text,
     setting_labels,
+    validate,
 )
 from bayesscale.spec import ModelSpec, parse_spec
 
@@ -114,93 +108,13 @@ class PredictError(ValueError):
 # --- validating rows to predict --------------------------------------------------------------
 
 
-def outcome_columns(spec: ModelSpec) -> tuple[str, ...]:
-    """The observed-outcome columns of ``spec``: successes (and seed), or loss."""
-    return (names.SUCCESSES, names.SEED) if spec.outcome == "success" else (names.LOSS,)
-
-
 def validate_rows(
     frame: pd.DataFrame, spec: ModelSpec, source: str = "<table>", observed: bool = True
 ) -> pd.DataFrame:
-    """:func:`bayesscale.observations.validate` for rows to *predict*, not to fit.
-
-    Every per-row rule is the same (columns, labels, numbers, positivity, whole counts,
-    successes <= trials, reward levels, duplicates, model size constant within a setting) and
-    errors name the file, column and rows. Dropped are the rules that only matter for fitting:
-    at least three distinct sizes per axis, and the warnings about single seeds or success
-    rates of 0 or 1. With ``observed=False`` the outcome columns (successes, seed; loss) may
-    be absent; ``trials`` is still required for a success outcome (the predictive count).
-    """
-    if len(frame) == 0:
-        raise ObservationError(f"{source}: the table has no rows")
-    frame = frame.reset_index(drop=True).copy()
-    outcome = outcome_columns(spec)
-    has_outcome = observed or any(c in frame.columns for c in outcome)
-    required = spec.required_columns()
-    if not has_outcome:
-        required = tuple(c for c in required if c not in outcome)
-    hints = missing_columns(frame, required)
-    if hints:
-        raise ObservationError(
-            f"{source}: missing column(s) {hints} required by spec {spec.name!r}; "
-            f"the table has {[str(c) for c in frame.columns]}"
-        )
-    for key in spec.setting_keys:
-        _check_labels(frame, key, source)
-    numeric = [a.column for a in spec.axes] + [a.divide_by for a in spec.axes if a.divide_by]
-    if spec.size is not None:
-        numeric.append(spec.size.column)
-    if spec.outcome == "success":
-        numeric.append(names.TRIALS)
-        if has_outcome:
-            numeric += [names.SUCCESSES, names.SEED]
-    elif has_outcome:
-        numeric.append(names.LOSS)
-    for column in dict.fromkeys(numeric):
-        frame[column] = _check_numeric(frame, column, source)
-    for optional in (names.N_WORLDS, names.COMPUTE, names.PARAMS_B):
-        if optional in frame.columns and optional not in numeric:  # blank, or a number > 0
-            frame[optional] = _check_numeric(frame, optional, source, allow_missing=True)
-            bad = frame.index[frame[optional] <= 0]
-            if len(bad):
-                raise _fail(source, optional, bad, "must be > 0 where given")
-    for axis in spec.axes:
-        for size_column in (axis.column, axis.divide_by):
-            if size_column:
-                _check_positive(frame, size_column, source, what="axis sizes must be > 0")
-    if spec.size is not None:
-        _check_positive(frame, spec.size.column, source, what="model sizes must be > 0")
-    if spec.outcome == "success":
-        _check_positive(frame, names.TRIALS, source, what="trials must be >= 1")
-        if has_outcome:
-            for column in (names.SUCCESSES, names.SEED):
-                bad = frame.index[frame[column] < 0]
-                if len(bad):
-                    raise _fail(source, column, bad, "counts must be >= 0")
-            over = frame.index[frame[names.SUCCESSES] > frame[names.TRIALS]]
-            if len(over):
-                raise _fail(source, names.SUCCESSES, over, "successes exceed trials")
-    elif has_outcome:
-        _check_positive(frame, names.LOSS, source, what="a loss must be > 0")
-    for column in INTEGER_COLUMNS:
-        if column in frame.columns and column in numeric:
-            values = frame[column].to_numpy(float)
-            bad = frame.index[values != np.round(values)]
-            if len(bad):
-                raise _fail(source, column, bad, "counts must be whole numbers")
-            frame[column] = frame[column].astype(np.int64)
-    if names.REWARD in frame.columns:
-        _check_reward(frame, source)
-    if names.SPLIT in frame.columns:
-        _check_labels(frame, names.SPLIT, source)
-    if has_outcome:
-        _check_duplicates(frame, spec, source)
-    if spec.size is not None:
-        _check_constant_within_setting(frame, spec, spec.size.column, source)
-    return frame
-
-
-# --- reading a fit ---------------------------------------------------------------------------
+    """:func:`bayesscale.observations.validate` for rows to *predict*, not to fit: every
+    per-row rule, none of the fitting-only ones; ``observed=False`` allows rows without
+    outcomes (see there)."""
+    return validate(frame, spec, source, for_fitting=False, observed=observed)
 
 
 def _stack(da: xr.DataArray, *rest: str) -> Array:
@@ -488,7 +402,7 @@ def classify_settings(
                 given = frame.loc[rows, column].to_numpy(float)
                 bad = rows[~np.isclose(given, fitted, rtol=1e-9, atol=0.0)]
                 if len(bad):
-                    raise _fail(
+                    raise column_error(
                         source,
                         column,
                         bad,
@@ -545,7 +459,7 @@ def _unknown_setting(
     for key in spec.setting_keys:
         fitted = sorted(set(layout.key_values.get(key, ())))
         if values[key] not in fitted:
-            where = _rows_text(rows, source)
+            where = rows_text(rows, source)
             detail = (
                 f"setting {label!r} is not in the fit, and {values[key]!r} is not among the fit's "
                 f"{key} values {fitted}."
@@ -561,7 +475,7 @@ def _unknown_setting(
     if spec.size is not None and layout.size_groups is not None:
         cols = ",".join(spec.size.groups)
         return ObservationError(
-            f"{source}: column {cols!r}, {_rows_text(rows, source)}: setting {label!r} is not in "
+            f"{source}: column {cols!r}, {rows_text(rows, source)}: setting {label!r} is not in "
             f"the fit, and its {list(spec.size.groups)} group {size_label!r} is not among the "
             f"fit's {list(layout.size_groups)}. {hint}"
         )
@@ -572,7 +486,7 @@ def _unknown_setting(
         else "its groups are not all known"
     )
     return ObservationError(
-        f"{source}: column {cols!r}, {_rows_text(rows, source)}: setting {label!r} is not among "
+        f"{source}: column {cols!r}, {rows_text(rows, source)}: setting {label!r} is not among "
         f"the fit's settings {list(layout.settings)} ({why}). {hint}"
     )
 

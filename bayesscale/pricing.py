@@ -51,10 +51,10 @@ from bayesscale import collapse, names
 from bayesscale.observations import (
     DataWarning,
     ObservationError,
-    _fail,
-    _rows_text,
+    column_error,
     missing_columns,
     read_table,
+    rows_text,
 )
 from bayesscale.spec import SPEC_DIR, LogNormalPrior, SpecError, _Reader, open_spec
 
@@ -348,7 +348,7 @@ def validate_pricing(
                 "pure_synthetic",
                 None,
                 tuple(int(i) for i in pure_synthetic),
-                f"{source}: column {names.REAL!r}, {_rows_text(pure_synthetic, source)}: "
+                f"{source}: column {names.REAL!r}, {rows_text(pure_synthetic, source)}: "
                 f"synthetic > 0 with real = 0 (methods {methods}): the ratio synthetic/real is "
                 "undefined and kappa(r) cannot place these runs; rows left out",
             )
@@ -365,7 +365,7 @@ def validate_pricing(
                     "no_baseline",
                     method,
                     tuple(int(i) for i in positions),
-                    f"{source}: method {method!r} ({_rows_text(positions, source)}): no pure-real "
+                    f"{source}: method {method!r} ({rows_text(positions, source)}): no pure-real "
                     f"baseline (no row with {names.SYNTHETIC} = 0), so success cannot be "
                     "normalised and kappa is not identified; method left out",
                 )
@@ -378,7 +378,7 @@ def validate_pricing(
                     "coarse_grid",
                     method,
                     tuple(int(i) for i in positions),
-                    f"{source}: method {method!r} ({_rows_text(positions, source)}): ratio grid "
+                    f"{source}: method {method!r} ({rows_text(positions, source)}): ratio grid "
                     f"{[0.0, *positive.round(4).tolist()]} too coarse to place r*: kappa0, the "
                     f"collapse scale and r* need at least {MIN_POSITIVE_RATIOS} distinct ratios "
                     "> 0; method left out",
@@ -398,7 +398,7 @@ def validate_pricing(
 
 
 def _pfail(source: str, column: str, positions: Any, problem: str) -> PricingError:
-    return PricingError(str(_fail(source, column, positions, problem)))
+    return PricingError(str(column_error(source, column, positions, problem)))
 
 
 # --- design ----------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import xarray as xr
@@ -375,7 +375,7 @@ def _recipe_section(
         "## The budget recipe",
         "",
         f"Cost: {summary['cost_model']}; unit prices ({summary['currency']}): "
-        + ", ".join(f"{a} {p:g}" for a, p in summary["unit_prices"].items())
+        + ", ".join(f"{a} {p:g}" for a, p in cast(dict[str, float], summary["unit_prices"]).items())
         + f". Discounts: {summary['kappa']}. Each posterior draw's optimal allocation "
         f"(exact KKT), summarised as median and {options.prob:.0%} interval; the decision is the "
         "one allocation that maximises expected success. Full results: `recipe.json`.",

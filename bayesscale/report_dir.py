@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bayesscale import __version__
+from bayesscale.atomic import default_mode
 
 MANIFEST: Final = "report.json"
 MANIFEST_KIND: Final = "bayesscale-report"
@@ -101,6 +102,7 @@ def building(path: Path, fingerprint: Mapping[str, Any], force: bool) -> Iterato
     prepare(path, fingerprint, force)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+    tmp.chmod(default_mode(directory=True))  # mkdtemp gives 0o700
     try:
         yield tmp
         files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())

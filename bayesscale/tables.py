@@ -27,8 +27,6 @@ x
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +37,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
+from bayesscale.atomic import write_atomically
 
 if TYPE_CHECKING:
     from bayesscale.figures.provenance import Provenance
@@ -323,19 +322,8 @@ class PaperTable:
         suffix = path.suffix.lower()
         if suffix not in (MARKDOWN, LATEX):
             raise TableError(f"{path}: unknown table format {path.suffix!r}; use .md or .tex")
-        if path.exists() and not overwrite:
-            raise FileExistsError(f"{path} exists; pass overwrite=True (--force) to replace it")
         text = self.to_markdown() if suffix == MARKDOWN else self.to_latex()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return path
+        return write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), overwrite)
 
 
 def _latex_label(label: str) -> str:

@@ -264,11 +264,10 @@ def _run_compute(
 
 def _emit(ds: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
     """Write ``--out`` atomically (a temporary file renamed into place), then print."""
+    from bayesscale.atomic import write_atomically
+
     if args.out:
-        out = Path(args.out)
-        tmp = out.with_name(f".{out.name}.tmp")
-        ds.to_netcdf(tmp, engine="h5netcdf")
-        tmp.replace(out)
+        write_atomically(args.out, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"), args.force)
     if args.json:
         json.dump(summary, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")

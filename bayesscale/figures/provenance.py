@@ -22,8 +22,6 @@ Plot functions attach the provenance of their inputs to the figure they return, 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import tomllib
 import weakref
 from dataclasses import asdict, dataclass, field
@@ -34,6 +32,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from bayesscale import __version__, names
+from bayesscale.atomic import write_atomically
 from bayesscale.figures.style import FigureError
 
 PROVENANCE_KEY: Final = "provenance"  # PNG text chunk holding the whole record as JSON
@@ -198,9 +197,8 @@ def save_figure(
         raise FigureError(
             f"{path}: the figure carries no provenance; pass provenance=provenance(fit, ...)"
         )
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass overwrite=True (--force) to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not overwrite:  # before drawing a footer on the figure
+        raise FileExistsError(f"{path} exists; pass --force (overwrite=True) to replace it")
     if suffix == ".png":
         metadata: dict[str, Any] = prov.png_text()
     elif suffix == ".pdf":
@@ -216,23 +214,22 @@ def save_figure(
         text = fig.text(
             0.0, 0.0, prov.footer(), fontsize=FOOTER_SIZE, color="0.45", ha="left", va="top"
         )
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
-    os.close(fd)
     try:
-        fig.savefig(
-            tmp,
-            format=suffix[1:],
-            metadata=metadata,
-            dpi=dpi if dpi is not None else DEFAULT_DPI,
-            bbox_inches="tight" if footer else None,
+        return write_atomically(
+            path,
+            lambda tmp: fig.savefig(
+                tmp,
+                format=suffix[1:],
+                metadata=metadata,
+                dpi=dpi if dpi is not None else DEFAULT_DPI,
+                bbox_inches="tight" if footer else None,
+            ),
+            overwrite,
+            suffix=suffix,
         )
-        os.replace(tmp, path)
     finally:
         if text is not None:
             text.remove()
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
 
 
 def read_png_text(path: str | Path) -> dict[str, str]:

@@ -1,0 +1,65 @@
+"""Writing a file whole or not at all, and never over a user's file unless asked.
+
+Every writer in the package goes through :func:`write_atomically`: the content is written to a
+temporary file in the target's folder (same file system), given the permissions a plain
+``open()`` would have given it (``0o666`` less the umask; ``mkstemp`` alone gives ``0o600``),
+then renamed over the target, so a reader never sees a half-written file and an interrupted
+write leaves nothing behind.
+
+Example
+-------
+>>> import tempfile, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "note.txt"
+>>> _ = write_atomically(path, lambda tmp: tmp.write_text("hello"))
+>>> path.read_text()
+'hello'
+>>> write_atomically(path, lambda tmp: tmp.write_text("again"))  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+FileExistsError: ... exists; pass --force (overwrite=True) to replace it
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def current_umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def default_mode(directory: bool = False) -> int:
+    """The mode ``open()`` (``0o666``) or ``mkdir()`` (``0o777``) would give under the umask."""
+    return (0o777 if directory else 0o666) & ~current_umask()
+
+
+def write_atomically(
+    path: str | Path,
+    write: Callable[[Path], object],
+    overwrite: bool = False,
+    suffix: str = ".tmp",
+) -> Path:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it to ``path``.
+
+    Refuses to replace an existing ``path`` unless ``overwrite``. ``suffix`` is the temporary
+    file's (some writers, such as matplotlib's, choose the format by it)."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; pass --force (overwrite=True) to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        tmp.chmod(default_mode())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
