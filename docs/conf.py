@@ -64,7 +64,10 @@ html_static_path: list[str] = []
 # Nitpicky mode (-n) checks every cross-reference. Types from other packages cannot resolve
 # without intersphinx, which needs the network at build time; they are ignored by package.
 nitpick_ignore_regex = [
-    ("py:class", r"(numpy|pandas|xarray|xr|pymc|pytensor|scipy|pathlib|collections\.abc)\..*"),
+    (
+        "py:class",
+        r"(numpy|np|pandas|pd|xarray|xr|pymc|pytensor|scipy|matplotlib|pathlib|collections\.abc)\..*",
+    ),
 ]
 # ``open_spec`` returns the private reader of spec tables, deliberately undocumented.
 nitpick_ignore = [("py:class", "bayesscale.spec._Reader")]

@@ -1,5 +1,5 @@
 """Paper figures, one module per figure, each returning a :class:`matplotlib.figure.Figure`
-with the provenance of its inputs attached; :func:`save_figure` writes it (PNG/PDF/SVG)
+with the provenance of its inputs attached; :func:`~bayesscale.figures.provenance.save_figure` writes it (PNG/PDF/SVG)
 atomically with that provenance in the file's metadata.
 
 ========================  ======================================================================

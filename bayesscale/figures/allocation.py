@@ -72,7 +72,7 @@ def recipe_settings(ds: xr.Dataset, settings: Sequence[str] | None) -> list[str]
 
 
 def per_draw(da: xr.DataArray, order: Sequence[str]) -> Array:
-    """``da`` as (chain * draw, *order) (dims in ``order`` after the sample dims)."""
+    """``da`` as ``(chain * draw, *order)`` (dims in ``order`` after the sample dims)."""
     arr = da.transpose(names.CHAIN_DIM, names.DRAW_DIM, *order).to_numpy().astype(float)
     return arr.reshape(-1, *arr.shape[2:])
 

@@ -165,7 +165,7 @@ def provenance(*inputs: Any) -> Provenance:
 
 
 def attach_provenance(fig: Figure, prov: Provenance) -> Figure:
-    """Remember ``prov`` as ``fig``'s provenance (what :func:`save_figure` writes by default)."""
+    """Remember ``prov`` as ``fig``'s provenance (what :func:`~bayesscale.figures.provenance.save_figure` writes by default)."""
     _ATTACHED[fig] = prov
     return fig
 
@@ -244,7 +244,7 @@ def read_png_text(path: str | Path) -> dict[str, str]:
 
 
 def read_provenance(path: str | Path) -> Provenance:
-    """The provenance :func:`save_figure` wrote into a PNG."""
+    """The provenance :func:`~bayesscale.figures.provenance.save_figure` wrote into a PNG."""
     chunks = read_png_text(path)
     if PROVENANCE_KEY not in chunks:
         raise FigureError(f"{path}: no bayesscale provenance in this PNG")
