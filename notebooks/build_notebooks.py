@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 SETUP = """import os
 from pathlib import Path
 
-import bayesscale.inference  # first: gives JAX one host device per chain
+import bayesscale.inference  # noqa: F401  (first: one JAX host device per chain)
 from bayesscale.inference import FitConfig
 
 # CI runs every notebook with BAYESSCALE_NOTEBOOK_SMALL=1: few draws and a few settings, so
