@@ -12,12 +12,29 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from bayesscale import __version__
 
 
 class CommandError(Exception):
     """A user-facing failure: printed without a traceback, exit status 2."""
+
+
+def output_path(value: str | None, force: bool) -> Path | None:
+    """An ``--out`` path, checked before any work: an existing file needs ``--force``."""
+    if value is None:
+        return None
+    path = Path(value)
+    if path.exists() and not force:
+        raise CommandError(f"{path} exists; pass --force to replace it")
+    return path
+
+
+def check_prob(prob: float, flag: str = "--prob") -> None:
+    """Interval masses are in (0, 1)."""
+    if not 0 < prob < 1:
+        raise CommandError(f"{flag} must be in (0, 1), got {prob}")
 
 
 def build_parser() -> argparse.ArgumentParser:

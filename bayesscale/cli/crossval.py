@@ -51,15 +51,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
-    from bayesscale.cli import CommandError
+    from bayesscale.cli import check_prob, output_path
 
-    if not 0 < args.prob < 1:
-        raise CommandError(f"--prob must be in (0, 1), got {args.prob}")
-    out = Path(args.out) if args.out else None
-    if out is not None and out.exists() and not args.force:
-        raise CommandError(f"{out} exists; pass --force to replace it")
+    check_prob(args.prob)
+    out = output_path(args.out, args.force)
 
     from bayesscale.crossval import crossval, format_text
     from bayesscale.observations import load_observations, write_table

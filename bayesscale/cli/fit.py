@@ -28,13 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
-    from bayesscale.cli import CommandError
+    from bayesscale.cli import output_path
 
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise CommandError(f"{out} exists; pass --force to replace it")
+    out = output_path(args.out, args.force)
+    assert out is not None  # --out is required
 
     from bayesscale.inference import diagnose, fit, save_fit
     from bayesscale.observations import load_observations

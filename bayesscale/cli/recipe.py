@@ -14,10 +14,9 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
-from bayesscale.cli import CommandError
+from bayesscale.cli import CommandError, output_path
 
 DESCRIPTION = (
     "Propagate a law fit's posterior through the budget allocator (additive linear cost "
@@ -191,8 +190,7 @@ def run(args: argparse.Namespace) -> int:
     budgets = parse_budgets(args.budget)
     kappa = parse_kappa(args.kappa) if args.kappa else None
     bounds = parse_bounds(args.bounds) if args.bounds else None
-    if args.out and Path(args.out).exists() and not args.force:
-        raise CommandError(f"{args.out} exists; pass --force to overwrite it")
+    output_path(args.out, args.force)
     if args.cost == "compute":
         return _run_compute(args, budgets, bounds)
     if args.powers or args.unit_cost != 1.0:
