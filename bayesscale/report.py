@@ -127,13 +127,29 @@ class _Sections:
         return "\n".join(self.parts)
 
 
-def _reuse(path: Path, kind: str, data_sha256: str, data_name: str) -> xr.DataTree:
-    tree = load_fit(path, kind=kind)
+def _sampling(config: FitConfig) -> str:
+    return f"({config.sampler}, {config.chains} chains x {config.draws} draws)"
+
+
+def _fit_or_reuse(
+    saved: Path | None,
+    kind: str,
+    table: Any,
+    make: Callable[[], xr.DataTree],
+    doing: str,
+    step: Callable[[str], None],
+) -> xr.DataTree:
+    """Load the ``saved`` fit (it must be of ``table``'s data: same SHA-256), or sample one."""
+    if saved is None:
+        step(doing)
+        return make()
+    step(f"reusing the {kind} {saved}")
+    tree = load_fit(saved, kind=kind)
     found = tree.attrs.get(names.ATTR_DATA_HASH)
-    if found != data_sha256:
+    if found != table.sha256:
         raise FitFileError(
-            f"{path}: this {kind} was made from other data (sha256 {str(found)[:12]}...) than "
-            f"{data_name} (sha256 {data_sha256[:12]}...); refit, or pass the matching data"
+            f"{saved}: this {kind} was made from other data (sha256 {str(found)[:12]}...) than "
+            f"{table.source} (sha256 {table.sha256[:12]}...); refit, or pass the matching data"
         )
     return tree
 
@@ -184,16 +200,14 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     )
 
     # --- the law ---------------------------------------------------------------------------
-    if options.law_fit is not None:
-        step(f"reusing the law fit {options.law_fit}")
-        law = _reuse(options.law_fit, names.KIND_LAW_FIT, table.sha256, table.source)
-    else:
-        c = options.config
-        step(
-            f"fitting {spec.name!r} to {len(table.frame)} runs "
-            f"({c.sampler}, {c.chains} chains x {c.draws} draws)"
-        )
-        law = fit(table, spec, options.config)
+    law = _fit_or_reuse(
+        options.law_fit,
+        names.KIND_LAW_FIT,
+        table,
+        lambda: fit(table, spec, options.config),
+        f"fitting {spec.name!r} to {len(table.frame)} runs {_sampling(options.config)}",
+        step,
+    )
     save_fit(law, tmp / "fits" / "law.nc")
     law_diag = diagnose(law)
     heldout = _check_heldout(options, law) if options.heldout is not None else None
@@ -316,16 +330,15 @@ def _pricing_section(
     from bayesscale.tables import pricing_table
 
     spec, table, caught = priced
-    if options.pricing_fit is not None:
-        step(f"reusing the pricing fit {options.pricing_fit}")
-        pricing = _reuse(options.pricing_fit, names.KIND_PRICING_FIT, table.sha256, table.source)
-    else:
-        c = options.pricing_config
-        step(
-            f"pricing {len(table.methods)} synthetic-data method(s) from {len(table.frame)} runs "
-            f"({c.sampler}, {c.chains} chains x {c.draws} draws)"
-        )
-        pricing = fit_pricing(table, spec, options.pricing_config)
+    pricing = _fit_or_reuse(
+        options.pricing_fit,
+        names.KIND_PRICING_FIT,
+        table,
+        lambda: fit_pricing(table, spec, options.pricing_config),
+        f"pricing {len(table.methods)} synthetic-data method(s) from {len(table.frame)} runs "
+        + _sampling(options.pricing_config),
+        step,
+    )
     save_fit(pricing, tmp / "fits" / "pricing.nc")
     result = summarise_pricing(pricing, prob=options.prob)
     md.add(
