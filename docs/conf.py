@@ -66,11 +66,13 @@ html_static_path: list[str] = []
 nitpick_ignore_regex = [
     (
         "py:class",
-        r"(numpy|np|pandas|pd|xarray|xr|pymc|pytensor|scipy|matplotlib|pathlib|collections\.abc)\..*",
+        r"(numpy|np|pandas|pd|xarray|xr|pymc|pm|pytensor|scipy|matplotlib|pathlib|collections\.abc)\..*",
     ),
 ]
 # ``open_spec`` returns the private reader of spec tables, deliberately undocumented.
 nitpick_ignore = [("py:class", "bayesscale.spec._Reader")]
+# A type alias (a Callable) that autodoc shows by name; Sphinx has no target for aliases.
+nitpick_ignore += [("py:class", "Perturbation")]
 
 
 def _factory_defaults(app, what, name, obj, options, signature, return_annotation):
