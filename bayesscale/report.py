@@ -36,7 +36,7 @@ import xarray as xr
 
 from bayesscale import __version__, names
 from bayesscale.inference import FitConfig, FitFileError, diagnose, fit, load_fit, save_fit
-from bayesscale.observations import load_observations
+from bayesscale.observations import load_observations, read_table, validate
 from bayesscale.report_dir import building, prepare
 from bayesscale.spec import load_spec
 
@@ -175,7 +175,8 @@ def build_report(
 
 
 def _step_count(options: ReportOptions) -> int:
-    return 5 + (options.pricing is not None) + (options.heldout is not None)
+    """Fit, exponents, recipe, writing; pricing and the held-out check when asked."""
+    return 4 + (options.pricing is not None) + (options.heldout is not None)
 
 
 def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None:
@@ -190,6 +191,9 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     spec = load_spec(options.spec)
     table = load_observations(options.observations, spec)
     priced = _load_pricing(options)
+    if options.heldout is not None:  # checked again against the fit once there is one
+        frame, _ = read_table(options.heldout)
+        validate(frame, spec, str(options.heldout), for_fitting=False)
     md = _Sections()
     md.add(
         "# bayesscale report",

@@ -41,7 +41,7 @@ def test_report_from_saved_fits_has_every_part(saved_fits, tmp_path, capsys) -> 
     out = tmp_path / "report"
     assert main(_args(out, saved_fits)) == 0
     progress = capsys.readouterr().err
-    assert "[1/7" in progress and "wrote" in progress
+    assert "[1/6" in progress and "[6/6" in progress and "wrote" in progress
     text = (out / "report.md").read_text()
     for section in (
         "## The law",
@@ -133,6 +133,12 @@ def test_a_failure_leaves_nothing_half_written(saved_fits, tmp_path, capsys) -> 
     assert str(bad) in err and "trials" in err
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    # without a saved fit, the bad row is found before any sampling starts
+    fresh = [a for a in args if a not in ("--fit", str(saved_fits[0]))]
+    assert main(fresh) == 2
+    err = capsys.readouterr().err
+    assert "trials" in err and "fitting" not in err
+    assert not out.exists()
 
 
 def test_reused_fit_of_other_data_is_refused(saved_fits, tmp_path, capsys) -> None:
