@@ -35,6 +35,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import __version__, names
+from bayesscale.cli._sampling import PRICING_TARGET_ACCEPT
 from bayesscale.inference import FitConfig, FitFileError, diagnose, fit, load_fit, save_fit
 from bayesscale.observations import load_observations, read_table, validate
 from bayesscale.report_dir import building, prepare
@@ -62,7 +63,7 @@ class ReportOptions:
     prob: float = 0.9
     config: FitConfig = field(default_factory=FitConfig)
     pricing_config: FitConfig = field(
-        default_factory=lambda: FitConfig(draws=500, tune=500, chains=4, target_accept=0.85)
+        default_factory=lambda: FitConfig(target_accept=PRICING_TARGET_ACCEPT)
     )
     max_recipe_draws: int = 500
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bayesscale.cli._sampling import add_sampling_arguments, config_from_args, diagnostics_verdict
+from bayesscale.cli._sampling import (
+    PRICING_TARGET_ACCEPT,
+    add_sampling_arguments,
+    config_from_args,
+    diagnostics_verdict,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a law fit: each axis exponent's prior is its alpha_pop posterior (lognormal)",
     )
     add_sampling_arguments(parser)
+    # Measured on data/pricing (4 x 1000 draws): 10 divergences at 0.85, 2 at 0.95, 0 at 0.99.
+    parser.set_defaults(target_accept=PRICING_TARGET_ACCEPT)
     parser.add_argument(
         "--strict",
         action="store_true",

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
+from bayesscale.cli._sampling import (
+    PRICING_TARGET_ACCEPT,
+    add_sampling_arguments,
+    config_from_args,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,6 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--prob", type=float, default=0.9, help="interval mass (default 0.9)")
     add_sampling_arguments(parser)
+    parser.add_argument(
+        "--pricing-target-accept",
+        type=float,
+        default=PRICING_TARGET_ACCEPT,
+        help=f"NUTS target acceptance of the pricing fit (default {PRICING_TARGET_ACCEPT})",
+    )
     parser.add_argument("--force", action="store_true", help="replace a different report in DIR")
     parser.set_defaults(func=run)
 
@@ -60,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         budgets=tuple(parse_budgets(args.budget)),
         prob=args.prob,
         config=config,
-        pricing_config=replace(config, target_accept=min(config.target_accept, 0.85)),
+        pricing_config=replace(config, target_accept=args.pricing_target_accept),
     )
     print(build_report(options, Path(args.out), force=args.force))
     return 0
