@@ -141,23 +141,8 @@ def _table(
 
 def _echo_columns(frame: pd.DataFrame) -> list[str]:
     """Input columns repeated in the check table, in a fixed order, where present."""
-    order = (
-        names.MODEL,
-        names.ALGORITHM,
-        names.DOMAIN,
-        names.PARAMS_B,
-        names.N_ENVS,
-        names.N_TASKS,
-        names.ROLLOUTS,
-        names.N_WORLDS,
-        names.REWARD,
-        names.SEED,
-        names.SUCCESSES,
-        names.TRIALS,
-        names.LOSS,
-    )
-    known = [c for c in order if c in frame.columns]
-    return known
+    order = (*names.RUN_COLUMNS, names.SUCCESSES, names.TRIALS, names.LOSS)
+    return [c for c in order if c in frame.columns]
 
 
 def summarise_rows(table: pd.DataFrame) -> dict[str, float]:

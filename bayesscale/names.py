@@ -26,6 +26,19 @@ COMPUTE: Final = "compute"
 SPLIT: Final = "split"
 
 SETTING_KEYS: Final = (MODEL, ALGORITHM, DOMAIN)
+# What identifies one run of an observation table, in the order tables list them.
+RUN_COLUMNS: Final = (
+    MODEL,
+    ALGORITHM,
+    DOMAIN,
+    PARAMS_B,
+    N_ENVS,
+    N_TASKS,
+    ROLLOUTS,
+    N_WORLDS,
+    REWARD,
+    SEED,
+)
 REWARD_LEVELS: Final = ("sparse", "dense")
 DENSE: Final = "dense"
 

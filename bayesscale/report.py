@@ -219,13 +219,14 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
 
     step("exponents: tables and figures")
     from bayesscale.summary import summarise
+    from bayesscale.tables import exponent_table
 
     summary = summarise(law, prob=options.prob)
     md.add("## The law", "", _diagnostics_line("law fit", law_diag, law))
     figures = [("exponents", plot_exponents(law))]
     figures += [(f"law_{a}", plot_law(law, table, a)) for a in spec.axis_names]
     md.add(_exponent_text(summary, options.prob))
-    md.add(*_tables(tmp, "exponents", _exponent_tables(summary)))
+    md.add(*_tables(tmp, "exponents", [("", exponent_table(summary))]))
     for name, fig in figures:
         md.add(_figure(tmp, name, fig, save_figure))
 
@@ -302,12 +303,6 @@ def _tables(tmp: Path, name: str, tables: list[tuple[str, Any]]) -> list[str]:
         (tmp / "tables" / f"{stem}.tex").write_text(tbl.to_latex())
         lines += [markdown, ""]
     return lines
-
-
-def _exponent_tables(summary: dict[str, Any]) -> list[tuple[str, Any]]:
-    from bayesscale.tables import exponent_table
-
-    return [("", exponent_table(summary))]
 
 
 def _load_pricing(options: ReportOptions) -> tuple[Any, Any, list[str]] | None:

@@ -40,18 +40,7 @@ from bayesscale.verl import logs
 from bayesscale.verl import manifest as mf
 
 FLOPS_PER_PARAM_TOKEN = 6.0
-CARRIED = (
-    names.MODEL,
-    names.ALGORITHM,
-    names.DOMAIN,
-    names.PARAMS_B,
-    names.N_ENVS,
-    names.N_TASKS,
-    names.ROLLOUTS,
-    names.N_WORLDS,
-    names.REWARD,
-    names.SEED,
-)
+CARRIED = names.RUN_COLUMNS
 OUTCOME = (names.SUCCESSES, names.TRIALS, names.COMPUTE, names.STEP, names.VAL_METRIC)
 
 
