@@ -1,0 +1,13 @@
+"""Sampling: bayesscale's own NUTS driver on a PyMC model's JAX log density.
+
+* :mod:`~bayesscale.sampling.jaxconfig` — host devices and the compilation cache, by call;
+* :mod:`~bayesscale.sampling.logdensity` — the model's log density as a JAX function;
+* :mod:`~bayesscale.sampling.nuts` — the NUTS transition, tuning parameters as arguments;
+* :mod:`~bayesscale.sampling.adapt` — warm-up windows and the mass matrix;
+* :mod:`~bayesscale.sampling.engine` — the driver: chunks, chains, ESS target, Ctrl-C;
+* :mod:`~bayesscale.sampling.progress` — the bar; :mod:`~bayesscale.sampling.diagnostics`.
+"""
+
+from bayesscale.sampling.jaxconfig import configure
+
+__all__ = ["configure"]

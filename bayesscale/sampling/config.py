@@ -1,0 +1,103 @@
+"""Sampler settings and their defaults, declared once: :class:`FitConfig` is what the
+library takes and what every command's ``--help`` shows. Pure Python (no PyMC or JAX
+import), so the command line can read the defaults without loading either.
+
+Example
+-------
+>>> FitConfig(seed=1).sampler
+'bayesscale'
+>>> FitConfig(preview=True).draws < FitConfig().draws
+True
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+DEFAULT_SAMPLER = "bayesscale"
+SAMPLERS = (DEFAULT_SAMPLER, "numpyro", "nutpie", "pymc")
+DEFAULT_SEED = 20261129
+ESS_TARGET = 400  # bulk and tail ESS every stored quantity must reach (and R-hat <= 1.01)
+DEFAULT_TUNE = 400
+DEFAULT_DRAWS = 500
+DEFAULT_MAX_DRAWS = 4000
+DEFAULT_TARGET_ACCEPT = 0.8
+# The pricing model's collapse (kappa(r) crossing zero, the soft floor on effective data)
+# has high curvature: on data/pricing the default sampler diverged 3-4 times per fit at 0.8,
+# 1-3 times at 0.9 and 0.95 (2 chains, ~1,500 draws each); 0.9 halves them at 1.6x the cost.
+PRICING_TARGET_ACCEPT = 0.9
+# --preview: the Laplace approximation (a Gaussian at the posterior mode) instead of NUTS, for
+# iterating on a spec; PREVIEW_DRAWS independent draws. Never for conclusions (docs/speed.md).
+PREVIEW_DRAWS = 1000
+
+
+def default_chains() -> int:
+    """One chain per core, at least 2 (R-hat needs them) and at most 4: on 2 cores, 4 chains
+    share the cores and each runs at half speed, and warm-up is paid per chain (measured on
+    the reference data: 2 chains 14-19 s, 4 chains 24-30 s to the same ESS)."""
+    return min(4, max(2, os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """How to sample. ``seed`` makes the whole fit reproducible.
+
+    ``draws`` per chain come first; with the default sampler, while any stored quantity has
+    bulk or tail ESS below ``ess_target`` (or R-hat above 1.01) the chains run on, up to
+    ``max_draws`` per chain (``ess_target=0`` keeps exactly ``draws``). The other samplers
+    always take ``draws``. ``preview`` replaces sampling by the Laplace approximation (see
+    :meth:`as_preview`).
+    """
+
+    sampler: str = DEFAULT_SAMPLER
+    chains: int = field(default_factory=default_chains)
+    draws: int = DEFAULT_DRAWS
+    tune: int = DEFAULT_TUNE
+    target_accept: float = DEFAULT_TARGET_ACCEPT
+    seed: int = DEFAULT_SEED
+    progress: bool = True
+    ess_target: float = ESS_TARGET
+    max_draws: int = DEFAULT_MAX_DRAWS
+    preview: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"unknown sampler {self.sampler!r}; choose one of {SAMPLERS}")
+        if self.chains < 1 or self.draws < 1 or self.tune < 0:
+            raise ValueError(
+                f"chains and draws must be >= 1 and tune >= 0, got chains={self.chains}, "
+                f"draws={self.draws}, tune={self.tune}"
+            )
+        if not 0 < self.target_accept < 1:
+            raise ValueError(f"target_accept must be in (0, 1), got {self.target_accept}")
+        if self.ess_target < 0:
+            raise ValueError(f"ess_target must be >= 0, got {self.ess_target}")
+        if self.max_draws < self.draws:
+            raise ValueError(f"max_draws ({self.max_draws}) must be >= draws ({self.draws})")
+
+    def describe(self) -> str:
+        """One line for the user: sampler, chains, warm-up and draws, seed."""
+        if self.sampler == DEFAULT_SAMPLER and self.ess_target > 0:
+            draws = f"{self.draws}+ draws (until ESS {self.ess_target:g}, at most {self.max_draws})"
+        else:
+            draws = f"{self.draws} draws"
+        if self.preview:
+            return f"PREVIEW: Laplace approximation, {self.draws} draws, seed {self.seed}"
+        return (
+            f"{self.sampler}, {self.chains} chains x ({self.tune} warm-up + {draws}), "
+            f"target_accept {self.target_accept}, seed {self.seed}"
+        )
+
+    def as_preview(self) -> FitConfig:
+        """A preview of this fit: ``PREVIEW_DRAWS`` independent draws from the Laplace
+        approximation (:mod:`bayesscale.sampling.laplace`), marked as a preview in the fit."""
+        return replace(
+            self,
+            chains=1,
+            tune=0,
+            draws=PREVIEW_DRAWS,
+            max_draws=PREVIEW_DRAWS,
+            ess_target=0.0,
+            preview=True,
+        )

@@ -1,0 +1,294 @@
+"""bayesscale's NUTS driver: compiled once per model, warm-up by windows, chains in
+parallel, sampling until the effective sample size is reached, interruptible.
+
+A fit runs as a sequence of short compiled *chunks* (about half a second each) of
+:func:`bayesscale.sampling.nuts.make_chunk` transitions, one per chain on its own XLA host
+device (``jax.pmap``). Between chunks Python adapts the mass matrix
+(:mod:`bayesscale.sampling.adapt`), draws the progress bar, and handles Ctrl-C: an interrupt
+stops the fit within one chunk. After ``draws`` draws per chain the diagnostics of every
+stored quantity are computed; while the minimum bulk or tail ESS is below ``ess_target``
+(or R-hat above its limit) the chains continue, up to ``max_draws``.
+
+Example
+-------
+>>> density = LogDensity.from_model(model)  # doctest: +SKIP
+>>> sampler = CompiledNuts(density, chains=2)  # doctest: +SKIP
+>>> result = sampler.run(NutsSettings(seed=1))  # doctest: +SKIP
+>>> result.posterior["alpha"].shape  # doctest: +SKIP
+(2, 1000, 21, 3)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bayesscale.sampling import adapt
+from bayesscale.sampling.diagnostics import convergence
+from bayesscale.sampling.logdensity import LogDensity
+from bayesscale.sampling.nuts import (
+    MAX_TREE_DEPTH,
+    ChainState,
+    Transitions,
+    make_chunk,
+    step_size_state,
+)
+from bayesscale.sampling.progress import Progress
+
+CAPACITY = 64  # transitions per compiled chunk at most
+CHUNK_SECONDS = 0.4  # aim for chunks this long: Ctrl-C and the bar respond within about that
+INITIAL_STEP = 0.1
+JITTER = 0.5  # initial points: the model's initial point + uniform(-JITTER, JITTER)
+MAX_INIT_TRIES = 20
+ESS_MARGIN = 1.15  # extend to the draws the ESS rate predicts, with this margin
+RHAT_MAX = 1.01
+MIN_EXTENSION = 100  # draws per chain added at least when the ESS target is not reached
+
+
+@dataclass(frozen=True)
+class NutsSettings:
+    """How long to run. ``draws`` per chain first; with ``ess_target > 0`` more, up to
+    ``max_draws``, until every stored quantity has bulk and tail ESS >= ``ess_target`` and
+    R-hat <= 1.01."""
+
+    tune: int = 400
+    draws: int = 500
+    seed: int = 0
+    ess_target: float = 0.0
+    max_draws: int = 4000
+
+
+@dataclass
+class NutsResult:
+    """Draws ``(chain, draw, ...)`` of every stored quantity, per-draw sampler statistics
+    ``(chain, draw)`` in ArviZ's names, and where the time went."""
+
+    posterior: dict[str, np.ndarray]
+    stats: dict[str, np.ndarray]
+    compile_seconds: float
+    warmup_seconds: float
+    sampling_seconds: float
+    extensions: int = 0
+    inv_mass: np.ndarray | None = None
+    unconstrained: np.ndarray | None = None  # (chain, draw, dim) draws the sampler moved in
+    notes: list[str] = field(default_factory=list)
+
+
+class CompiledNuts:
+    """NUTS for one :class:`~bayesscale.sampling.logdensity.LogDensity`, compiled on first use and reused by every ``run``
+    (pass other ``data`` of the same shapes to fit another dataset without recompiling)."""
+
+    def __init__(self, density: LogDensity, chains: int = 4, target_accept: float = 0.8) -> None:
+        import jax
+
+        if chains < 1:
+            raise ValueError(f"chains must be >= 1, got {chains}")
+        self.density, self.chains, self.target_accept = density, chains, target_accept
+        n_data = len(density.data_names)
+
+        def potential(z: Any, *data: Any) -> Any:
+            return -density.logp(z, *data)
+
+        chunk = make_chunk(potential, CAPACITY, target_accept)
+        axes = (0, 0, None, None, None, *([None] * n_data))
+        if chains <= jax.local_device_count():
+            self._chunk_fn = jax.pmap(chunk, in_axes=axes)
+        else:
+            self._chunk_fn = jax.jit(jax.vmap(chunk, in_axes=axes))
+        self._value_and_grad = jax.jit(
+            jax.vmap(jax.value_and_grad(potential), in_axes=(0, *([None] * n_data)))
+        )
+        self._derived = jax.jit(jax.vmap(density.derived))
+        self._compiled: Any = None
+        self.compile_seconds = 0.0
+
+    # --- pieces -----------------------------------------------------------------------
+
+    def _compile(self, state: ChainState, inv_mass: Any, data: tuple[Any, ...]) -> None:
+        if self._compiled is not None:
+            return
+        start = time.perf_counter()
+        self._compiled = self._chunk_fn.lower(state, inv_mass, 1, True, 10, *data).compile()
+        self.compile_seconds += time.perf_counter() - start
+
+    def _starts(self, rng: np.random.Generator, data: tuple[Any, ...]) -> tuple[Any, Any, Any]:
+        """Jittered starts with finite potential and gradient, one per chain."""
+        x0 = self.density.x0
+        jitter = JITTER
+        for _ in range(MAX_INIT_TRIES):
+            z = x0 + rng.uniform(-jitter, jitter, size=(self.chains, x0.size))
+            pe, grad = (np.asarray(v) for v in self._value_and_grad(z, *data))
+            ok = np.isfinite(pe) & np.all(np.isfinite(grad), axis=1)
+            if ok.all():
+                return z, pe, grad
+            jitter /= 2
+        raise FloatingPointError(
+            "the model's log density or its gradient is not finite at its initial point "
+            "(even without jitter): check the data for impossible values"
+        )
+
+    def derive(self, z: np.ndarray) -> dict[str, np.ndarray]:
+        """Stored quantities for draws ``z`` of shape ``(chain, draw, dim)``."""
+        chains, draws = z.shape[:2]
+        values = self._derived(z.reshape(chains * draws, -1))
+        return {
+            name: np.asarray(v).reshape(chains, draws, *np.shape(v)[1:])
+            for name, v in zip(self.density.var_names, values, strict=True)
+        }
+
+    # --- a run --------------------------------------------------------------------------
+
+    def run(
+        self,
+        settings: NutsSettings,
+        data: Sequence[Any] | None = None,
+        progress: Progress | None = None,
+    ) -> NutsResult:
+        """Warm up and sample; see :class:`NutsSettings`."""
+        import jax
+        import jax.numpy as jnp
+
+        values = data if data is not None else self.density.data_values
+        data_t = tuple(jnp.asarray(v) for v in values)
+        progress = progress or Progress(enabled=False)
+        rng = np.random.default_rng(settings.seed)
+        z, pe, grad = self._starts(rng, data_t)
+        keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2**31))), self.chains)
+        state = ChainState(
+            z, pe, grad, np.asarray(keys), step_size_state(np.full(self.chains, INITIAL_STEP))
+        )
+        state = jax.tree.map(np.asarray, state)
+        inv_mass = adapt.initial_inv_mass(grad)
+        self._compile(state, inv_mass, data_t)
+        work = _Work(settings.tune + settings.draws)
+        clock = _Clock()
+        divergences = 0
+
+        def advance(n: int, adapt_step: bool, depth: int, phase: str, total: int):
+            """``n`` transitions per chain, in chunks; yields each chunk's transitions."""
+            nonlocal state
+            left = n
+            while left > 0:
+                k = min(left, clock.chunk_length())
+                tic = time.perf_counter()
+                state, out = self._compiled(state, inv_mass, k, adapt_step, depth, *data_t)
+                state = jax.tree.map(np.asarray, state)
+                out = Transitions(*(np.asarray(o)[:, :k] for o in out))
+                clock.record(k, time.perf_counter() - tic)
+                left -= k
+                work.done += k
+                yield out
+                progress.update(phase, work.phase_done(phase), total, work.fraction, divergences)
+
+        # --- warm-up: windows of step-size and mass adaptation --------------------------------
+        warm_start = time.perf_counter()
+        windows = adapt.windows(settings.tune)
+        for w, n in enumerate(windows):
+            zs, gs = [], []
+            for out in advance(n, True, adapt.depth_cap(w), "warm-up", settings.tune):
+                zs.append(out.z)
+                gs.append(out.grad)
+            if w < len(windows) - 1:  # the last window tunes the step size only
+                draws_w, grads_w = np.concatenate(zs, axis=1), np.concatenate(gs, axis=1)
+                if w == 0:  # the first window's first half is still burning in
+                    draws_w, grads_w = (
+                        draws_w[:, draws_w.shape[1] // 2 :],
+                        grads_w[:, grads_w.shape[1] // 2 :],
+                    )
+                inv_mass = adapt.pooled_inv_mass(draws_w, grads_w)
+            # restart the step size's dual averaging around its current average
+            state = state._replace(step=step_size_state(np.exp(state.step[1])))
+        # every chain samples with the smallest adapted step size: one chain's luckier
+        # adaptation must not be the one that diverges
+        step = float(np.exp(np.min(state.step[1]))) if windows else INITIAL_STEP
+        state = state._replace(step=step_size_state(np.full(self.chains, step)))
+        state = jax.tree.map(np.asarray, state)
+        warmup_seconds = time.perf_counter() - warm_start
+
+        # --- sampling, extended until the ESS target -------------------------------------------
+        sample_start = time.perf_counter()
+        goal, extensions, drawn = settings.draws, 0, 0
+        kept: list[Transitions] = []
+        notes: list[str] = []
+        while True:
+            for out in advance(goal - drawn, False, MAX_TREE_DEPTH, "sampling", goal):
+                kept.append(out)
+                divergences += int(out.diverging.sum())
+            drawn = goal
+            if settings.ess_target <= 0 or goal >= settings.max_draws:
+                break
+            check = convergence(
+                self.derive(np.concatenate([o.z for o in kept], axis=1)), self.density.dims
+            )
+            worst = min(check.min_ess_bulk, check.min_ess_tail)
+            if worst >= settings.ess_target and check.max_rhat <= RHAT_MAX:
+                break
+            if not np.isfinite(worst):
+                notes.append(f"ESS is not finite for {check.worst_ess}: not extending")
+                break
+            wanted = math.ceil(goal * settings.ess_target * ESS_MARGIN / max(worst, 1.0))
+            goal = int(min(settings.max_draws, max(goal + MIN_EXTENSION, min(wanted, 2 * goal))))
+            work.total = settings.tune + goal
+            extensions += 1
+        sampling_seconds = time.perf_counter() - sample_start
+
+        joined = Transitions(*(np.concatenate(parts, axis=1) for parts in zip(*kept, strict=True)))
+        stats = {
+            "diverging": joined.diverging,
+            "n_steps": joined.steps,
+            "tree_depth": joined.depth,
+            "acceptance_rate": joined.accept,
+            "energy": joined.energy,
+            "lp": -joined.potential,
+            "step_size": joined.step_size,
+        }
+        return NutsResult(
+            posterior=self.derive(joined.z),
+            stats=stats,
+            compile_seconds=self.compile_seconds,
+            warmup_seconds=warmup_seconds,
+            sampling_seconds=sampling_seconds,
+            extensions=extensions,
+            inv_mass=np.asarray(inv_mass),
+            unconstrained=joined.z,
+            notes=notes,
+        )
+
+
+class _Work:
+    """Transitions per chain done and planned (warm-up then sampling), for the bar."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.tune_done = total, 0, 0
+
+    @property
+    def fraction(self) -> float:
+        return min(self.done / max(self.total, 1), 1.0)
+
+    def phase_done(self, phase: str) -> int:
+        if phase == "warm-up":
+            self.tune_done = self.done
+            return self.done
+        return self.done - self.tune_done
+
+
+class _Clock:
+    """Chunk lengths that take about ``CHUNK_SECONDS`` at the last measured pace."""
+
+    def __init__(self) -> None:
+        self.seconds_per_transition: float | None = None
+
+    def chunk_length(self) -> int:
+        if self.seconds_per_transition is None:
+            return 4
+        return int(np.clip(CHUNK_SECONDS / max(self.seconds_per_transition, 1e-6), 1, CAPACITY))
+
+    def record(self, n: int, seconds: float) -> None:
+        pace = seconds / max(n, 1)
+        old = self.seconds_per_transition
+        self.seconds_per_transition = pace if old is None else 0.5 * old + 0.5 * pace

@@ -1,0 +1,213 @@
+"""The sampling engine against known answers: NUTS on Gaussians (means and variances
+recovered, the ESS target reached and no further), the warm-up schedule, the diagnostics
+equal to ArviZ's, the Laplace approximation exact on a Gaussian, progress output, and Ctrl-C
+on a real `bayesscale fit` process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from io import StringIO
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+import pytest
+import xarray as xr
+
+from bayesscale.sampling import adapt, configure
+from bayesscale.sampling.diagnostics import convergence, ess_bulk, ess_tail, rank_rhat
+from bayesscale.sampling.engine import CompiledNuts, NutsSettings
+from bayesscale.sampling.laplace import laplace
+from bayesscale.sampling.logdensity import LogDensity
+from bayesscale.sampling.progress import Progress
+
+ROOT = Path(__file__).resolve().parent.parent
+SCALES = np.array([0.01, 1.0, 30.0])
+
+
+def _gaussian_model() -> pm.Model:
+    with pm.Model(coords={"k": ["a", "b", "c"]}) as model:
+        x = pm.Normal("x", mu=[1.0, -2.0, 5.0], sigma=SCALES, dims="k")
+        pm.Deterministic("x_squared", x**2, dims="k")
+        pm.HalfNormal("s", sigma=2.0)
+    return model
+
+
+@pytest.fixture(scope="module")
+def gaussian() -> tuple[LogDensity, CompiledNuts]:
+    configure(2)
+    density = LogDensity.from_model(_gaussian_model())
+    return density, CompiledNuts(density, chains=2)
+
+
+def test_nuts_recovers_a_badly_scaled_gaussian(gaussian) -> None:
+    _, sampler = gaussian
+    result = sampler.run(NutsSettings(tune=400, draws=1500, seed=3))
+    x = result.posterior["x"].reshape(-1, 3)
+    se = SCALES / np.sqrt(1500)  # per chain ESS >= draws / 2 is ample here
+    assert np.all(np.abs(x.mean(axis=0) - [1.0, -2.0, 5.0]) < 8 * se), x.mean(axis=0)
+    np.testing.assert_allclose(x.std(axis=0), SCALES, rtol=0.1)
+    np.testing.assert_allclose(result.posterior["x_squared"], result.posterior["x"] ** 2)
+    s = result.posterior["s"].ravel()  # HalfNormal(2): mean 2 sqrt(2/pi)
+    assert abs(s.mean() - 2 * np.sqrt(2 / np.pi)) < 0.1
+    assert result.stats["diverging"].sum() == 0
+    # the mass matrix learnt the scales (inverse mass ~ posterior variance)
+    assert np.allclose(np.sqrt(result.inv_mass[0, :3]), SCALES, rtol=0.3)
+    assert set(result.stats) >= {"diverging", "n_steps", "tree_depth", "step_size", "lp"}
+
+
+def test_same_seed_same_draws_and_other_data_reuse_the_compiled_sampler(gaussian) -> None:
+    _, sampler = gaussian
+    a = sampler.run(NutsSettings(tune=100, draws=50, seed=7))
+    compiled = sampler.compile_seconds
+    b = sampler.run(NutsSettings(tune=100, draws=50, seed=7))
+    assert sampler.compile_seconds == compiled  # compiled once
+    np.testing.assert_array_equal(a.posterior["x"], b.posterior["x"])
+    c = sampler.run(NutsSettings(tune=100, draws=50, seed=8))
+    assert not np.array_equal(a.posterior["x"], c.posterior["x"])
+
+
+def test_sampling_stops_once_the_ess_target_is_reached(gaussian) -> None:
+    density, sampler = gaussian
+    result = sampler.run(NutsSettings(tune=200, draws=100, seed=1, ess_target=800, max_draws=3000))
+    check = convergence(result.posterior, density.dims)
+    draws = result.stats["diverging"].shape[1]
+    assert min(check.min_ess_bulk, check.min_ess_tail) >= 800 and check.max_rhat <= 1.01
+    assert result.extensions >= 1 and 100 < draws < 3000
+    capped = sampler.run(NutsSettings(tune=200, draws=100, seed=1, ess_target=1e6, max_draws=300))
+    assert capped.stats["diverging"].shape[1] == 300  # never past max_draws
+
+
+def test_observed_data_as_input_refits_without_recompiling() -> None:
+    configure(2)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 10.0)
+        pm.Normal("y", mu, 1.0, observed=np.zeros(20))
+    density = LogDensity.from_model(model, observed_as_input=True)
+    sampler = CompiledNuts(density, chains=2)
+    for shift in (0.0, 3.0):
+        result = sampler.run(NutsSettings(tune=200, draws=400, seed=2), data=(np.full(20, shift),))
+        mean = result.posterior["mu"].mean()
+        assert abs(mean - shift * 20 / (20 + 0.01)) < 0.1
+    assert density.data_names == ("y",)
+
+
+def test_warmup_windows_cover_the_warmup() -> None:
+    for tune in (0, 20, 79, 80, 400, 1000, 3333):
+        sizes = adapt.windows(tune)
+        assert sum(sizes) == tune and all(s > 0 for s in sizes)
+    assert adapt.windows(400) == [25, 25, 50, 100, 150, 50]
+    draws = np.random.default_rng(0).normal(size=(2, 500, 3)) * [1.0, 10.0, 0.1]
+    grads = draws / np.array([1.0, 10.0, 0.1]) ** 2  # a Gaussian's gradient
+    np.testing.assert_allclose(
+        adapt.inv_mass_from_window(draws, grads)[0], [1.0, 100.0, 0.01], rtol=1e-6
+    )
+
+
+def _ar1(shape: tuple[int, int, int], phi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    x = np.zeros(shape)
+    noise = rng.standard_normal(shape)
+    for t in range(1, shape[2]):
+        x[:, :, t] = phi[:, None] * x[:, :, t - 1] + noise[:, :, t]
+    return x
+
+
+@pytest.mark.parametrize(("chains", "draws"), [(2, 1000), (4, 301), (1, 200), (3, 9)])
+def test_diagnostics_equal_arviz(chains: int, draws: int) -> None:
+    """Vectorised R-hat and bulk/tail ESS against ArviZ's, including a constant, ties, a stuck
+    chain and a rare event."""
+    import arviz as az
+
+    rng = np.random.default_rng(chains * 1000 + draws)
+    x = _ar1((30, chains, draws), np.linspace(0.0, 0.97, 30), rng)
+    x[0] = 2.0
+    x[1] = np.round(x[1])
+    x[2, 0] += 4.0
+    x[3] = (rng.uniform(size=(chains, draws)) < 0.05).astype(float)
+    ds = xr.Dataset({"v": (("chain", "draw", "k"), np.moveaxis(x, 0, -1))})
+    np.testing.assert_allclose(ess_bulk(x), az.ess(ds, method="bulk")["v"].values, rtol=1e-9)
+    np.testing.assert_allclose(ess_tail(x), az.ess(ds, method="tail")["v"].values, rtol=1e-9)
+    if chains > 1:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            theirs = az.rhat(ds)["v"].values
+        np.testing.assert_allclose(rank_rhat(x), theirs, rtol=1e-9)
+
+
+def test_convergence_names_the_worst_quantity() -> None:
+    rng = np.random.default_rng(0)
+    good = rng.normal(size=(2, 400, 3))
+    stuck = rng.normal(size=(2, 400)) + np.array([[0.0], [3.0]])  # the chains disagree
+    check = convergence({"good": good, "stuck": stuck}, {"good": ("k",)})
+    assert check.worst_rhat == "stuck" and check.max_rhat > 1.5
+
+
+def test_laplace_is_exact_for_a_gaussian() -> None:
+    configure(2)
+    density = LogDensity.from_model(_gaussian_model())
+    result = laplace(density, draws=4000, seed=0)
+    x = result.posterior["x"].reshape(-1, 3)
+    assert result.converged
+    assert np.all(np.abs(x.mean(axis=0) - [1.0, -2.0, 5.0]) < 4 * SCALES / np.sqrt(4000))
+    np.testing.assert_allclose(x.std(axis=0), SCALES, rtol=0.05)
+
+
+def test_progress_is_plain_lines_without_a_terminal() -> None:
+    out = StringIO()
+    bar = Progress("fit", stream=out, interval=0.0)
+    bar.update("sampling", 10, 100, 0.5, 2)
+    bar.close("done")
+    text = out.getvalue()
+    assert "\x1b" not in text and "\r" not in text
+    assert [line.split()[0:2] for line in text.splitlines()] == [["fit:", "50%"], ["fit:", "done"]]
+    assert "2 divergences" in text and "ETA" in text
+
+
+def test_progress_redraws_one_line_in_a_terminal() -> None:
+    class Tty(StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Tty()
+    bar = Progress("fit", stream=out)
+    for done in (10, 20, 30):
+        bar.update("warm-up", done, 100, done / 100, 0)
+    bar.close("done")
+    text = out.getvalue()
+    assert text.count("\r") >= 3 and text.count("\n") == 1 and "[" in text
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_fit_at_once_and_writes_nothing(tmp_path: Path) -> None:
+    """A real SIGINT to `bayesscale fit`, once during compilation (which Python cannot
+    interrupt) and once while sampling: exit 130 within 2 s, one line, no traceback, no file."""
+    out = tmp_path / "fit.nc"
+    env = dict(os.environ, BAYESSCALE_CACHE_DIR=str(tmp_path / "jax"), PYTHONUNBUFFERED="1")
+    command = [
+        str(Path(sys.executable).parent / "bayesscale"),
+        "fit",
+        str(ROOT / "data" / "reference" / "observations.csv"),
+        "--out",
+        str(out),
+    ]
+    for marker in ("fitting", "sampling"):  # compiling just after "fitting"; then sampling
+        proc = subprocess.Popen(
+            command, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        seen = ""
+        deadline = time.monotonic() + 120
+        while marker not in seen and time.monotonic() < deadline:
+            seen += proc.stderr.read(1)
+        assert marker in seen, seen
+        tic = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        stopped = time.monotonic() - tic
+        assert proc.returncode == 130, (proc.returncode, err)
+        assert stopped < 2.0, stopped
+        assert "Traceback" not in err
+        assert err.strip().splitlines()[-1] == "bayesscale fit: interrupted: nothing written"
+        assert not out.exists() and not list(tmp_path.glob(".fit.nc*"))
