@@ -66,8 +66,13 @@ def interaction_term(
 
 
 def success_from_loss(loss: ArrayLike) -> Array:
-    """``p = exp(-L)``."""
-    return np.exp(-np.asarray(loss, dtype=float))
+    """``p = exp(-max(L, 0))``: success probability, at most 1 (a draw whose floor lies below
+    zero gives ``L < 0`` far beyond the data; it means certain success, not ``p > 1``).
+
+    >>> success_from_loss([0.5, 0.0, -3.0]).round(4).tolist()
+    [0.6065, 1.0, 1.0]
+    """
+    return np.exp(-np.maximum(np.asarray(loss, dtype=float), 0.0))
 
 
 def logit_from_loss(loss: ArrayLike) -> Array:

@@ -422,6 +422,10 @@ class Design:
     def n_obs(self) -> int:
         return int(self.sizes.shape[0])
 
+    def cells(self) -> Cells:
+        """The distinct (setting, sizes, reward) combinations of the rows: see :class:`Cells`."""
+        return cells_of(self.setting_index, self.sizes, self.dense)
+
     def coords(self) -> dict[str, Sequence[str] | np.ndarray]:
         coords: dict[str, Sequence[str] | np.ndarray] = {
             names.OBS_DIM: np.arange(self.n_obs),
@@ -433,6 +437,44 @@ class Design:
         for key, (labels, _) in self.exponent_groups.items():
             coords[f"{names.EXPONENT_GROUP_DIM}_{key}"] = list(labels)
         return coords
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Rows grouped into cells: one cell per distinct setting, axis sizes and reward level
+    (the seeds of one grid point share a cell, and so the law's value there).
+
+    ``first_row[c]`` is a row of cell ``c`` (cells in order of first appearance) and
+    ``index[i]`` the cell of row ``i``.
+
+    >>> c = cells_of(np.array([0, 0, 0, 1]), np.array([[8.0], [8.0], [16.0], [8.0]]))
+    >>> c.index.tolist(), c.first_row.tolist()
+    ([0, 0, 1, 2], [0, 2, 3])
+    """
+
+    first_row: np.ndarray
+    index: np.ndarray
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.first_row.size)
+
+
+def cells_of(
+    setting_index: np.ndarray, sizes: np.ndarray, dense: np.ndarray | None = None
+) -> Cells:
+    """Group rows by (setting, sizes, dense) in order of first appearance."""
+    columns = [np.asarray(setting_index, dtype=float)[:, None], np.asarray(sizes, dtype=float)]
+    if dense is not None:
+        columns.append(np.asarray(dense, dtype=float)[:, None])
+    key = np.concatenate(columns, axis=1)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # cells numbered by first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return Cells(
+        first_row=first[order].astype(np.int64), index=rank[inverse.ravel()].astype(np.int64)
+    )
 
 
 def prepare(

@@ -514,7 +514,8 @@ def build_pricing_model(
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayesscale.models import log_loss_likelihood, success_likelihood
+    from bayesscale.likelihood import log_loss_likelihood, success_likelihood
+    from bayesscale.observations import cells_of
 
     axis_dim, method_dim = names.PRICED_AXIS_DIM, names.METHOD_DIM
     priors = [(exponent_priors or {}).get(a, spec.exponent_prior(a)) for a in design.axes]
@@ -584,30 +585,38 @@ def build_pricing_model(
         # c = r_0 (1 - kappa0) / kappa0, i.e. logit-free: exp(log r_0 - logit kappa0)
         pm.Deterministic(names.COLLAPSE_SCALE, pt.exp(log_r0 - logit_k0), dims=method_dim)
 
-        # --- effective data and the law per row -------------------------------------------------
-        ratio = design.ratio
-        row_axis = ma[mi]
+        # --- effective data and the law, once per cell (a method's runs at one real and
+        # synthetic count; the seeds share it) ----------------------------------------------------
+        cells = cells_of(mi, np.column_stack([design.real, design.synthetic]))
+        rows = cells.first_row
+        ratio = design.ratio[rows]
+        method = mi[rows]
+        cell_axis = ma[method]
         # kappa(r) = kappa0 - (1 - kappa0) r / c = kappa0 (1 - r / r_0): sampled as (kappa0, r_0)
         # because the data place the zero crossing r_0 far better than c (c and kappa0 form a
         # ridge along constant r_0).
-        g = 1.0 + ratio * kappa0[mi] * (1.0 - ratio / r0[mi])
+        g = 1.0 + ratio * kappa0[method] * (1.0 - ratio / r0[method])
         g_plus = soft_multiplier_tensor(g, spec.softness, spec.floor)
-        log_x = np.log(design.real / design.reference[row_axis]) + pt.log(g_plus)
-        a_row = alpha[row_axis]
+        log_x = np.log(design.real[rows] / design.reference[cell_axis]) + pt.log(g_plus)
+        a_cell = alpha[cell_axis]
         # (D_eff / D_ref)^-alpha with the exponent clipped at 25: beyond it the loss is capped
         # anyway, and an overflow there would turn the cap's zero gradient into NaN.
-        power = pt.expm1(pt.minimum(-a_row * log_x, 25.0))
-        loss = level[mi] + slope[row_axis] * power / a_row
+        power = pt.expm1(pt.minimum(-a_cell * log_x, 25.0))
+        loss = level[method] + slope[cell_axis] * power / a_cell
         # Keep 1e-4 < L < MAX_LOSS: the floor's wall keeps the lower clip inactive in practice;
         # the smooth upper cap (p >= e^-30) keeps collapsed runs' beta-binomial finite.
         loss = MAX_LOSS - _softplus(MAX_LOSS - pt.maximum(loss, 1e-4))
 
         if spec.outcome == "success":
-            success_likelihood(loss, design.trials, design.successes, spec.concentration)
+            success_likelihood(
+                loss, cells.index, design.trials, design.successes, spec.concentration
+            )
         else:
             if design.loss is None:
                 raise ValueError("a loss outcome needs the table's loss column")
-            log_loss_likelihood(loss, design.loss, spec.log_loss_sigma, spec.student_nu)
+            log_loss_likelihood(
+                loss[cells.index], design.loss, spec.log_loss_sigma, spec.student_nu
+            )
     return model
 
 
@@ -711,15 +720,16 @@ def fit_pricing(
 ) -> xr.DataTree:
     """Fit the pricing model; return a ``pricing_fit`` DataTree with r* and the peak added.
 
-    ``config`` is an :class:`bayesscale.inference.FitConfig` (default: its defaults).
+    ``config`` is an :class:`bayesscale.sampling.config.FitConfig` (default: its defaults).
     """
     from bayesscale import __version__
-    from bayesscale.inference import ATTR_FORMAT, FORMAT_VERSION, FitConfig, sample
+    from bayesscale.inference import ATTR_FORMAT, FORMAT_VERSION, FitConfig, sample, sampler_attrs
+    from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
-    config = config or FitConfig()
+    config = config or FitConfig(target_accept=PRICING_TARGET_ACCEPT)
     design = prepare_pricing(table, spec)
     model = build_pricing_model(design, spec, exponent_priors)
-    tree, timing = sample(model, config)
+    tree, timing = sample(model, config, label="price")
     constant = _constant_data(design)
     posterior = tree["posterior"].to_dataset()
     posterior = posterior.merge(
@@ -756,11 +766,7 @@ def fit_pricing(
         names.ATTR_EXCLUSIONS: json.dumps([asdict(e) for e in table.exclusions]),
         names.ATTR_EXPONENT_SOURCE: json.dumps(sources),
         "pooling": spec.pooling,
-        "chains": config.chains,
-        "draws": config.draws,
-        "tune": config.tune,
-        "target_accept": config.target_accept,
-        "wall_seconds": round(timing.wall, 3),
+        **sampler_attrs(config, int(posterior.sizes[names.DRAW_DIM]), timing),
     }
     return out
 
@@ -937,6 +943,7 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
 
 def format_pricing_text(result: Mapping[str, Any]) -> str:
     """The pricing table as aligned text."""
+    from bayesscale.inference import format_diagnostics
 
     def iv(d: Mapping[str, Any] | None, digits: int = 2) -> str:
         if d is None:
@@ -986,7 +993,7 @@ def format_pricing_text(result: Mapping[str, Any]) -> str:
     dg = result["diagnostics"]
     lines += [
         "",
-        f"diagnostics: max R-hat {dg['max_rhat']:.3f}, min bulk ESS {dg['min_ess_bulk']:.0f}, "
-        f"divergences {dg['divergences']}" + ("" if dg["ok"] else "  (FAILED: do not trust yet)"),
+        f"diagnostics: {format_diagnostics(dg)}"
+        + ("" if dg["ok"] else f"  ({dg.get('headline') or 'FAILED: do not trust yet'})"),
     ]
     return "\n".join(lines)

@@ -18,11 +18,11 @@ import xarray as xr
 from testdata import REFERENCE
 
 from bayesscale import laws, names
-from bayesscale.models import build_law_model
+from bayesscale.models import LEVEL, build_law_model
 from bayesscale.observations import ObservationError, Table, frame_sha256, prepare, validate
 from bayesscale.predict import (
     ALPHA_Z,
-    LEVEL_Z,
+    LEVEL_SPREAD,
     LOG_LEVEL_GROUP,
     LOG_LEVEL_POP,
     SLOPE_Z,
@@ -117,7 +117,7 @@ def test_log_likelihood_equals_pymc_on_reference_fit(law_fit):
     draw equals PyMC's for the same draws, so the numpy loss is the model's loss."""
     spec = fit_layout(law_fit).spec
     table = _observations()
-    sub = law_fit.isel(chain=[0, 3], draw=[0, 137, 499])
+    sub = law_fit.isel(chain=[0, -1], draw=[0, 137, 499])
     model = build_law_model(prepare(table, spec))
     theirs = _pymc_log_likelihood(sub, model)
     ours = pointwise_log_likelihood(sub, table).values
@@ -163,6 +163,17 @@ def test_loss_outcome_matches_pymc_on_prior_draws():
     np.testing.assert_allclose(ours[finite], theirs[finite], rtol=0, atol=1e-8)
 
 
+def _level_z(stack: xr.Dataset, layout, i: int, log_level_base: np.ndarray) -> np.ndarray:
+    """The standardised level deviation of setting ``i``: the model samples its level at the
+    reference point, ``c = E ((N/N_ref)^-alpha_N - 1) + exp(log l_group + sigma z)``."""
+    level = stack[LEVEL].isel(setting=i).values
+    ratio = layout.model_size[layout.settings[i]] / layout.size_reference
+    shift = stack[names.SIZE_AMPLITUDE].values * np.expm1(
+        -stack[names.ALPHA_SIZE].values * np.log(ratio)
+    )
+    return (np.log(level - shift) - log_level_base) / stack[LEVEL_SPREAD].values
+
+
 def test_deterministics_rebuilt_from_free_variables(law_fit):
     """The population path composes settings exactly as the model: with each known setting's
     stored z's it gives back the stored alpha, amplitude and loss_floor."""
@@ -182,7 +193,7 @@ def test_deterministics_rebuilt_from_free_variables(law_fit):
             pop.log_level_group[:, group],
             stack[ALPHA_Z].isel(setting=i).values,
             stack[SLOPE_Z].isel(setting=i).values,
-            stack[LEVEL_Z].isel(setting=i).values,
+            _level_z(stack, layout, i, pop.log_level_group[:, group]),
         )
         s = stack.sel(setting=setting)
         np.testing.assert_allclose(alpha, s[names.ALPHA].values, rtol=1e-10)
@@ -209,7 +220,7 @@ def test_deterministics_rebuilt_with_exponent_groups():
             pop.log_level_group[:, size_group],
             stack[ALPHA_Z].isel(setting=i).values,
             stack[SLOPE_Z].isel(setting=i).values,
-            stack[LEVEL_Z].isel(setting=i).values,
+            _level_z(stack, layout, i, pop.log_level_group[:, size_group]),
         )
         s = stack.sel(setting=setting)
         np.testing.assert_allclose(alpha, s[names.ALPHA].values, rtol=1e-10)
@@ -373,10 +384,12 @@ def test_one_row_without_outcome_is_predictable(law_fit):
     """A single planned run (one size per axis, no outcome yet) is a valid row to predict."""
     row = _heldout().iloc[[0]].drop(columns=[names.SUCCESSES, names.SEED])
     pred = predict(law_fit, row)
-    assert pred.observed is None and pred.loss.shape == (2000, 1)
+    samples = law_fit["posterior"].sizes["chain"] * law_fit["posterior"].sizes["draw"]
+    assert pred.observed is None and pred.loss.shape == (samples, 1)
     with pytest.raises(PredictError, match="no observed outcome"):
         pred.log_likelihood()
     k = pred.sample(seed=0)
-    assert k.shape == (2000, 1) and np.all((k >= 0) & (k <= 2000))
+    n = int(row[names.TRIALS].iloc[0])
+    assert k.shape == (samples, 1) and np.all((k >= 0) & (k <= n))
     # the predictive mean of k/n is the posterior mean of p (law of total expectation)
-    assert abs(k.mean() / 2000 - pred.expected().mean()) < 4 * k.std() / 2000 / np.sqrt(2000)
+    assert abs(k.mean() / n - pred.expected().mean()) < 4 * k.std() / n / np.sqrt(samples)
