@@ -35,8 +35,10 @@ typecheck: $(STAMP)
 verl-env:
 	scripts/setup-verl-env
 
+# Two workers (pytest-xdist), whole files per worker: fits, figures, notebooks and the docs
+# build are largely single-threaded, so two files at a time use both cores.
 test: $(STAMP) lint typecheck verl-env
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 # The documentation site (Sphinx, MyST Markdown, autodoc; warnings are errors, nitpicky
 # cross-references): $(OUT)/docs/index.html.

@@ -4,7 +4,9 @@ Every writer in the package goes through :func:`write_atomically`: the content i
 temporary file in the target's folder (same file system), given the permissions a plain
 ``open()`` would have given it (``0o666`` less the umask; ``mkstemp`` alone gives ``0o600``),
 then renamed over the target, so a reader never sees a half-written file and an interrupted
-write leaves nothing behind.
+write leaves nothing behind. Temporary files and folders being written are listed in
+``PENDING``, so that a command stopped by Ctrl-C can remove them before it exits
+(:func:`discard_pending`); finished targets are listed in ``WRITTEN``.
 
 Example
 -------
@@ -22,9 +24,42 @@ FileExistsError: ... exists; pass --force (overwrite=True) to replace it
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
+
+PENDING: set[Path] = set()  # temporary files and folders not yet renamed into place
+WRITTEN: list[Path] = []  # targets renamed into place by this process
+_LOCK = threading.Lock()
+
+
+def track(path: Path) -> None:
+    """Note a temporary file or folder under construction."""
+    with _LOCK:
+        PENDING.add(Path(path))
+
+
+def untrack(path: Path, written: Path | None = None) -> None:
+    """The temporary ``path`` is gone (renamed to ``written``, or removed)."""
+    with _LOCK:
+        PENDING.discard(Path(path))
+        if written is not None:
+            WRITTEN.append(Path(written))
+
+
+def discard_pending() -> list[Path]:
+    """Remove every temporary file and folder still being written; return what was removed."""
+    with _LOCK:
+        pending = sorted(PENDING)
+        PENDING.clear()
+    for tmp in pending:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+    return pending
 
 
 def current_umask() -> int:
@@ -56,10 +91,14 @@ def write_atomically(
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(fd)
     tmp = Path(name)
+    track(tmp)
+    renamed = False
     try:
         write(tmp)
         tmp.chmod(default_mode())
         os.replace(tmp, path)
+        renamed = True
     finally:
         tmp.unlink(missing_ok=True)
+        untrack(tmp, path if renamed else None)
     return path

@@ -52,7 +52,6 @@ True
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
@@ -120,7 +119,6 @@ COVERAGE_VARIABLES: Final = (names.ALPHA_POP, names.ALPHA)
 DEFAULT_PROB = 0.9
 DEFAULT_MAX_RANK_DRAWS = 100
 MIN_RANK_DRAWS = 10
-MAX_JITTER_TRIES = 10
 MAX_PRIOR_ROUNDS = 100
 
 
@@ -351,11 +349,6 @@ def default_quantities(design: Design) -> list[Quantity]:
 # --- a NUTS sampler compiled once per design --------------------------------------------------
 
 
-def _host_devices_first() -> None:
-    """Import :mod:`bayesscale.inference` before JAX: it sets XLA's host device count."""
-    importlib.import_module("bayesscale.inference")
-
-
 @dataclass
 class QuickFit:
     """One run of :class:`CompiledLawSampler`: the requested variables' draws
@@ -368,25 +361,19 @@ class QuickFit:
 
     def convergence(self) -> dict[str, float]:
         """Max rank-normalised R-hat and min bulk ESS over the returned variables."""
-        import arviz as az
+        from bayesscale.sampling.diagnostics import convergence_of
 
-        rhat = az.rhat(self.posterior)
-        ess = az.ess(self.posterior, method="bulk")
-        return {
-            MAX_RHAT: float(max(np.nanmax(v.values) for v in rhat.data_vars.values())),
-            MIN_ESS: float(min(np.nanmin(v.values) for v in ess.data_vars.values())),
-        }
+        check = convergence_of(self.posterior)
+        return {MAX_RHAT: check.max_rhat, MIN_ESS: check.min_ess_bulk}
 
 
 class CompiledLawSampler:
-    """NumPyro NUTS on a PyMC model's log density, compiled once; the observed outcome is an
-    argument, so :meth:`fit` on a new dataset of the same design does not recompile.
+    """bayesscale's NUTS (:mod:`bayesscale.sampling`) on a law model, compiled once; the
+    observed outcome is an *argument* of the compiled program, so :meth:`fit` on a new
+    dataset of the same design does not recompile.
 
-    Warm-up (step size and diagonal mass matrix, NumPyro's windowed adaptation, as
-    ``pm.sample(nuts_sampler="numpyro")``) and sampling run in one ``lax.scan`` per chain;
-    chains run in parallel over JAX host devices (``jax.pmap``) when there are enough, else
-    vectorised. Initial points are the model's initial point with uniform(-1, 1) jitter, as
-    PyMC's ``jitter+adapt_diag``.
+    Each fit takes ``config.tune`` warm-up and ``config.draws`` draws per chain (no ESS target:
+    calibration needs equal-length runs).
 
     >>> sampler = CompiledLawSampler(build_law_model(design), FitConfig(chains=2))  # doctest: +SKIP
     >>> fit = sampler.fit(design.successes, seed=1)  # doctest: +SKIP
@@ -395,70 +382,31 @@ class CompiledLawSampler:
     def __init__(
         self, model: pm.Model, config: FitConfig, var_names: Sequence[str] | None = None
     ) -> None:
-        _host_devices_first()
-        import jax
-        import jax.numpy as jnp
-        import pytensor.tensor as pt
-        from jax.flatten_util import ravel_pytree
-        from numpyro.infer.hmc import hmc
-        from pymc.sampling.jax import get_jaxified_graph
-        from pytensor.graph.basic import Constant
-        from pytensor.graph.replace import clone_replace
+        from bayesscale.sampling import configure
+        from bayesscale.sampling.engine import CompiledNuts
+        from bayesscale.sampling.logdensity import LogDensity
 
-        if config.sampler != "numpyro":
+        if config.sampler != "bayesscale":
             raise ValueError(
-                f"CompiledLawSampler runs NumPyro's NUTS; got sampler={config.sampler!r}"
+                f"CompiledLawSampler runs bayesscale's NUTS; got sampler={config.sampler!r}"
             )
+        configure(config.chains)
         self.model, self.config = model, config
         self.var_names = list(var_names or [names.ALPHA_POP, names.ALPHA])
-        observed_rv = model[names.OUTCOME]
-        observed = model.rvs_to_values[observed_rv]
-        value = observed.data if isinstance(observed, Constant) else observed.get_value()
+        self.density = LogDensity.from_model(model, observed_as_input=True)
+        missing = set(self.var_names) - set(self.density.var_names)
+        if missing:
+            raise ValueError(f"the model stores no {sorted(missing)}")
+        [value] = self.density.data_values
+        [self._dtype] = self.density.data_dtypes
         self.n_obs = int(np.size(value))
-        self._dtype, self._shape = np.dtype(observed.dtype), np.shape(value)
-        data = pt.tensor("calibration_outcome", dtype=observed.dtype, shape=np.shape(value))
-        [logp] = clone_replace([model.logp()], replace={observed: data})
-        logp_graph = get_jaxified_graph(inputs=[*model.value_vars, data], outputs=[logp])
-        derived = model.replace_rvs_by_values([model[v] for v in self.var_names])
-        derived_graph = get_jaxified_graph(inputs=model.value_vars, outputs=derived)
-
-        point = model.initial_point()
-        self._start = {v.name: np.asarray(point[v.name]) for v in model.value_vars}
-        x0, unravel = ravel_pytree([jnp.asarray(self._start[v.name]) for v in model.value_vars])
-        self._x0 = np.asarray(x0)
-
-        def logp_flat(x: Any, y: Any) -> Any:
-            return logp_graph(*unravel(x), y)[0]
-
-        def potential_gen(y: Any) -> Callable[[Any], Any]:
-            return lambda x: -logp_flat(x, y)
-
-        init_kernel, sample_kernel = hmc(potential_fn_gen=potential_gen, algo="NUTS")
-        tune, draws, target = config.tune, config.draws, config.target_accept
-
-        def one_chain(key: Any, x: Any, y: Any) -> tuple[Any, Any, Any]:
-            state = init_kernel(x, tune, target_accept_prob=target, model_args=(y,), rng_key=key)
-
-            def step(s: Any, _: Any) -> tuple[Any, tuple[Any, Any, Any]]:
-                s = sample_kernel(s, model_args=(y,))
-                return s, (s.z, s.diverging, s.num_steps)
-
-            _, (z, diverging, steps) = jax.lax.scan(step, state, None, length=tune + draws)
-            return z[tune:], diverging[tune:], steps[tune:]
-
-        if config.chains <= jax.local_device_count():
-            self._run = jax.pmap(one_chain, in_axes=(0, 0, None))
-        else:
-            self._run = jax.jit(jax.vmap(one_chain, in_axes=(0, 0, None)))
-        self._logp = jax.jit(logp_flat)
-        self._derive = jax.jit(jax.vmap(lambda x: derived_graph(*unravel(x))))
-        self._jax, self._jnp = jax, jnp
-        self.compile_seconds: float | None = None
+        self._shape = np.shape(value)
+        self._nuts = CompiledNuts(self.density, config.chains, config.target_accept)
         self.design: Design | None = None
-        self._dims = {v: tuple(model.named_vars_to_dims.get(v, ()) or ()) for v in self.var_names}
-        self._coords = {
-            dim: list(values) for dim, values in model.coords.items() if values is not None
-        }
+
+    @property
+    def compile_seconds(self) -> float | None:
+        return self._nuts.compile_seconds or None
 
     @classmethod
     def for_design(
@@ -489,57 +437,33 @@ class CompiledLawSampler:
             and same_trials
         )
 
-    def _inits(self, y: Any, rng: np.random.Generator) -> Array:
-        """One jittered start per chain with a finite log density under ``y``."""
-        starts = []
-        for _ in range(self.config.chains):
-            for _ in range(MAX_JITTER_TRIES):
-                x = self._x0 + rng.uniform(-1.0, 1.0, size=self._x0.shape)
-                if np.isfinite(float(self._logp(x, y))):
-                    break
-            else:
-                x = self._x0.copy()
-                if not np.isfinite(float(self._logp(x, y))):
-                    raise ValueError(
-                        "the model's log density is not finite at its initial point for this "
-                        "dataset, with or without jitter"
-                    )
-            starts.append(x)
-        return np.stack(starts)
-
     def fit(self, observed: ArrayLike, seed: int) -> QuickFit:
         """Sample the posterior given ``observed`` (the outcome as the model observes it)."""
+        from bayesscale.sampling.engine import NutsSettings
+
         y = np.asarray(observed)
         if y.size != self.n_obs:
             raise ValueError(f"observed has {y.size} values; the design has {self.n_obs} rows")
         if np.issubdtype(self._dtype, np.integer) and not np.all(y == np.round(y)):
             raise ValueError("observed counts must be whole numbers")
-        y_jax = self._jnp.asarray(y.astype(self._dtype).reshape(self._shape))
-        rng = np.random.default_rng(seed)
-        inits = self._inits(y_jax, rng)
-        keys = self._jax.random.split(
-            self._jax.random.PRNGKey(int(seed) % 2**31), self.config.chains
-        )
+        data = (y.astype(self._dtype).reshape(self._shape),)
         start = time.perf_counter()
-        if self.compile_seconds is None:
-            self._run = self._run.lower(keys, inits, y_jax).compile()
-            self.compile_seconds = time.perf_counter() - start
-            start = time.perf_counter()
-        z, diverging, steps = self._run(keys, inits, y_jax)
-        z = np.asarray(z)
+        settings = NutsSettings(tune=self.config.tune, draws=self.config.draws, seed=int(seed))
+        result = self._nuts.run(settings, data=data)
         seconds = time.perf_counter() - start
-        chains, draws = z.shape[:2]
-        values = self._derive(z.reshape(chains * draws, -1))
-        data = {}
-        for name, value in zip(self.var_names, values, strict=True):
-            arr = np.asarray(value).reshape(chains, draws, *np.shape(value)[1:])
-            data[name] = ((names.CHAIN_DIM, names.DRAW_DIM, *self._dims[name]), arr)
-        used = {d for dims in self._dims.values() for d in dims}
-        coords = {d: v for d, v in self._coords.items() if d in used}
+        dims = self.density.dims
+        coords = self.density.coords
+        posterior = xr.Dataset(
+            {
+                v: ((names.CHAIN_DIM, names.DRAW_DIM, *dims[v]), result.posterior[v])
+                for v in self.var_names
+            }
+        )
+        posterior = posterior.assign_coords({d: coords[d] for d in posterior.dims if d in coords})
         return QuickFit(
-            posterior=xr.Dataset(data, coords=coords),
-            divergences=int(np.asarray(diverging).sum()),
-            mean_steps=float(np.asarray(steps).mean()),
+            posterior=posterior,
+            divergences=int(result.stats["diverging"].sum()),
+            mean_steps=float(result.stats["n_steps"].mean()),
             seconds=seconds,
         )
 
@@ -598,9 +522,12 @@ def scale_exponents(factor: float) -> Perturbation:
 def _prior_checks(model: pm.Model) -> Callable[[list[np.ndarray]], tuple[Array, BoolArray]]:
     """Compile ``free RV values (batched) -> (sum of potentials, likelihood valid)`` in JAX.
 
-    Valid: every parameter of the likelihood finite and, for the beta-binomial, positive.
+    Valid: every parameter of the likelihood finite and, for counts (the beta-binomial),
+    positive.
     """
-    _host_devices_first()
+    from bayesscale.sampling import configure
+
+    configure()
     import jax
     import jax.numpy as jnp
     import pytensor.tensor as pt
@@ -608,8 +535,12 @@ def _prior_checks(model: pm.Model) -> Callable[[list[np.ndarray]], tuple[Array, 
     from pytensor.graph.replace import clone_replace
 
     observed_rv = model[names.OUTCOME]
-    params = list(observed_rv.owner.op.dist_params(observed_rv.owner))
-    positive = type(observed_rv.owner.op).__name__ == "BetaBinomialRV"
+    params = [
+        i
+        for i in observed_rv.owner.inputs
+        if isinstance(i.type, pt.TensorType) and i.type.dtype.startswith("float")
+    ]
+    positive = observed_rv.type.dtype.startswith("int")  # counts: beta-binomial parameters
     total = pt.as_tensor(0.0)
     for potential in model.potentials:
         total = total + pt.sum(potential)
@@ -623,7 +554,7 @@ def _prior_checks(model: pm.Model) -> Callable[[list[np.ndarray]], tuple[Array, 
         phi, *pars = graph(*values)
         ok = jnp.all(jnp.asarray([jnp.all(jnp.isfinite(p)) for p in pars]))
         if positive:
-            ok = ok & jnp.all(jnp.asarray([jnp.all(p > 0) for p in pars[-2:]]))
+            ok = ok & jnp.all(jnp.asarray([jnp.all(p > 0) for p in pars]))
         return phi, ok
 
     batched = jax.jit(jax.vmap(one))

@@ -222,7 +222,7 @@ def crossval(
     new_groups: str | None = None,
     seed: int | None = None,
 ) -> CrossvalResult:
-    """Refit once per leave-out rule (``config``: a :class:`bayesscale.inference.FitConfig`)
+    """Refit once per leave-out rule (``config``: a :class:`bayesscale.sampling.config.FitConfig`)
     and check the left-out rows against the refit; ``seed`` (default: the config's) drives the
     predictive draws."""
     from bayesscale.inference import FitConfig, fit

@@ -1,9 +1,11 @@
 """Fitting: sampler choice, diagnostics, and saving fits as ArviZ DataTrees in netCDF.
 
-NumPyro (through PyMC) is the default sampler; its chains run in parallel only when
-JAX sees as many host devices as chains, so this module sets
-``XLA_FLAGS=--xla_force_host_platform_device_count`` before JAX is first imported.
-nutpie and PyMC's own NUTS are selectable.
+The default sampler is bayesscale's own NUTS driver (:mod:`bayesscale.sampling`): NumPyro's
+tree building on the PyMC model's JAX log density, nutpie-style mass adaptation, chains in
+parallel on XLA host devices, and draws until every stored quantity reaches the ESS target.
+``numpyro`` (PyMC's ``pm.sample(nuts_sampler="numpyro")``), ``nutpie`` and ``pymc`` (PyMC's
+own NUTS) are selectable and run a fixed number of draws. JAX is configured by
+:func:`bayesscale.sampling.jaxconfig.configure`, called here before the first JAX computation.
 
 Example
 -------
@@ -15,35 +17,33 @@ Example
 from __future__ import annotations
 
 import os
-import sys
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-HOST_DEVICES = max(4, os.cpu_count() or 1)
-if "jax" not in sys.modules and "xla_force_host_platform_device_count" not in os.environ.get(
-    "XLA_FLAGS", ""
-):
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={HOST_DEVICES}"
-    ).strip()
+import numpy as np
+import pymc as pm
+import xarray as xr
 
-import time  # noqa: E402
-import warnings  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
+from bayesscale import __version__, names
+from bayesscale.atomic import write_atomically
+from bayesscale.models import build_law_model
+from bayesscale.observations import Design, Table, prepare
+from bayesscale.sampling import configure
+from bayesscale.sampling.config import (
+    DEFAULT_SAMPLER,
+    ESS_TARGET,
+    FitConfig,
+)
+from bayesscale.sampling.diagnostics import convergence_of
+from bayesscale.sampling.progress import Progress
+from bayesscale.spec import ModelSpec, parse_spec
 
-import arviz as az  # noqa: E402
-import numpy as np  # noqa: E402
-import pymc as pm  # noqa: E402
-import xarray as xr  # noqa: E402
-
-from bayesscale import __version__, names  # noqa: E402
-from bayesscale.atomic import write_atomically  # noqa: E402
-from bayesscale.models import build_law_model  # noqa: E402
-from bayesscale.observations import Design, Table, prepare  # noqa: E402
-from bayesscale.spec import ModelSpec, parse_spec  # noqa: E402
-
-SAMPLERS = ("numpyro", "nutpie", "pymc")
 RHAT_MAX = 1.01
-ESS_MIN = 400
+ESS_MIN = ESS_TARGET
 FORMAT_VERSION = 1
 ATTR_FORMAT = "bayesscale_format"
 
@@ -52,66 +52,152 @@ class FitFileError(ValueError):
     """A file is not a fit this version of bayesscale can read."""
 
 
-@dataclass(frozen=True)
-class FitConfig:
-    """How to sample. ``seed`` makes the whole fit reproducible."""
-
-    sampler: str = "numpyro"
-    chains: int = 4
-    draws: int = 1000
-    tune: int = 1000
-    target_accept: float = 0.9
-    seed: int = 20261129
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"unknown sampler {self.sampler!r}; choose one of {SAMPLERS}")
-        if self.chains < 1 or self.draws < 1 or self.tune < 0:
-            raise ValueError("chains and draws must be >= 1 and tune >= 0")
-        if not 0 < self.target_accept < 1:
-            raise ValueError(f"target_accept must be in (0, 1), got {self.target_accept}")
-
-
 @dataclass
 class Timing:
-    """Wall-clock seconds of one sampling run; ``compile`` is the time before the first draw
-    where the sampler reports it (NumPyro's ``sampling_time`` excludes compilation)."""
+    """Wall-clock seconds of one sampling run; ``compile`` is the time spent compiling where
+    the sampler reports it."""
 
     wall: float
     sampling: float | None
+    compile_seconds: float | None = None
+    warmup: float | None = None
 
     @property
     def compile(self) -> float | None:
+        if self.compile_seconds is not None:
+            return self.compile_seconds
         return None if self.sampling is None else max(self.wall - self.sampling, 0.0)
 
 
-def _check_parallel_chains(chains: int) -> None:
-    import jax
+def sample(model: pm.Model, config: FitConfig, label: str = "fit") -> tuple[xr.DataTree, Timing]:
+    """Run NUTS on ``model`` with the configured sampler; return the DataTree and timing.
 
-    devices = jax.local_device_count()
-    if devices < chains:
-        warnings.warn(
-            f"JAX sees {devices} host device(s) for {chains} chains, so NumPyro runs them one "
-            "after another. Set XLA_FLAGS=--xla_force_host_platform_device_count="
-            f"{chains} before JAX is imported (import bayesscale.inference first).",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+    The tree has ``posterior``, ``sample_stats`` and ``observed_data``. A ``KeyboardInterrupt``
+    (Ctrl-C) stops the default sampler within about half a second and propagates.
+    """
+    configure(config.chains)
+    if config.preview:
+        return _preview(model, config, label)
+    if config.sampler == DEFAULT_SAMPLER:
+        return _sample_own(model, config, label)
+    return _sample_pymc(model, config)
 
 
-def sample(model: pm.Model, config: FitConfig) -> tuple[xr.DataTree, Timing]:
-    """Run NUTS on ``model`` with the configured sampler; return the DataTree and timing."""
+def _preview(model: pm.Model, config: FitConfig, label: str) -> tuple[xr.DataTree, Timing]:
+    """A Laplace approximation in place of sampling (``--preview``): one "chain" of
+    independent draws from the Gaussian at the mode. Marked as a preview by :func:`fit`."""
+    from bayesscale.sampling.laplace import laplace
+    from bayesscale.sampling.logdensity import LogDensity
+
+    start = time.perf_counter()
+    progress = Progress(label, enabled=config.progress)
+    density = LogDensity.from_model(model)
+    result = laplace(density, draws=config.draws * config.chains, seed=config.seed)
+    draws = config.draws * config.chains
+    posterior = _posterior_dataset(result.posterior, density)
+    posterior.attrs = {"inference_library": "bayesscale (Laplace approximation, preview)"}
+    stats = xr.Dataset(
+        {"diverging": ((names.CHAIN_DIM, names.DRAW_DIM), np.zeros((1, draws), dtype=bool))},
+        coords={names.CHAIN_DIM: [0], names.DRAW_DIM: np.arange(draws)},
+    )
+    tree = xr.DataTree.from_dict(
+        {"posterior": posterior, "sample_stats": stats, "observed_data": _observed_data(model)}
+    )
+    wall = time.perf_counter() - start
+    mode = "mode found" if result.converged else f"MODE NOT FOUND ({result.message})"
+    progress.close(
+        f"PREVIEW: Laplace approximation, {draws} draws in {wall:.1f} s "
+        f"({mode} after {result.iterations} L-BFGS iterations); not a posterior sample"
+    )
+    return tree, Timing(wall=wall, sampling=None, compile_seconds=result.compile_seconds)
+
+
+def _posterior_dataset(draws: dict[str, np.ndarray], density: Any) -> xr.Dataset:
+    """Draws ``(chain, draw, ...)`` of the stored quantities, with the model's dims."""
+    posterior = xr.Dataset(
+        {
+            name: ((names.CHAIN_DIM, names.DRAW_DIM, *_dims(name, value, density.dims)), value)
+            for name, value in draws.items()
+        }
+    )
+    chains, n = next(iter(draws.values())).shape[:2]
+    coords = {names.CHAIN_DIM: np.arange(chains), names.DRAW_DIM: np.arange(n), **density.coords}
+    return posterior.assign_coords({d: v for d, v in coords.items() if d in posterior.dims})
+
+
+def _sample_own(model: pm.Model, config: FitConfig, label: str) -> tuple[xr.DataTree, Timing]:
+    from bayesscale.sampling.engine import CompiledNuts, NutsSettings
+    from bayesscale.sampling.logdensity import LogDensity
+
+    start = time.perf_counter()
+    progress = Progress(label, enabled=config.progress)
+    density = LogDensity.from_model(model)
+    sampler = CompiledNuts(density, chains=config.chains, target_accept=config.target_accept)
+    settings = NutsSettings(
+        tune=config.tune,
+        draws=config.draws,
+        seed=config.seed,
+        ess_target=config.ess_target,
+        max_draws=config.max_draws,
+    )
+    result = sampler.run(settings, progress=progress)
+    chains, draws = result.stats["diverging"].shape
+    posterior = _posterior_dataset(result.posterior, density)
+    wall = time.perf_counter() - start
+    posterior.attrs = {
+        "sampling_time": round(result.sampling_seconds, 3),
+        "tuning_steps": config.tune,
+        "inference_library": "bayesscale (NumPyro NUTS trees)",
+    }
+    stats = xr.Dataset(
+        {k: ((names.CHAIN_DIM, names.DRAW_DIM), v) for k, v in result.stats.items()},
+        coords={names.CHAIN_DIM: np.arange(chains), names.DRAW_DIM: np.arange(draws)},
+    )
+    tree = xr.DataTree.from_dict(
+        {"posterior": posterior, "sample_stats": stats, "observed_data": _observed_data(model)}
+    )
+    summary = (
+        f"{chains} chains x {draws} draws in {wall:.1f} s (compile {result.compile_seconds:.1f} s, "
+        f"warm-up {result.warmup_seconds:.1f} s, sampling {result.sampling_seconds:.1f} s), "
+        f"{int(result.stats['diverging'].sum())} divergences"
+    )
+    progress.close(summary)
+    return tree, Timing(
+        wall=wall,
+        sampling=result.sampling_seconds,
+        compile_seconds=result.compile_seconds,
+        warmup=result.warmup_seconds,
+    )
+
+
+def _dims(name: str, value: np.ndarray, dims: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    named = tuple(dims.get(name, ()))
+    return named + tuple(f"{name}_dim_{i}" for i in range(len(named), np.ndim(value) - 2))
+
+
+def _observed_data(model: pm.Model) -> xr.Dataset:
+    data = {}
+    for rv in model.observed_RVs:
+        value = model.rvs_to_values[rv]
+        array = np.asarray(value.data if hasattr(value, "data") else value.get_value())
+        dims = tuple(model.named_vars_to_dims.get(rv.name, ()) or ())
+        dims = dims + tuple(f"{rv.name}_dim_{i}" for i in range(len(dims), array.ndim))
+        data[rv.name] = (dims, array)
+    ds = xr.Dataset(data)
+    coords = {d: list(v) for d, v in model.coords.items() if v is not None and d in ds.dims}
+    return ds.assign_coords(coords)
+
+
+def _sample_pymc(model: pm.Model, config: FitConfig) -> tuple[xr.DataTree, Timing]:
     kwargs: dict[str, object] = {}
-    if config.sampler == "numpyro":
-        _check_parallel_chains(config.chains)  # PyMC's numpyro default is chain_method="parallel"
-    elif config.sampler == "pymc":
+    if config.sampler == "pymc":
         kwargs["cores"] = min(config.chains, os.cpu_count() or 1)
-        # JAX (imported for NumPyro) is multithreaded: a plain fork of this process can
-        # deadlock, so PyMC's worker processes come from a fresh forkserver.
+        # JAX is multithreaded: a plain fork of this process can deadlock, so PyMC's worker
+        # processes come from a fresh forkserver.
         kwargs["mp_ctx"] = "forkserver"
     start = time.perf_counter()
-    with model:
+    with model, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
         tree = pm.sample(
             draws=config.draws,
             tune=config.tune,
@@ -123,9 +209,21 @@ def sample(model: pm.Model, config: FitConfig) -> tuple[xr.DataTree, Timing]:
             compute_convergence_checks=False,
             **kwargs,
         )
+    _pymc_notes(caught, config.progress)
     wall = time.perf_counter() - start
     sampling = tree["posterior"].attrs.get("sampling_time")
     return tree, Timing(wall=wall, sampling=float(sampling) if sampling is not None else None)
+
+
+def _pymc_notes(caught: list[warnings.WarningMessage], show: bool) -> None:
+    """PyMC's warnings (draw counts and the like) as one-line notes; others re-raised."""
+    note = Progress("fit", enabled=show)
+    for w in caught:
+        text = str(w.message).strip().splitlines()[0] if str(w.message).strip() else ""
+        if issubclass(w.category, UserWarning) and "samples per chain" in text:
+            note.note(f"note: {text}")
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _constant_data(design: Design, table: Table) -> xr.Dataset:
@@ -155,6 +253,7 @@ def fit(table: Table, spec: ModelSpec, config: FitConfig | None = None) -> xr.Da
     design = prepare(table, spec)
     model = build_law_model(design)
     tree, timing = sample(model, config)
+    draws = int(tree["posterior"].sizes[names.DRAW_DIM])
     keep = {
         "posterior": tree["posterior"].to_dataset(),
         "sample_stats": tree["sample_stats"].to_dataset(),
@@ -171,13 +270,24 @@ def fit(table: Table, spec: ModelSpec, config: FitConfig | None = None) -> xr.Da
         names.ATTR_DATA_SOURCE: table.source,
         names.ATTR_SAMPLER: config.sampler,
         names.ATTR_SEED: config.seed,
-        "chains": config.chains,
-        "draws": config.draws,
-        "tune": config.tune,
-        "target_accept": config.target_accept,
-        "wall_seconds": round(timing.wall, 3),
+        **sampler_attrs(config, draws, timing),
     }
     return out
+
+
+def sampler_attrs(config: FitConfig, draws: int, timing: Timing) -> dict[str, Any]:
+    """How a fit was sampled, as root attributes: ``draws`` is what the posterior holds per
+    chain (with an ESS target it can exceed ``config.draws``)."""
+    return {
+        names.ATTR_PREVIEW: int(config.preview),
+        "chains": config.chains,
+        "draws": draws,
+        "tune": config.tune,
+        "target_accept": config.target_accept,
+        "ess_target": config.ess_target,
+        "wall_seconds": round(timing.wall, 3),
+        "compile_seconds": round(timing.compile or 0.0, 3),
+    }
 
 
 def fit_spec(tree: xr.DataTree) -> ModelSpec:
@@ -198,11 +308,13 @@ class Diagnostics:
     divergences: int
     draws: int
     worst: dict[str, str] = field(default_factory=dict)
+    preview: bool = False
 
     @property
     def ok(self) -> bool:
         return (
-            self.max_rhat <= RHAT_MAX
+            not self.preview
+            and self.max_rhat <= RHAT_MAX
             and self.min_ess_bulk >= ESS_MIN
             and self.min_ess_tail >= ESS_MIN
             and self.divergences == 0
@@ -211,6 +323,12 @@ class Diagnostics:
     def problems(self) -> list[str]:
         """What failed, each with what to try."""
         out = []
+        if self.preview:
+            out.append(
+                "this is a PREVIEW (--preview): draws from the Laplace approximation at the "
+                "posterior mode, not a posterior sample; R-hat and ESS say nothing about it. "
+                "Refit without --preview before drawing conclusions."
+            )
         if self.divergences:
             out.append(
                 f"{self.divergences} divergent transitions: the posterior has regions NUTS cannot "
@@ -229,41 +347,73 @@ class Diagnostics:
             )
         return out
 
+    def headline(self) -> str | None:
+        """One line for the top of every output that reads the fit, or ``None`` when the fit
+        converged: a preview, or which diagnostics failed."""
+        if self.preview:
+            return (
+                "PREVIEW FIT (Laplace approximation, not a posterior sample): do not draw "
+                "conclusions from it; refit without --preview"
+            )
+        if self.ok:
+            return None
+        failed = []
+        if self.max_rhat != self.max_rhat or self.max_rhat > RHAT_MAX:
+            failed.append(f"max R-hat {self.max_rhat:.3f} > {RHAT_MAX}")
+        ess = min(self.min_ess_bulk, self.min_ess_tail)
+        if ess != ess or ess < ESS_MIN:
+            failed.append(f"min ESS {ess:.0f} < {ESS_MIN}")
+        if self.divergences:
+            failed.append(f"{self.divergences} divergent transitions")
+        return f"DIAGNOSTICS FAILED ({', '.join(failed)}): do not trust these numbers yet"
+
     def to_dict(self) -> dict[str, object]:
+        """JSON-ready: a statistic that is not defined (R-hat of one chain) is ``None``."""
+
+        def number(x: float) -> float | None:
+            return float(x) if np.isfinite(x) else None
+
         return {
-            "max_rhat": self.max_rhat,
-            "min_ess_bulk": self.min_ess_bulk,
-            "min_ess_tail": self.min_ess_tail,
+            "max_rhat": number(self.max_rhat),
+            "min_ess_bulk": number(self.min_ess_bulk),
+            "min_ess_tail": number(self.min_ess_tail),
             "divergences": self.divergences,
             "draws": self.draws,
+            "preview": self.preview,
             "ok": self.ok,
+            "headline": self.headline(),
         }
+
+
+def format_diagnostics(d: Mapping[str, Any]) -> str:
+    """``max R-hat 1.0045, min bulk ESS 461, min tail ESS 453, divergences 0`` from
+    :meth:`Diagnostics.to_dict` (``n/a`` where a statistic is not defined)."""
+
+    def num(key: str, fmt: str) -> str:
+        value = d.get(key)
+        return "n/a" if value is None else format(value, fmt)
+
+    return (
+        f"max R-hat {num('max_rhat', '.4f')}, min bulk ESS {num('min_ess_bulk', '.0f')}, "
+        f"min tail ESS {num('min_ess_tail', '.0f')}, divergences {d.get('divergences')}"
+    )
 
 
 def diagnose(tree: xr.DataTree) -> Diagnostics:
     """R-hat, bulk and tail ESS over all posterior variables, and divergences."""
     posterior = tree["posterior"].to_dataset()
     n_draws = int(posterior.sizes[names.CHAIN_DIM] * posterior.sizes[names.DRAW_DIM])
-    rhat = az.rhat(posterior)
-    ess_bulk = az.ess(posterior, method="bulk")
-    ess_tail = az.ess(posterior, method="tail")
-
-    def extreme(ds: xr.Dataset, pick: str) -> tuple[float, str]:
-        values = {str(name): float(getattr(np, f"nan{pick}")(da.values)) for name, da in ds.items()}
-        worst = (max if pick == "max" else min)(values, key=lambda k: values[k])
-        return values[worst], worst
-
-    max_rhat, worst_rhat = extreme(rhat, "max")
-    min_bulk, worst_bulk = extreme(ess_bulk, "min")
-    min_tail, worst_tail = extreme(ess_tail, "min")
+    check = convergence_of(posterior)
     diverging = tree["sample_stats"].to_dataset()["diverging"]
+    preview = bool(int(tree.attrs.get(names.ATTR_PREVIEW, 0)))
     return Diagnostics(
-        max_rhat=max_rhat,
-        min_ess_bulk=min_bulk,
-        min_ess_tail=min_tail,
+        preview=preview,
+        max_rhat=check.max_rhat,
+        min_ess_bulk=check.min_ess_bulk,
+        min_ess_tail=check.min_ess_tail,
         divergences=int(diverging.sum()),
         draws=n_draws,
-        worst={"rhat": worst_rhat, "ess": worst_bulk if min_bulk <= min_tail else worst_tail},
+        worst={"rhat": check.worst_rhat, "ess": check.worst_ess},
     )
 
 

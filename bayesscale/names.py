@@ -87,6 +87,7 @@ ATTR_SAMPLER: Final = "sampler"
 ATTR_SEED: Final = "random_seed"
 ATTR_SETTINGS_TABLE: Final = "settings_json"
 ATTR_KIND: Final = "bayesscale_kind"
+ATTR_PREVIEW: Final = "preview"  # 1 for a --preview fit (short run, no ESS target), else 0
 KIND_LAW_FIT: Final = "law_fit"
 
 # --- pricing tables and fits (synthetic data: discount kappa(r), collapse ratio r*) -------

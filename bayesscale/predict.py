@@ -81,7 +81,6 @@ SLOPE_Z = "slope_z"
 LOG_LEVEL_GROUP = "log_level_group"
 LOG_LEVEL_POP = "log_level_pop"
 LEVEL_SPREAD = "level_spread"
-LEVEL_Z = "level_z"
 INTERACTION_WEIGHT = "interaction_weight"
 
 

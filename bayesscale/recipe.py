@@ -751,12 +751,14 @@ def to_json(ds: xr.Dataset, credible: float = DEFAULT_CREDIBLE) -> dict[str, obj
             row["success_at_own_optimum"] = trio(s[names.SUCCESS_OPTIMUM].sel(sel))
             if names.DECISION in s:
                 row["decision"] = {
-                    a: float(s[names.DECISION].sel({**sel, names.AXIS_DIM: a})) for a in axes
+                    a: _json_number(float(s[names.DECISION].sel({**sel, names.AXIS_DIM: a})))
+                    for a in axes
                 }
                 row["decision_spend"] = {
-                    a: float(s[names.DECISION_SPEND].sel({**sel, names.AXIS_DIM: a})) for a in axes
+                    a: _json_number(float(s[names.DECISION_SPEND].sel({**sel, names.AXIS_DIM: a})))
+                    for a in axes
                 }
-                row["expected_success"] = float(s[names.EXPECTED_SUCCESS].sel(sel))
+                row["expected_success"] = _json_number(float(s[names.EXPECTED_SUCCESS].sel(sel)))
                 row["success_at_decision"] = trio(s[names.SUCCESS_DECISION].sel(sel))
             row["baselines"] = {}
             for b in baselines:

@@ -35,10 +35,10 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import __version__, names
-from bayesscale.cli._sampling import PRICING_TARGET_ACCEPT
 from bayesscale.inference import FitConfig, FitFileError, diagnose, fit, load_fit, save_fit
 from bayesscale.observations import load_observations, read_table, validate
 from bayesscale.report_dir import building, prepare
+from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 from bayesscale.spec import load_spec
 
 DEFAULT_BUDGETS = (1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6)
@@ -88,7 +88,17 @@ def fingerprint(options: ReportOptions) -> dict[str, Any]:
         "pricing_fit": _sha256(options.pricing_fit),
         "budgets": list(options.budgets),
         "prob": options.prob,
-        "config": [config.sampler, config.chains, config.draws, config.tune, config.seed],
+        "config": [
+            config.sampler,
+            config.chains,
+            config.draws,
+            config.tune,
+            config.seed,
+            config.ess_target,
+            config.max_draws,
+            config.target_accept,
+            config.preview,
+        ],
         "pricing_config": [pc.sampler, pc.chains, pc.draws, pc.tune, pc.seed],
         "max_recipe_draws": options.max_recipe_draws,
     }
@@ -129,7 +139,7 @@ class _Sections:
 
 
 def _sampling(config: FitConfig) -> str:
-    return f"({config.sampler}, {config.chains} chains x {config.draws} draws)"
+    return f"({config.describe()})"
 
 
 def _fit_or_reuse(
@@ -261,7 +271,7 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
 
 
 def _diagnostics_line(what: str, d: Any, tree: xr.DataTree) -> str:
-    verdict = "converged" if d.ok else "**DID NOT CONVERGE — do not trust these numbers yet**"
+    verdict = "converged" if d.ok else f"**{d.headline()}**"
     return (
         f"{what}: {tree.attrs.get(names.ATTR_SAMPLER)}, {tree.attrs.get('chains')} chains x "
         f"{tree.attrs.get('draws')} draws, seed {tree.attrs.get(names.ATTR_SEED)}; max R-hat "

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bayesscale import __version__
-from bayesscale.atomic import default_mode
+from bayesscale.atomic import default_mode, track, untrack
 
 MANIFEST: Final = "report.json"
 MANIFEST_KIND: Final = "bayesscale-report"
@@ -103,6 +103,7 @@ def building(path: Path, fingerprint: Mapping[str, Any], force: bool) -> Iterato
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
     tmp.chmod(default_mode(directory=True))  # mkdtemp gives 0o700
+    track(tmp)
     try:
         yield tmp
         files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
@@ -119,8 +120,10 @@ def building(path: Path, fingerprint: Mapping[str, Any], force: bool) -> Iterato
             old = path.parent / f".{path.name}.old-{os.getpid()}"
             path.rename(old)
         tmp.rename(path)
+        untrack(tmp, path)
         if old is not None:
             shutil.rmtree(old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        untrack(tmp)
         raise

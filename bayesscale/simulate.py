@@ -136,9 +136,14 @@ def paper_truth(
     alpha_size: float = 0.30,
     concentration: float = 800.0,
     trials: int = 2000,
+    copies: int = 1,
 ) -> Truth:
     """A truth calibrated to the paper (PAPER.md sections 1-4): 21 settings, exponents
     0.41 / 0.26 / 0.11 with per-setting spread of a few hundredths, alpha_N = 0.30.
+
+    ``copies > 1`` repeats the 21 settings with domains ``"<domain> #2"``, ``#3``, ... (each
+    with its own draws of the per-setting values): ``21 * copies`` settings, for measuring
+    how fits scale with the number of settings.
 
     Per-setting exponents are ``alpha_pop * exp(spread * z)``: the population value is
     the median. Seed-to-seed spread (concentration 800: sd 1.6 points at p = 0.3) exceeds
@@ -146,22 +151,36 @@ def paper_truth(
     per run: the noise level at which 3-seed per-panel fits give exponent intervals of a
     few hundredths, the precision the paper reports (PAPER.md section 4).
     """
+    if copies < 1:
+        raise ValueError(f"copies must be >= 1, got {copies}")
     rng = np.random.default_rng(seed)
     axes = (names.ENV, names.TASK, names.TRAJ)
-    n = len(PAPER_SETTINGS)
+    settings = [
+        {**s, names.DOMAIN: s[names.DOMAIN] + (f" #{c + 1}" if c else "")}
+        for c in range(copies)
+        for s in PAPER_SETTINGS
+    ]
+    group_floor = {
+        (s[names.ALGORITHM], s[names.DOMAIN] + (f" #{c + 1}" if c else "")): PAPER_GROUP_FLOORS[
+            (s[names.ALGORITHM], s[names.DOMAIN])
+        ]
+        for c in range(copies)
+        for s in PAPER_SETTINGS
+    }
+    n = len(settings)
     z_alpha = rng.standard_normal((n, 3))
     alpha = np.asarray(alpha_pop) * np.exp(np.asarray(alpha_log_spread) * z_alpha)
     amplitude = np.asarray(amplitude_pop) * np.exp(
         amplitude_log_spread * rng.standard_normal((n, 3))
     )
     floors = np.array(
-        [PAPER_GROUP_FLOORS[(s[names.ALGORITHM], s[names.DOMAIN])] for s in PAPER_SETTINGS]
+        [group_floor[(s[names.ALGORITHM], s[names.DOMAIN])] for s in settings]
     ) * np.exp(floor_log_spread * rng.standard_normal(n))
-    sizes = np.array([s[names.PARAMS_B] for s in PAPER_SETTINGS])
+    sizes = np.array([s[names.PARAMS_B] for s in settings])
     reference = [laws.reference_scale(PAPER_GRIDS[a]) for a in axes]
     return Truth(
         axes=axes,
-        settings=[dict(s) for s in PAPER_SETTINGS],
+        settings=settings,
         alpha_pop=list(alpha_pop),
         alpha=alpha.round(6).tolist(),
         amplitude=amplitude.round(6).tolist(),

@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from bayesscale import laws, names
-from bayesscale.inference import diagnose, fit_spec
+from bayesscale.inference import diagnose, fit_spec, format_diagnostics
 
 SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
 
@@ -108,7 +108,9 @@ def format_text(result: dict[str, Any]) -> str:
     """A terminal-friendly rendering of ``summarise``'s result."""
     prob = result["prob"]
     axes = result["ordering"]["axes"]
-    lines = [
+    headline = result["diagnostics"].get("headline")
+    lines = [headline] if headline else []
+    lines += [
         f"model {result['model']!r}, data {result['data']['source']} (sha256 {str(result['data']['sha256'])[:12]}), "
         f"sampler {result['sampler']}, seed {result['seed']}",
         "",
@@ -127,10 +129,9 @@ def format_text(result: dict[str, Any]) -> str:
         cells = "".join(f"  {_fmt(values[a]):^22}" for a in axes)
         lines.append(f"  {s.ljust(width)}{cells}  {result['ordering']['settings'][s]:.3f}")
     diag = result["diagnostics"]
-    verdict = "ok" if diag["ok"] else "FAILED"
+    verdict = "ok" if diag["ok"] else ("PREVIEW" if diag.get("preview") else "FAILED")
     lines += [
         "",
-        f"Diagnostics ({verdict}): max R-hat {diag['max_rhat']:.4f}, min bulk ESS {diag['min_ess_bulk']:.0f}, "
-        f"min tail ESS {diag['min_ess_tail']:.0f}, divergences {diag['divergences']}, draws {diag['draws']}",
+        f"Diagnostics ({verdict}): {format_diagnostics(diag)}, draws {diag['draws']}",
     ]
     return "\n".join(lines)

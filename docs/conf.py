@@ -66,7 +66,7 @@ html_static_path: list[str] = []
 nitpick_ignore_regex = [
     (
         "py:class",
-        r"(numpy|np|pandas|pd|xarray|xr|pymc|pm|pytensor|scipy|matplotlib|pathlib|collections\.abc)\..*",
+        r"(numpy|np|pandas|pd|xarray|xr|pymc|pm|pytensor|pt|scipy|matplotlib|pathlib|collections\.abc)\..*",
     ),
 ]
 # ``open_spec`` returns the private reader of spec tables, deliberately undocumented.

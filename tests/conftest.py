@@ -1,4 +1,8 @@
-"""Shared fixtures. Importing bayesscale.inference first sets XLA's host device count.
+"""Shared fixtures.
+
+Compiled samplers are cached (JAX's persistent compilation cache) in a folder of this test
+session's own, never the user's: ``BAYESSCALE_CACHE_DIR`` is set here before anything
+configures JAX, unless the caller set it.
 
 The two sampled fits (the law on the reference data, the pricing model on the reference
 pricing data) are session fixtures shared by every test module that needs one: each is
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,17 +24,19 @@ import pytest
 import xarray as xr
 from testdata import PRICING, REFERENCE
 
+os.environ.setdefault("BAYESSCALE_CACHE_DIR", tempfile.mkdtemp(prefix="bayesscale-test-jax-"))
+
 import bayesscale.inference
 from bayesscale import __version__
 from bayesscale.inference import FitConfig, fit, load_fit, save_fit
 from bayesscale.observations import load_observations
 from bayesscale.pricing import fit_pricing, load_pricing, load_pricing_spec
+from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 from bayesscale.spec import load_spec
 
-LAW_CONFIG = FitConfig(draws=500, tune=500, chains=4, seed=11, progress=False)
-PRICING_CONFIG = FitConfig(
-    draws=150, tune=200, chains=2, seed=5, target_accept=0.85, progress=False
-)
+# The package's defaults: what a user's `bayesscale fit` / `price` does.
+LAW_CONFIG = FitConfig(seed=11, progress=False)
+PRICING_CONFIG = FitConfig(seed=5, target_accept=PRICING_TARGET_ACCEPT, progress=False)
 
 
 def _cached(key_parts: list[str], kind: str, make: Callable[[], xr.DataTree]) -> xr.DataTree:

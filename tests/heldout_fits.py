@@ -23,7 +23,7 @@ from bayesscale.observations import Table, frame_sha256, validate
 from bayesscale.spec import ModelSpec, parse_spec
 
 SETTING = {names.MODEL: "Qwen3-8B", names.ALGORITHM: "grpo", names.DOMAIN: "math+code"}
-CONFIG = FitConfig(chains=2, draws=300, tune=300, seed=1, progress=False)
+CONFIG = FitConfig(chains=2, draws=300, tune=300, seed=1, progress=False, ess_target=0)
 LEAVE_OUT = "rollouts=max"
 
 _AXES = """

@@ -136,7 +136,12 @@ def test_law_panels_draw_the_posterior_median_and_the_seed_means(
     (src,) = prov.sources
     assert src.data_sha256 == law_fit.attrs[names.ATTR_DATA_HASH] == table.sha256
     assert src.data_file == "observations.csv"
-    assert (src.kind, src.spec, src.seed, src.sampler) == ("law_fit", "agentic-rl", 11, "numpyro")
+    assert (src.kind, src.spec, src.seed, src.sampler) == (
+        "law_fit",
+        "agentic-rl",
+        11,
+        "bayesscale",
+    )
     assert prov.version == __version__
     chunks = read_png_text(path)
     assert chunks["law_fit.data_sha256"] == table.sha256

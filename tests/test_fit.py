@@ -23,7 +23,7 @@ from bayesscale.summary import summarise
 
 pytestmark = pytest.mark.slow
 SPEC = load_spec()
-CONFIG = FitConfig(draws=500, tune=500, chains=4, seed=11, progress=False)
+CONFIG = FitConfig(seed=11, progress=False)  # the package's defaults
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +99,7 @@ def test_same_seed_same_posterior(tmp_path):
     frame = pd.read_csv(REFERENCE / "observations.csv")
     sub = frame[(frame[names.DOMAIN] == "math+code") & (frame[names.ALGORITHM] == "ppo")]
     table = Table(validate(sub, SPEC), "sub", "x")
-    config = FitConfig(draws=50, tune=50, chains=2, seed=3, progress=False)
+    config = FitConfig(draws=50, tune=50, chains=2, seed=3, progress=False, ess_target=0)
     a, b = fit(table, SPEC, config), fit(table, SPEC, config)
     np.testing.assert_array_equal(
         a["posterior"][names.ALPHA].values, b["posterior"][names.ALPHA].values
@@ -152,6 +152,8 @@ def test_cli_fit_and_summary_json(tmp_path, capsys):
         "--quiet",
         "--seed",
         "4",
+        "--ess-target",
+        "0",
     ]
     status = main(argv)
     assert status == 0 and out.exists()
@@ -185,3 +187,34 @@ def test_other_samplers_are_selectable(sampler):
     }
     alpha = float(tree["posterior"][names.ALPHA].sel(axis="N").median())
     assert 0.2 < alpha < 0.5
+
+
+def test_a_preview_is_marked_in_every_output_that_reads_it(tmp_path, capsys):
+    """`fit --preview` (the Laplace approximation): the fit file says so, `--strict` refuses
+    it, and summary, recipe and check put it on their first line and in their JSON."""
+    frame = pd.read_csv(REFERENCE / "observations.csv")
+    sub = frame[(frame[names.DOMAIN] == "swe") & (frame[names.ALGORITHM] == "grpo")]
+    obs = tmp_path / "obs.csv"
+    sub.to_csv(obs, index=False)
+    out = tmp_path / "preview.nc"
+    argv = ["fit", str(obs), "--out", str(out), "--preview", "--quiet"]
+    assert main([*argv, "--strict"]) == 3
+    assert "PREVIEW (Laplace approximation" in capsys.readouterr().out
+    tree = load_fit(out)
+    assert tree.attrs[names.ATTR_PREVIEW] == 1 and not diagnose(tree).ok
+    assert main(["summary", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("PREVIEW FIT (Laplace approximation")
+    assert main(["summary", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["diagnostics"]["preview"] is True
+    assert main(["recipe", str(out), "--budget", "1e4"]) == 0
+    assert capsys.readouterr().out.startswith("law fit: PREVIEW FIT")
+    assert main(["recipe", str(out), "--budget", "1e4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fit_diagnostics"]["law_fit"]["preview"] is True
+    heldout = REFERENCE / "heldout.csv"
+    rows = pd.read_csv(heldout)
+    rows = rows[rows[names.MODEL].isin(sub[names.MODEL]) & rows[names.DOMAIN].eq("swe")]
+    rows = rows[rows[names.ALGORITHM].eq("grpo")]
+    held = tmp_path / "heldout.csv"
+    rows.to_csv(held, index=False)
+    assert main(["check", str(out), str(held)]) == 0
+    assert capsys.readouterr().out.startswith("PREVIEW FIT")

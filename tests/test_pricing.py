@@ -329,6 +329,7 @@ def test_pooling_narrows_a_thin_method_and_the_cli_round_trip(frame, tmp_path, c
     law_tree.attrs = {names.ATTR_KIND: names.KIND_LAW_FIT, ATTR_FORMAT: FORMAT_VERSION}
     save_fit(law_tree, law_fit)
     common = ["--chains", "2", "--draws", "150", "--tune", "200", "--target-accept", "0.85"]
+    common += ["--ess-target", "0"]
     common += ["--seed", "3", "--quiet", "--law-fit", str(law_fit)]
     assert main(["price", str(csv), "--out", str(tmp_path / "pooled.nc"), *common]) == 0
     out = capsys.readouterr().out

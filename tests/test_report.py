@@ -157,7 +157,7 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     small = small[small[names.DOMAIN].isin(["math+code", "swe"])]
     obs = tmp_path / "obs.csv"
     small.to_csv(obs, index=False)
-    config = FitConfig(draws=60, tune=100, chains=2, seed=3, progress=False)
+    config = FitConfig(draws=60, tune=100, chains=2, seed=3, progress=False, ess_target=0)
     options = ReportOptions(observations=obs, budgets=(1e3, 1e4), config=config)
     path = build_report(options, tmp_path / "out")
     text = path.read_text()

@@ -1,5 +1,6 @@
 """Sampler options and the diagnostics verdict shared by the commands that fit (``fit``,
-``price``). A module without ``register``: the command registry skips it."""
+``price``, ``crossval``, ``report``). A module without ``register``: the command registry
+skips it. Every default shown comes from :class:`bayesscale.sampling.config.FitConfig`."""
 
 from __future__ import annotations
 
@@ -7,46 +8,118 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from bayesscale.sampling.config import (
+    DEFAULT_DRAWS,
+    DEFAULT_MAX_DRAWS,
+    DEFAULT_SEED,
+    DEFAULT_TARGET_ACCEPT,
+    DEFAULT_TUNE,
+    ESS_TARGET,
+    PREVIEW_DRAWS,
+    SAMPLERS,
+    FitConfig,
+    default_chains,
+)
+
 if TYPE_CHECKING:
-    from bayesscale.inference import Diagnostics, FitConfig
+    from bayesscale.inference import Diagnostics
 
 EXIT_DIAGNOSTICS = 3
-DEFAULT_SEED = 20261129
-# The pricing model's default: on data/pricing (4 x 1000 draws) NUTS diverged 10 times at
-# target_accept 0.85, twice at 0.95 and never at 0.99 (about 4 min instead of 2.7 on 2 cores).
-PRICING_TARGET_ACCEPT = 0.99
 
 
-def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--sampler --chains --draws --tune --target-accept --seed --quiet``."""
-    parser.add_argument("--sampler", default="numpyro", choices=("numpyro", "nutpie", "pymc"))
-    parser.add_argument("--chains", type=int, default=4)
-    parser.add_argument("--draws", type=int, default=1000)
-    parser.add_argument("--tune", type=int, default=1000)
-    parser.add_argument("--target-accept", type=float, default=0.9)
-    parser.add_argument(
+def add_sampling_arguments(
+    parser: argparse.ArgumentParser, target_accept: float = DEFAULT_TARGET_ACCEPT
+) -> None:
+    """``--sampler --chains --draws --tune --ess-target --max-draws --target-accept --seed
+    --preview --quiet``, each with its default in the help."""
+    group = parser.add_argument_group("sampling")
+    group.add_argument(
+        "--sampler",
+        default=SAMPLERS[0],
+        choices=SAMPLERS,
+        help=f"NUTS implementation (default {SAMPLERS[0]}: the package's own, on the model's JAX "
+        "log density; numpyro, nutpie and pymc run through PyMC and take exactly --draws)",
+    )
+    group.add_argument(
+        "--chains",
+        type=int,
+        default=default_chains(),
+        help=f"chains, run in parallel (default {default_chains()}: one per core, 2 to 4)",
+    )
+    group.add_argument(
+        "--draws",
+        type=int,
+        default=DEFAULT_DRAWS,
+        help=f"draws per chain before the ESS check (default {DEFAULT_DRAWS})",
+    )
+    group.add_argument(
+        "--tune",
+        type=int,
+        default=DEFAULT_TUNE,
+        help=f"warm-up iterations per chain (default {DEFAULT_TUNE})",
+    )
+    group.add_argument(
+        "--ess-target",
+        type=float,
+        default=ESS_TARGET,
+        help=f"keep sampling until every quantity has bulk and tail ESS >= this and R-hat <= "
+        f"1.01 (default {ESS_TARGET}; 0 keeps exactly --draws)",
+    )
+    group.add_argument(
+        "--max-draws",
+        type=int,
+        default=DEFAULT_MAX_DRAWS,
+        help=f"draws per chain at most while reaching --ess-target (default {DEFAULT_MAX_DRAWS})",
+    )
+    group.add_argument(
+        "--target-accept",
+        type=float,
+        default=target_accept,
+        help=f"NUTS target acceptance probability (default {target_accept})",
+    )
+    group.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED})"
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    group.add_argument(
+        "--preview",
+        action="store_true",
+        help=f"a quick look while iterating on a spec, in seconds: {PREVIEW_DRAWS} draws from the "
+        "Laplace approximation at the posterior mode instead of NUTS; marked as a preview in "
+        "the fit and in everything that reads it (docs/speed.md: how far it is from a fit)",
+    )
+    group.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def config_from_args(args: argparse.Namespace) -> FitConfig:
-    from bayesscale.inference import FitConfig
+    """The :class:`FitConfig` the options ask for (a preview if ``--preview``)."""
+    try:
+        config = FitConfig(
+            sampler=args.sampler,
+            chains=args.chains,
+            draws=args.draws,
+            tune=args.tune,
+            target_accept=args.target_accept,
+            seed=args.seed,
+            progress=not args.quiet,
+            ess_target=args.ess_target,
+            max_draws=max(args.max_draws, args.draws),
+        )
+    except ValueError as exc:
+        from bayesscale.cli import CommandError
 
-    return FitConfig(
-        sampler=args.sampler,
-        chains=args.chains,
-        draws=args.draws,
-        tune=args.tune,
-        target_accept=args.target_accept,
-        seed=args.seed,
-        progress=not args.quiet,
-    )
+        raise CommandError(str(exc)) from None
+    return config.as_preview() if args.preview else config
 
 
 def diagnostics_verdict(diagnostics: Diagnostics, strict: bool) -> int:
     """Print the convergence line; when it fails, say so loudly with what to try.
     Returns the exit status: 3 for failed diagnostics under ``--strict``, else 0."""
+    if diagnostics.preview:
+        print(
+            "PREVIEW (Laplace approximation, not a posterior sample): no convergence "
+            "diagnostics apply; refit without --preview before drawing conclusions"
+        )
+        return EXIT_DIAGNOSTICS if strict else 0
     print(
         f"max R-hat {diagnostics.max_rhat:.4f}, min bulk ESS {diagnostics.min_ess_bulk:.0f}, "
         f"min tail ESS {diagnostics.min_ess_tail:.0f}, divergences {diagnostics.divergences}"

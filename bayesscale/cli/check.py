@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args.out, args.force)
 
     from bayesscale.check import check, format_text, load_heldout, summary
-    from bayesscale.inference import load_fit
+    from bayesscale.inference import diagnose, load_fit
     from bayesscale.observations import write_table
 
     fit = load_fit(args.fit)
@@ -60,10 +60,14 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     result = summary(table)
+    diagnostics = diagnose(fit)
+    result["fit_diagnostics"] = diagnostics.to_dict()
     if out is not None:
         write_table(table, out, overwrite=args.force)
         result["table"] = str(out)
-    print(json.dumps(result, indent=2) if args.json else format_text(result))
+    headline = diagnostics.headline()
+    text = format_text(result) if headline is None else f"{headline}\n{format_text(result)}"
+    print(json.dumps(result, indent=2) if args.json else text)
     if out is not None and not args.json:
         print(f"wrote {out}")
     return 0

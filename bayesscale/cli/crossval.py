@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     add_sampling_arguments(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, interruptible=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     print(
         f"cross-validating {spec.name!r} on {table.source}: {len(args.leave_out)} refit(s) "
-        f"({config.sampler}, {config.chains} chains x {config.draws} draws, seed {config.seed})",
+        f"({config.describe()})",
         file=sys.stderr,
     )
     result = crossval(

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_sampling_arguments(parser)
     parser.add_argument("--strict", action="store_true", help="exit 3 when diagnostics fail")
     parser.add_argument("--force", action="store_true", help="replace an existing FIT.nc")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, interruptible=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,11 +42,10 @@ def run(args: argparse.Namespace) -> int:
     table = load_observations(args.observations, spec)
     config = config_from_args(args)
     print(
-        f"fitting {spec.name!r} to {len(table.frame)} rows of {table.source} "
-        f"({config.sampler}, {config.chains} chains x {config.draws} draws, seed {config.seed})",
+        f"fitting {spec.name!r} to {len(table.frame)} rows of {table.source} ({config.describe()})",
         file=sys.stderr,
     )
     tree = fit(table, spec, config)
     save_fit(tree, out, overwrite=args.force)
-    print(f"wrote {out} ({tree.attrs['wall_seconds']:.1f} s of sampling)")
+    print(f"wrote {out} ({tree.attrs['wall_seconds']:.1f} s)")
     return diagnostics_verdict(diagnose(tree), args.strict)

@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bayesscale.cli._sampling import (
-    PRICING_TARGET_ACCEPT,
-    add_sampling_arguments,
-    config_from_args,
-    diagnostics_verdict,
-)
+from bayesscale.cli._sampling import add_sampling_arguments, config_from_args, diagnostics_verdict
+from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,16 +31,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="a law fit: each axis exponent's prior is its alpha_pop posterior (lognormal)",
     )
-    add_sampling_arguments(parser)
-    # Measured on data/pricing (4 x 1000 draws): 10 divergences at 0.85, 2 at 0.95, 0 at 0.99.
-    parser.set_defaults(target_accept=PRICING_TARGET_ACCEPT)
+    add_sampling_arguments(parser, target_accept=PRICING_TARGET_ACCEPT)
     parser.add_argument(
         "--strict",
         action="store_true",
         help="refuse to leave anything out, and exit 3 when diagnostics fail",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing PRICE.nc")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, interruptible=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,12 +74,12 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     print(
         f"pricing {len(table.methods)} method(s) from {len(table.frame)} runs of {table.source} "
-        f"({config.sampler}, {config.chains} chains x {config.draws} draws, seed {config.seed})",
+        f"({config.describe()})",
         file=sys.stderr,
     )
     tree = fit_pricing(table, spec, config, priors, exponent_source=args.law_fit or "")
     save_fit(tree, out, overwrite=args.force)
     result = summarise_pricing(tree)
-    print(f"wrote {out} ({tree.attrs['wall_seconds']:.1f} s of sampling)")
+    print(f"wrote {out} ({tree.attrs['wall_seconds']:.1f} s)")
     print(format_pricing_text(result))
     return diagnostics_verdict(pricing_diagnostics(tree), args.strict)

@@ -211,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
         decision=not args.no_decision,
     )
     summary = to_json(ds, args.credible)
+    _add_fit_diagnostics(summary, fit, pricing)
     if args.iso:
         _add_iso(summary, ds, fit, args, prices, pricing, kappa, bounds)
     failures = int(ds.attrs.get("decision_solver_failures", 0))
@@ -247,8 +248,9 @@ def _run_compute(
     ]
     if money_only:
         raise CommandError(f"{', '.join(money_only)} apply to the additive (money) cost only")
+    fit = _load(args.fit, names.KIND_LAW_FIT)
     ds = compute_recipe(
-        _load(args.fit, names.KIND_LAW_FIT),
+        fit,
         budgets,
         powers=parse_kappa(args.powers, "--powers") if args.powers else None,
         unit_cost=args.unit_cost,
@@ -256,8 +258,22 @@ def _run_compute(
         settings=args.setting,
         max_draws=args.max_draws,
     )
-    _emit(ds, to_json(ds, args.credible), args)
+    summary = to_json(ds, args.credible)
+    _add_fit_diagnostics(summary, fit, None)
+    _emit(ds, summary, args)
     return 0
+
+
+def _add_fit_diagnostics(summary: dict[str, Any], fit: Any, pricing: Any) -> None:
+    """The fits' diagnostics verdicts, in the JSON and on the first line of the text."""
+    from bayesscale.inference import diagnose
+
+    fits = {"law_fit": diagnose(fit).to_dict()}
+    if pricing is not None:
+        from bayesscale.pricing import pricing_diagnostics
+
+        fits["pricing_fit"] = pricing_diagnostics(pricing).to_dict()
+    summary["fit_diagnostics"] = fits
 
 
 def _emit(ds: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
@@ -270,6 +286,9 @@ def _emit(ds: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
         json.dump(summary, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
+        for what, diagnostics in summary.get("fit_diagnostics", {}).items():
+            if diagnostics.get("headline"):
+                sys.stdout.write(f"{what.replace('_', ' ')}: {diagnostics['headline']}\n")
         sys.stdout.write(format_table(summary))
 
 

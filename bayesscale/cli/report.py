@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from bayesscale.cli._sampling import (
-    PRICING_TARGET_ACCEPT,
-    add_sampling_arguments,
-    config_from_args,
-)
+from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
+from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"NUTS target acceptance of the pricing fit (default {PRICING_TARGET_ACCEPT})",
     )
     parser.add_argument("--force", action="store_true", help="replace a different report in DIR")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, interruptible=True)
 
 
 def run(args: argparse.Namespace) -> int:
