@@ -1,11 +1,28 @@
-"""Fit the bundled reference data with each sampler and with the bootstrap baseline, and
-print wall time, compile time, min bulk/tail ESS, max R-hat and divergences per engine.
+"""How fast the default fits are, beside PyMC's default NUTS on the same model and data.
 
-    .venv/bin/python benchmarks/fit_reference.py [--draws 1000] [--tune 1000] [--samplers numpyro,nutpie,pymc]
+    .venv/bin/python benchmarks/fit_reference.py [--fits law,pricing,chinchilla]
+        [--baseline pymc] [--scaling 1,4,16] [--seed 1] [--json out.json]
 
-Targets (issue 2, 2 cores): bulk ESS >= 400 for every parameter, R-hat <= 1.01, no
-divergences, <= 30 s wall, and >= 3x faster than PyMC's default sampler on the same model.
-This prints what it measures; it asserts nothing.
+For each fit (the law on ``data/reference/observations.csv``, the pricing model on
+``data/pricing/pricing.csv``, the Chinchilla law on ``../shared/external``) it runs, each in
+a fresh process so that nothing is shared but what is meant to be:
+
+* **cold**: the default sampler (``FitConfig()``), with an empty compilation cache;
+* **warm**: the same again, the cache now holding the compiled sampler (a refit of the same
+  model and data, as after a spec-neutral change or in a second session);
+* **PyMC's default NUTS** (``pm.sample`` with ``nuts_sampler="pymc"`` and PyMC's default
+  chains, warm-up, draws and target acceptance) on the same PyMC model.
+
+It prints wall seconds of the fit call (model building, compilation, warm-up, sampling,
+diagnostics; Python's imports are shown apart), compile seconds, draws per chain, the
+smallest bulk and tail ESS and largest R-hat over every stored quantity, divergences, and
+the speed-up (PyMC's wall over ours, and the same per effective draw). ``--scaling`` fits
+data simulated by the package (``simulate.paper_truth(copies=k)``: 21 k settings, 1,008 k
+rows) with the default sampler, warm, and prints wall seconds against rows.
+
+Targets (issue 10, 2 cores): law <= 30 s, pricing <= 30 s, Chinchilla <= 15 s, >= 8x PyMC's
+default, ESS >= 400, R-hat <= 1.01, 0 divergences, scaling no worse than linear in rows. This
+prints what it measures; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -13,94 +30,204 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-import bayesscale.inference as inference  # first: sets XLA's host device count
-from bayesscale.baseline import bootstrap_fit
-from bayesscale.models import build_law_model
-from bayesscale.observations import load_observations, prepare
-from bayesscale.spec import load_spec
-
 ROOT = Path(__file__).resolve().parent.parent
+EXTERNAL = ROOT.parent / "shared" / "external" / "chinchilla_points.csv"
+COLUMNS = [
+    "fit",
+    "engine",
+    "rows",
+    "wall_s",
+    "import_s",
+    "compile_s",
+    "chains",
+    "draws",
+    "min_ess_bulk",
+    "min_ess_tail",
+    "max_rhat",
+    "divergences",
+    "ess_per_s",
+]
+
+
+def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, object]:
+    """One fit in this process; returns its measurements."""
+    start = time.perf_counter()
+    from bayesscale.inference import FitConfig, diagnose, fit
+    from bayesscale.observations import Table, load_observations, validate
+    from bayesscale.spec import load_spec
+
+    imports = time.perf_counter() - start
+    if engine == "pymc":
+        # PyMC's own defaults: pm.sample(draws=1000, tune=1000, chains=max(2, cores),
+        # target_accept=0.8), only the NUTS implementation named explicitly.
+        config = FitConfig(
+            sampler="pymc",
+            chains=max(2, os.cpu_count() or 1),
+            draws=1000,
+            tune=1000,
+            target_accept=0.8,
+            seed=seed,
+            progress=False,
+            ess_target=0,
+        )
+    else:
+        config = FitConfig(seed=seed, progress=False)
+    tic = time.perf_counter()
+    if kind == "pricing":
+        from bayesscale.pricing import (
+            fit_pricing,
+            load_pricing,
+            load_pricing_spec,
+            pricing_diagnostics,
+        )
+        from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
+
+        if engine != "pymc":
+            config = FitConfig(seed=seed, progress=False, target_accept=PRICING_TARGET_ACCEPT)
+        spec = load_pricing_spec()
+        table = load_pricing(ROOT / "data" / "pricing" / "pricing.csv", spec)
+        tree = fit_pricing(table, spec, config)
+        check = pricing_diagnostics(tree)
+        rows = len(table.frame)
+    else:
+        if kind == "chinchilla":
+            from bayesscale.external import read_chinchilla
+
+            spec = load_spec("chinchilla")
+            frame, digest = read_chinchilla(EXTERNAL)
+            table = Table(validate(frame, spec, str(EXTERNAL)), str(EXTERNAL), digest)
+        elif kind == "law":
+            spec = load_spec()
+            table = load_observations(ROOT / "data" / "reference" / "observations.csv", spec)
+        else:  # simulated, ``copies`` x 21 settings
+            from bayesscale.observations import frame_sha256
+            from bayesscale.simulate import paper_truth, per_axis_design, simulate
+
+            truth = paper_truth(seed=seed, copies=copies)
+            frame = simulate(truth, per_axis_design(truth), seed=seed)
+            spec = load_spec()
+            table = Table(validate(frame, spec, "simulated"), "simulated", frame_sha256(frame))
+        tree = fit(table, spec, config)
+        check = diagnose(tree)
+        rows = len(table.frame)
+    wall = time.perf_counter() - tic
+    ess = min(check.min_ess_bulk, check.min_ess_tail)
+    return {
+        "fit": kind if kind != "simulated" else f"simulated x{copies}",
+        "engine": engine,
+        "rows": rows,
+        "wall_s": round(wall, 1),
+        "import_s": round(imports, 1),
+        "compile_s": tree.attrs.get("compile_seconds"),
+        "chains": int(tree["posterior"].sizes["chain"]),
+        "draws": int(tree["posterior"].sizes["draw"]),
+        "min_ess_bulk": round(check.min_ess_bulk),
+        "min_ess_tail": round(check.min_ess_tail),
+        "max_rhat": round(check.max_rhat, 4),
+        "divergences": check.divergences,
+        "ess_per_s": round(ess / wall, 1),
+    }
+
+
+def run_worker(kind: str, engine: str, seed: int, cache: str, copies: int = 1) -> dict[str, object]:
+    env = dict(os.environ, BAYESSCALE_CACHE_DIR=cache)
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        kind,
+        "--engine",
+        engine,
+        "--seed",
+        str(seed),
+        "--copies",
+        str(copies),
+    ]
+    tic = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        raise SystemExit(f"worker {kind}/{engine} failed with status {done.returncode}")
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    row["process_s"] = round(time.perf_counter() - tic, 1)
+    print(json.dumps(row), flush=True)
+    return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--draws", type=int, default=1000)
-    parser.add_argument("--tune", type=int, default=1000)
-    parser.add_argument("--chains", type=int, default=4)
-    parser.add_argument("--samplers", default="numpyro,nutpie,pymc")
-    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--fits", default="law,pricing,chinchilla")
+    parser.add_argument("--baseline", default="pymc", help="'pymc' or 'none'")
+    parser.add_argument("--scaling", default="", help="copies of the 21 settings, e.g. 1,4,16")
+    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--engine", default="bayesscale", help=argparse.SUPPRESS)
+    parser.add_argument("--copies", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.engine, args.seed, args.copies)))
+        return
 
-    spec = load_spec()
-    table = load_observations(ROOT / "data" / "reference" / "observations.csv", spec)
-    design = prepare(table, spec)
-    rows = []
-    for sampler in args.samplers.split(","):
-        config = inference.FitConfig(
-            sampler=sampler,
-            draws=args.draws,
-            tune=args.tune,
-            chains=args.chains,
-            seed=1,
-            progress=False,
-        )
-        tree, timing = inference.sample(build_law_model(design), config)
-        d = inference.diagnose(tree)
-        rows.append(
-            {
-                "engine": sampler,
-                "wall_s": round(timing.wall, 1),
-                "compile_s": None if timing.compile is None else round(timing.compile, 1),
-                "min_ess_bulk": round(d.min_ess_bulk),
-                "min_ess_tail": round(d.min_ess_tail),
-                "max_rhat": round(d.max_rhat, 4),
-                "divergences": d.divergences,
-                "mean_leapfrog_steps": round(float(tree["sample_stats"]["n_steps"].mean()), 1)
-                if "n_steps" in tree["sample_stats"]
-                else None,
-            }
-        )
-        print(json.dumps(rows[-1]), flush=True)
-    start = time.perf_counter()
-    bootstrap_fit(table.frame, spec, n_boot=args.n_boot, seed=0)
-    rows.append(
-        {
-            "engine": f"bootstrap baseline ({args.n_boot} replicates)",
-            "wall_s": round(time.perf_counter() - start, 1),
-        }
-    )
-    print(json.dumps(rows[-1]), flush=True)
+    rows: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory() as cold_root:
+        for kind in [k for k in args.fits.split(",") if k]:
+            cache = str(Path(cold_root) / kind)
+            cold = run_worker(kind, "bayesscale", args.seed, cache)
+            cold["engine"] = "bayesscale (cold cache)"
+            warm = run_worker(kind, "bayesscale", args.seed, cache)
+            warm["engine"] = "bayesscale (warm cache)"
+            rows += [cold, warm]
+            if args.baseline == "pymc":
+                rows.append(run_worker(kind, "pymc", args.seed, cache))
+        for copies in [int(c) for c in args.scaling.split(",") if c]:
+            cache = str(Path(cold_root) / f"sim{copies}")
+            row = run_worker("simulated", "bayesscale", args.seed, cache, copies)
+            row["engine"] = "bayesscale (cold cache)"
+            rows.append(row)
 
     print(
-        f"\nreference fit, {args.chains} chains x {args.draws} draws (+{args.tune} tune), {os.cpu_count()} cores"
+        f"\n{os.cpu_count()} cores; wall_s is the fit call, import_s Python's imports before it\n"
     )
-    header = [
-        "engine",
-        "wall_s",
-        "compile_s",
-        "min_ess_bulk",
-        "min_ess_tail",
-        "max_rhat",
-        "divergences",
-        "mean_leapfrog_steps",
-    ]
-    print(" | ".join(header))
+    print(" | ".join(COLUMNS))
     for row in rows:
-        print(" | ".join(str(row.get(h, "")) for h in header))
-    pymc_row = next((r for r in rows if r["engine"] == "pymc"), None)
-    for row in rows:
-        if pymc_row and row["engine"] in ("numpyro", "nutpie"):
-            print(
-                f"speed-up of {row['engine']} over PyMC's default sampler: {pymc_row['wall_s'] / row['wall_s']:.2f}x"
-            )
+        print(" | ".join(str(row.get(c, "")) for c in COLUMNS))
+    for kind in {str(r["fit"]) for r in rows}:
+        mine = [r for r in rows if r["fit"] == kind and str(r["engine"]).startswith("bayesscale")]
+        theirs = [r for r in rows if r["fit"] == kind and r["engine"] == "pymc"]
+        for ours in mine:
+            if theirs:
+                ratio = float(theirs[0]["wall_s"]) / float(ours["wall_s"])  # type: ignore[arg-type]
+                per_ess = float(ours["ess_per_s"]) / max(float(theirs[0]["ess_per_s"]), 1e-9)  # type: ignore[arg-type]
+                print(
+                    f"{kind}: {ours['engine']} is {ratio:.1f}x faster than PyMC's default NUTS "
+                    f"in wall time, {per_ess:.1f}x in effective draws per second"
+                )
+    scaled = [r for r in rows if str(r["fit"]).startswith("simulated")]
+    if len(scaled) > 1:
+        print(
+            "\nscaling: rows, wall_s without compilation, draws per chain, seconds per 1,000 "
+            "rows and per 1,000 draws"
+        )
+        for r in scaled:
+            wall = float(r["wall_s"]) - float(r["compile_s"] or 0.0)  # type: ignore[arg-type]
+            per = wall / (int(r["rows"]) / 1000) / (int(r["draws"]) / 1000)  # type: ignore[arg-type]
+            print(f"  {r['rows']:>6} rows  {wall:>7.1f} s  {r['draws']:>5} draws  {per:.2f} s")
+        first, last = scaled[0], scaled[-1]
+
+        def cost(r: dict[str, object]) -> float:
+            return (float(r["wall_s"]) - float(r["compile_s"] or 0.0)) / int(r["draws"])  # type: ignore[arg-type]
+
+        growth = (cost(last) / cost(first)) / (int(last["rows"]) / int(first["rows"]))  # type: ignore[arg-type]
+        print(f"  seconds per draw grew {growth:.2f}x as fast as rows (1.0 = linear)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":
