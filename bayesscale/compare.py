@@ -46,6 +46,9 @@ MAX_NAMED = 8
 _PARETO_WARNING = "Estimated shape parameter of Pareto distribution"
 
 
+MIN_LOO_SAMPLES = 100  # fewer draws leave too few in the tail for PSIS (ArviZ refuses < 5)
+
+
 class CompareError(ValueError):
     """Fits that cannot be compared (different data, missing data, one fit)."""
 
@@ -166,6 +169,12 @@ def loo(fit: xr.DataTree, table: Table | None = None, name: str = "fit") -> LooR
     not raised: the high-k rows are counted and named in the result instead."""
     import arviz_stats
 
+    samples = int(fit["posterior"].sizes[names.CHAIN_DIM] * fit["posterior"].sizes[names.DRAW_DIM])
+    if samples < MIN_LOO_SAMPLES:
+        raise CompareError(
+            f"{name}: PSIS-LOO needs at least {MIN_LOO_SAMPLES} posterior draws to fit its Pareto "
+            f"tails; this fit has {samples}. Refit with more draws"
+        )
     table = _table_if_needed(fit, table)
     tree = with_log_likelihood(fit, table)
     with warnings.catch_warnings():

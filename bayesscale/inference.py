@@ -404,7 +404,11 @@ def diagnose(tree: xr.DataTree) -> Diagnostics:
     posterior = tree["posterior"].to_dataset()
     n_draws = int(posterior.sizes[names.CHAIN_DIM] * posterior.sizes[names.DRAW_DIM])
     check = convergence_of(posterior)
-    diverging = tree["sample_stats"].to_dataset()["diverging"]
+    stats = tree["sample_stats"].to_dataset() if "sample_stats" in tree.children else None
+    # a tree assembled from draws made elsewhere (tests, synthetic fits) may lack them
+    diverging = (
+        stats["diverging"] if stats is not None and "diverging" in stats else xr.DataArray(0)
+    )
     preview = bool(int(tree.attrs.get(names.ATTR_PREVIEW, 0)))
     return Diagnostics(
         preview=preview,
@@ -431,10 +435,16 @@ def load_fit(path: str | Path, kind: str = names.KIND_LAW_FIT) -> xr.DataTree:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such fit file")
+    if path.is_dir():
+        raise FitFileError(f"{path}: is a directory, not a fit file (.nc)")
     try:
         tree = xr.open_datatree(path, engine="h5netcdf").load()
     except (OSError, ValueError) as exc:
-        raise FitFileError(f"{path}: not a readable netCDF fit: {exc}") from exc
+        reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise FitFileError(
+            f"{path}: not a readable netCDF fit ({reason}); pass a file written by "
+            "`bayesscale fit` or `bayesscale price`"
+        ) from exc
     found_kind = tree.attrs.get(names.ATTR_KIND)
     if found_kind != kind:
         raise FitFileError(f"{path}: expected a bayesscale {kind!r} file, found {found_kind!r}")

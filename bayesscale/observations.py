@@ -75,6 +75,24 @@ def rows_text(positions: Iterable[int], source: str) -> str:
     return text
 
 
+def number_text(value: object) -> str:
+    """A number as a user wrote it: ``-2000`` not ``np.float64(-2000.0)``.
+
+    >>> number_text(np.float64(-2000.0)), number_text(2.5), number_text("x")
+    ('-2000', '2.5', "'x'")
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+        return repr(value)
+    return f"{float(value):g}"
+
+
+def values_text(values: Iterable[object], limit: int = 3) -> str:
+    """A few values for an error message: ``-5, 2.5 and 3 more``."""
+    items = list(values)
+    shown = ", ".join(v if isinstance(v, str) else number_text(v) for v in items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
 def column_error(
     source: str, column: str, positions: Iterable[int], problem: str
 ) -> ObservationError:
@@ -88,12 +106,19 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
     path = Path(path)
     if not path.exists():
         raise ObservationError(f"{path}: no such file")
+    if path.is_dir():
+        raise ObservationError(f"{path}: is a directory, not a table (.csv or .parquet)")
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     suffix = path.suffix.lower()
     try:
         if suffix == ".csv":
             frame = pd.read_csv(path, skipinitialspace=True)
+            if len(frame.columns) == 1 and "\t" in str(frame.columns[0]):
+                raise ObservationError(
+                    f"{path}: this looks tab-separated (one column named "
+                    f"{str(frame.columns[0])[:60]!r}); save it with commas, or as .parquet"
+                )
         elif suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
         else:
@@ -179,10 +204,26 @@ def validate(
             for column in (names.SUCCESSES, names.SEED):
                 bad = frame.index[frame[column] < 0]
                 if len(bad):
-                    raise column_error(source, column, bad, "counts must be >= 0")
+                    raise column_error(
+                        source,
+                        column,
+                        bad,
+                        f"counts must be >= 0, got {values_text(frame[column][bad])}",
+                    )
             over = frame.index[frame[names.SUCCESSES] > frame[names.TRIALS]]
             if len(over):
-                raise column_error(source, names.SUCCESSES, over, "successes exceed trials")
+                pairs = [
+                    f"{number_text(k)} > {number_text(n)}"
+                    for k, n in zip(
+                        frame[names.SUCCESSES][over], frame[names.TRIALS][over], strict=True
+                    )
+                ]
+                raise column_error(
+                    source,
+                    names.SUCCESSES,
+                    over,
+                    f"successes exceed trials ({values_text(pairs)})",
+                )
     elif has_outcome:
         _check_positive(frame, names.LOSS, source, what="a loss must be > 0")
     for column in INTEGER_COLUMNS:
@@ -190,7 +231,12 @@ def validate(
             values = frame[column].to_numpy(float)
             bad = frame.index[values != np.round(values)]
             if len(bad):
-                raise column_error(source, column, bad, "counts must be whole numbers")
+                raise column_error(
+                    source,
+                    column,
+                    bad,
+                    f"counts must be whole numbers, got {values_text(frame[column][bad])}",
+                )
             frame[column] = frame[column].astype(np.int64)
 
     if names.REWARD in frame.columns:
@@ -257,7 +303,7 @@ def _check_numeric(
 def _check_positive(frame: pd.DataFrame, column: str, source: str, what: str) -> None:
     bad = frame.index[frame[column] <= 0]
     if len(bad):
-        raise column_error(source, column, bad, f"{what}, got {frame[column][bad[0]]!r}")
+        raise column_error(source, column, bad, f"{what}, got {number_text(frame[column][bad[0]])}")
 
 
 def _check_reward(frame: pd.DataFrame, source: str) -> None:

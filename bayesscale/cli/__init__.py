@@ -8,12 +8,15 @@ Each module in this package that defines ``register(subparsers)`` adds one comma
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import os
 import pkgutil
 import sys
 import threading
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bayesscale import __version__
@@ -62,16 +65,90 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    with _one_line_warnings(args.command), _closed_stdout_tolerated():
+        try:
+            if getattr(args, "interruptible", False):
+                return int(_run_interruptibly(args) or 0)  # type: ignore[call-overload]
+            return int(args.func(args) or 0)
+        except (CommandError, ValueError, FileExistsError, FileNotFoundError) as exc:
+            print(f"bayesscale {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            _interrupted(args.command)
+            return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _one_line_warnings(command: str) -> Iterator[None]:
+    """Warnings as one line each (``bayesscale fit: warning: ...``), once, without the
+    package's file, line and source that Python prints by default."""
+    shown = warnings.showwarning
+    said: set[str] = set()
+
+    def show(
+        message: Warning | str, category: type[Warning], *args: object, **kwargs: object
+    ) -> None:
+        text = f"bayesscale {command}: warning: {message}"
+        if text not in said:  # the same input may be checked twice on its way
+            said.add(text)
+            print(text, file=sys.stderr)
+
+    warnings.showwarning = show
     try:
-        if getattr(args, "interruptible", False):
-            return int(_run_interruptibly(args) or 0)  # type: ignore[call-overload]
-        return int(args.func(args) or 0)
-    except (CommandError, ValueError, FileExistsError, FileNotFoundError) as exc:
-        print(f"bayesscale {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        _interrupted(args.command)
-        return EXIT_INTERRUPTED
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
+class _PipeGuard(io.TextIOBase):
+    """Standard output that survives its reader going away (``bayesscale ... | head``): once
+    the pipe is closed, further output is discarded and the command still finishes its work,
+    so a closed stdout never costs the user an output file."""
+
+    def __init__(self, stream: io.TextIOBase) -> None:
+        self.stream = stream
+        self.pipe_closed = False
+
+    def write(self, text: str) -> int:
+        if not self.pipe_closed:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._discard()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.pipe_closed:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._discard()
+
+    def _discard(self) -> None:
+        self.pipe_closed = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self.stream.fileno())  # Python's own flush at exit goes there too
+        os.close(devnull)
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+
+@contextlib.contextmanager
+def _closed_stdout_tolerated() -> Iterator[None]:
+    if sys.stdout is not sys.__stdout__ or sys.stdout is None:  # captured (tests, notebooks)
+        yield
+        return
+    original = sys.stdout
+    sys.stdout = _PipeGuard(original)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = original
 
 
 def _interrupted(command: str) -> None:

@@ -48,6 +48,7 @@ MAX_INIT_TRIES = 20
 ESS_MARGIN = 1.15  # extend to the draws the ESS rate predicts, with this margin
 RHAT_MAX = 1.01
 MIN_EXTENSION = 100  # draws per chain added at least when the ESS target is not reached
+MAX_GROWTH = 3  # an extension at most triples the draws (the ESS rate of few draws is noisy)
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,9 @@ class CompiledNuts:
                 notes.append(f"ESS is not finite for {check.worst_ess}: not extending")
                 break
             wanted = math.ceil(goal * settings.ess_target * ESS_MARGIN / max(worst, 1.0))
-            goal = int(min(settings.max_draws, max(goal + MIN_EXTENSION, min(wanted, 2 * goal))))
+            goal = int(
+                min(settings.max_draws, max(goal + MIN_EXTENSION, min(wanted, MAX_GROWTH * goal)))
+            )
             work.total = settings.tune + goal
             extensions += 1
         sampling_seconds = time.perf_counter() - sample_start

@@ -1,0 +1,94 @@
+"""Bad input and unkind terminals get one line naming the file (row, column), exit status 2,
+no traceback and nothing written; a closed stdout never costs an output file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from testdata import REFERENCE
+
+from bayesscale.inference import save_fit
+
+BAYESSCALE = str(Path(sys.executable).parent / "bayesscale")
+
+
+def _run(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [BAYESSCALE, *args], capture_output=True, text=True, timeout=300, **kwargs
+    )
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.strip().splitlines() if line]
+    assert len(lines) == 1, done.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.fixture(scope="module")
+def fit_file(law_fit, tmp_path_factory) -> Path:
+    return save_fit(law_fit, tmp_path_factory.mktemp("fit") / "law.nc")
+
+
+def test_a_directory_where_a_table_or_a_fit_belongs(tmp_path: Path, fit_file: Path) -> None:
+    folder = tmp_path / "folder.csv"
+    folder.mkdir()
+    _one_error_line(
+        _run("fit", str(folder), "--out", str(tmp_path / "f.nc")), str(folder), "directory"
+    )
+    _one_error_line(_run("check", str(fit_file), str(folder)), str(folder), "directory")
+    _one_error_line(_run("summary", str(folder)), str(folder), "directory")
+    assert not (tmp_path / "f.nc").exists()
+
+
+def test_bad_values_are_shown_as_written(tmp_path: Path) -> None:
+    frame = pd.read_csv(REFERENCE / "observations.csv")
+    cases = {
+        "trials": (-2000, "trials must be >= 1, got -2000"),
+        "successes": (5000, "successes exceed trials (5000 > 2000)"),
+        "seed": (1.5, "counts must be whole numbers, got 1.5"),
+    }
+    for column, (value, message) in cases.items():
+        bad = frame.copy()
+        bad[column] = bad[column].astype(float)
+        bad.loc[3, column] = value
+        path = tmp_path / f"bad_{column}.csv"
+        bad.to_csv(path, index=False)
+        done = _run("fit", str(path), "--out", str(tmp_path / "f.nc"))
+        _one_error_line(done, str(path), f"column {column!r}", "row 4 (file line 5)", message)
+        assert "np.float64" not in done.stderr
+
+
+def test_a_tab_separated_file_is_recognised(tmp_path: Path) -> None:
+    path = tmp_path / "obs.csv"
+    pd.read_csv(REFERENCE / "observations.csv").to_csv(path, sep="\t", index=False)
+    _one_error_line(_run("fit", str(path), "--out", str(tmp_path / "f.nc")), "tab-separated")
+
+
+def test_warnings_are_one_line(tmp_path: Path, fit_file: Path) -> None:
+    rows = pd.read_csv(REFERENCE / "heldout.csv").head(4)
+    path = tmp_path / "heldout.csv"
+    pd.concat([rows, rows.head(1)]).to_csv(path, index=False)  # a repeated row: a warning
+    done = _run("check", str(fit_file), str(path))
+    assert done.returncode == 0, done.stderr
+    warning = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert len(warning) == 1 and warning[0].startswith("bayesscale check: warning: ")
+    assert ".py:" not in done.stderr
+
+
+def test_a_closed_stdout_is_no_traceback(fit_file: Path) -> None:
+    for args in (
+        ["summary", str(fit_file)],
+        ["recipe", str(fit_file), "--budget", "1e4", "--json"],
+    ):
+        done = subprocess.run(
+            f"{BAYESSCALE} {' '.join(args)} | head -1", shell=True, capture_output=True, text=True
+        )
+        assert done.stdout.count("\n") == 1
+        assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
