@@ -26,6 +26,10 @@ from bayesscale.sampling.logdensity import LogDensity
 from bayesscale.sampling.progress import Progress
 
 ROOT = Path(__file__).resolve().parent.parent
+RESTORE_SIGINT_AND_EXEC = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
 SCALES = np.array([0.01, 1.0, 30.0])
 
 
@@ -194,15 +198,15 @@ def test_ctrl_c_stops_a_fit_at_once_and_writes_nothing(tmp_path: Path) -> None:
         str(out),
     ]
     for marker in ("fitting", "sampling"):  # compiling just after "fitting"; then sampling
-        # A terminal's Ctrl-C: SIGINT handled as Python does by default (a pytest-xdist worker
-        # runs with SIGINT ignored, and a child would inherit that).
+        # A terminal's Ctrl-C: SIGINT handled as Python does by default. A pytest-xdist worker
+        # runs with SIGINT ignored and a child would inherit that, so a small launcher (no JAX
+        # in it: no fork of a multithreaded process) restores it and execs the command.
         proc = subprocess.Popen(
-            command,
+            [sys.executable, "-c", RESTORE_SIGINT_AND_EXEC, *command],
             env=env,
             stderr=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
             seen = ""
