@@ -30,6 +30,7 @@ import xarray as xr
 
 from bayesscale import __version__, names
 from bayesscale.atomic import write_atomically
+from bayesscale.extrapolation import SweptRange
 from bayesscale.models import build_law_model
 from bayesscale.observations import Design, Table, prepare
 from bayesscale.sampling import configure
@@ -244,7 +245,10 @@ def _constant_data(design: Design, table: Table) -> xr.Dataset:
         data[names.PARAMS_B] = ((names.SETTING_DIM,), design.model_size)
         data[names.SIZE_REFERENCE] = ((), design.size_reference)
     coords = {names.AXIS_DIM: list(spec.axis_names), names.SETTING_DIM: list(design.settings)}
-    return xr.Dataset(data, coords=coords)
+    swept = SweptRange.of_rows(
+        spec.axis_names, design.settings, design.setting_index, design.sizes
+    )
+    return xr.merge([xr.Dataset(data, coords=coords), swept.dataset()])
 
 
 def fit(table: Table, spec: ModelSpec, config: FitConfig | None = None) -> xr.DataTree:

@@ -77,6 +77,8 @@ OUTCOME: Final = "outcome"  # observed variable
 # --- constant_data of a law fit -------------------------------------------------------
 REFERENCE_SCALE: Final = "reference_scale"  # (axis) D_ref per axis
 SIZE_REFERENCE: Final = "size_reference"  # () N_ref, same unit as the size column
+SWEPT_MIN: Final = "swept_min"  # (setting, axis) smallest value of the axis in the setting's rows
+SWEPT_MAX: Final = "swept_max"  # (setting, axis) largest value of the axis in the setting's rows
 
 # --- root attributes of a saved fit ----------------------------------------------------
 ATTR_VERSION: Final = "bayesscale_version"
