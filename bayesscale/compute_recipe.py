@@ -37,7 +37,13 @@ import xarray as xr
 from numpy.typing import ArrayLike
 
 from bayesscale import allocate, laws, names
-from bayesscale.recipe import RecipeError, bounds_arrays, law_draws
+from bayesscale.recipe import (
+    RecipeError,
+    add_data_extent,
+    bounds_arrays,
+    bounds_within_data,
+    law_draws,
+)
 
 COST_COMPUTE = "compute (product): c prod_i D_i^m_i"
 
@@ -69,6 +75,7 @@ def compute_recipe(
     bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
     settings: Sequence[str] | None = None,
     max_draws: int | None = None,
+    within_data: float | None = None,
 ) -> xr.Dataset:
     """Per-draw optimal allocation under the compute budget ``c prod_i D_i^m_i <= C``.
 
@@ -83,6 +90,10 @@ def compute_recipe(
         raise RecipeError(f"budgets must be finite and > 0, got {budgets_arr.tolist()}")
     if not (np.isfinite(unit_cost) and unit_cost > 0):
         raise RecipeError(f"unit_cost must be finite and > 0, got {unit_cost}")
+    if within_data is not None:
+        bounds = bounds_within_data(
+            fit, within_data, bounds, settings, names.PARAMS_B in (powers or {})
+        )
     draws = law_draws(fit, settings, max_draws, size_axis=names.PARAMS_B in (powers or {}))
     if draws.pair is not None:
         raise RecipeError(
@@ -150,5 +161,6 @@ def compute_recipe(
         "bounds": json.dumps(
             {a: [lo[i], None if np.isinf(hi[i]) else hi[i]] for i, a in enumerate(axes)}
         ),
+        "within_data": "none" if within_data is None else float(within_data),
     }
-    return ds
+    return add_data_extent(ds, fit)

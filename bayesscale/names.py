@@ -48,6 +48,23 @@ TASK: Final = "task"
 TRAJ: Final = "traj"
 PAPER_AXES: Final = (ENV, TASK, TRAJ)
 
+# What one unit of an axis is, by the observation column it counts (short for table headers,
+# long for help texts and docs). An axis of another column is in "units of <column>".
+UNIT_SHORT: Final = {
+    N_ENVS: "environments",
+    N_TASKS: "tasks",
+    ROLLOUTS: "rollouts per task",
+    N_WORLDS: "worlds",
+    PARAMS_B: "billion parameters",
+}
+UNIT_LONG: Final = {
+    N_ENVS: "distinct environments (structural signatures)",
+    N_TASKS: "distinct task statements",
+    ROLLOUTS: "rollouts per task (the mean per task-environment cell: the GRPO group size)",
+    N_WORLDS: "distinct worlds",
+    PARAMS_B: "billions of model parameters",
+}
+
 # --- dimensions -------------------------------------------------------------------
 OBS_DIM: Final = "obs"
 SETTING_DIM: Final = "setting"
@@ -180,6 +197,11 @@ SWITCH_PRICE: Final = "switch_price"  # price above which an axis is bought only
 DECISION: Final = "decision"  # (setting, budget, axis) sizes maximising E[p] (purchased units)
 DECISION_SPEND: Final = "decision_spend"  # (setting, budget, axis) money per axis
 EXPECTED_SUCCESS: Final = "expected_success"  # (setting, budget) E[p] of the decision
+# how far beyond the data (bayesscale.extrapolation)
+EXTRAPOLATION: Final = "extrapolation"  # per draw: allocation / largest swept value, per axis
+DECISION_EXTRAPOLATION: Final = "decision_extrapolation"  # (setting, budget, axis) the decision's
+TRAJECTORIES: Final = "trajectories"  # per draw: purchased tasks x rollouts per task
+DECISION_TRAJECTORIES: Final = "decision_trajectories"  # (setting, budget) the decision's
 ISO_SUCCESS: Final = "iso_budget_success"  # (chain, draw, setting, axis, share)
 # attributes
 ATTR_COST_MODEL: Final = "cost_model"

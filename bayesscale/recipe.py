@@ -43,12 +43,13 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import optimize
 
 from bayesscale import allocate, laws, names
+from bayesscale.extrapolation import WARN_FACTOR, SweptRange, check_threshold
 from bayesscale.prices import Prices, check_kappa, default_prices
 from bayesscale.spec import parse_spec
 
 Array = NDArray[np.float64]
 COST_ADDITIVE = "additive linear: sum_i (c_i / kappa_i) D_i"
-DEFAULT_CREDIBLE = 0.9
+DEFAULT_PROB = 0.9
 _MULTIPLIER_RANGE = (1e-3, 1e6)
 
 
@@ -275,6 +276,115 @@ def bounds_arrays(
     return lo, hi
 
 
+def bounds_within_data(
+    fit: xr.DataTree,
+    factor: float,
+    bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
+    settings: Sequence[str] | None = None,
+    size_axis: bool = False,
+) -> dict[str, tuple[float | None, float | None]]:
+    """``bounds`` with every axis capped at ``factor`` times its largest swept value (the
+    model size too, with ``size_axis``: when the recipe chooses it).
+
+    The cap is in purchased units, at the largest value of the axis in the rows of the chosen
+    settings (the widest of them, where their swept ranges differ: run one setting at a time for
+    each one's own). A user's tighter upper bound is kept. With a discount ``kappa < 1`` the law
+    sees ``kappa`` times the purchase, which stays inside the cap.
+
+    >>> fit = synthetic_fit(draws=5, spread=0.0)
+    >>> bounds_within_data(fit, 4.0, {"env": (2, None)})["env"]
+    (2, 1024.0)
+    """
+    try:
+        factor = check_threshold(factor)
+    except ValueError as exc:
+        raise RecipeError(f"within-data factor: {exc}") from None
+    swept = SweptRange.from_fit(fit)
+    if swept is None:
+        raise RecipeError(
+            "the fit stores no swept range (it was written by an older version): refit it to "
+            "keep the recipe within the data"
+        )
+    chosen = list(settings) if settings else list(swept.settings)
+    unknown = [s for s in chosen if s not in swept.settings]
+    if unknown:
+        raise RecipeError(f"setting(s) {unknown} not in the fit")
+    rows = [swept.settings.index(s) for s in chosen]
+    out = dict(bounds or {})
+    for i, axis in enumerate(swept.axes):
+        if axis == names.PARAMS_B and not size_axis:
+            continue
+        cap = factor * float(np.nanmax(swept.hi[rows, i]))
+        lo, hi = out.get(axis, (None, None))
+        out[axis] = (lo, cap if hi is None else min(float(hi), cap))
+    return out
+
+
+def add_data_extent(ds: xr.Dataset, fit: xr.DataTree) -> xr.Dataset:
+    """Add to a recipe result how far it lies beyond the data, and what its units buy.
+
+    * ``swept_min`` / ``swept_max`` (setting, axis): the fit's swept range (absent for fits
+      written before it was stored);
+    * ``extrapolation`` per draw: the optimum the law sees (effective units) over the largest
+      swept value, ``D*_i / D_max,i``; ``decision_extrapolation`` (setting, budget, axis): the
+      median over draws of the decision's ``kappa_i x_i / D_max,i``;
+    * ``trajectories`` per draw (and ``decision_trajectories``): purchased tasks times
+      rollouts per task, the rollouts one pass over the tasks generates, where the fit has
+      both axes;
+    * ``units_json``: what one unit of each axis is.
+    """
+    axes = [str(a) for a in ds[names.AXIS_DIM].to_numpy()]
+    settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()]
+    columns = _axis_columns(fit, axes)
+    ds.attrs["units_json"] = json.dumps(
+        {a: names.UNIT_LONG.get(c, f"units of {c}") for a, c in columns.items()}
+    )
+    ds.attrs["units_short_json"] = json.dumps(
+        {a: names.UNIT_SHORT.get(c, c) for a, c in columns.items()}
+    )
+    sample = (names.CHAIN_DIM, names.DRAW_DIM)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = ds[names.ALLOCATION] / ds[names.PURCHASED]  # per draw: 1 for real data
+    by_column = {c: a for a, c in columns.items()}
+    task, traj = by_column.get(names.N_TASKS), by_column.get(names.ROLLOUTS)
+    if task is not None and traj is not None:
+        bought = ds[names.PURCHASED]
+        ds[names.TRAJECTORIES] = bought.sel({names.AXIS_DIM: task}, drop=True) * bought.sel(
+            {names.AXIS_DIM: traj}, drop=True
+        )
+        if names.DECISION in ds:
+            dec = ds[names.DECISION]
+            ds[names.DECISION_TRAJECTORIES] = dec.sel({names.AXIS_DIM: task}, drop=True) * dec.sel(
+                {names.AXIS_DIM: traj}, drop=True
+            )
+    swept = SweptRange.from_fit(fit)
+    if swept is None:
+        return ds
+    missing = [a for a in axes if a not in swept.axes]
+    if missing:
+        raise RecipeError(f"the fit's swept range has no axis {missing}")
+    swept = swept.select(settings, axes)
+    dims = (names.SETTING_DIM, names.AXIS_DIM)
+    ds[names.SWEPT_MIN] = (dims, swept.lo)
+    ds[names.SWEPT_MAX] = (dims, swept.hi)
+    ds[names.EXTRAPOLATION] = ds[names.ALLOCATION] / ds[names.SWEPT_MAX]
+    if names.DECISION in ds:
+        seen = (ds[names.DECISION] * kappa).median(sample)
+        ds[names.DECISION_EXTRAPOLATION] = seen / ds[names.SWEPT_MAX]
+    return ds
+
+
+def _axis_columns(fit: xr.DataTree, axes: Sequence[str]) -> dict[str, str]:
+    """The observation column each axis counts (from the fit's spec; the axis name otherwise)."""
+    text = fit.attrs.get(names.ATTR_SPEC)
+    columns = {}
+    if text:
+        spec = parse_spec(str(text), source="fit attribute")
+        columns = {a.name: a.column for a in spec.axes}
+    columns[names.PARAMS_B] = names.PARAMS_B
+    return {a: columns.get(a, a) for a in axes}
+
+
 # --- the recipe ------------------------------------------------------------------------------
 
 
@@ -441,22 +551,28 @@ def recipe(
     max_draws: int | None = None,
     decision: bool = True,
     multipliers: bool = True,
+    within_data: float | None = None,
     seed: int = 0,
 ) -> xr.Dataset:
     """Propagate a law fit's posterior through the allocator at each budget.
 
     ``prices`` default to the paper's; ``pricing`` (a pricing fit) and/or ``kappa`` give
-    discounts; ``bounds`` are in purchased units; ``grow_axis`` is the trajectory-heavy
+    discounts; ``bounds`` are in purchased units; ``within_data`` caps every axis at that many
+    times its largest swept value (:func:`bounds_within_data`); ``grow_axis`` is the trajectory-heavy
     baseline's growing axis (default ``traj`` if the fit has it, else its last axis);
     ``switch_axes`` get a regime-switch price (default: the fit's world axis, if any).
     Returns per-draw variables (chain, draw, setting, budget[, axis | baseline]) and the
-    decision (setting, budget, axis); :func:`summarize` turns it into intervals.
+    decision (setting, budget, axis), and how far it lies beyond the data
+    (:func:`add_data_extent`); :func:`summarize` turns it into intervals.
     """
     budgets_arr = np.atleast_1d(np.asarray(budgets, dtype=float))
     if budgets_arr.ndim != 1 or (~np.isfinite(budgets_arr) | (budgets_arr <= 0)).any():
         raise RecipeError(f"budgets must be finite and > 0, got {budgets_arr.tolist()}")
     prices = prices or default_prices()
-    draws = law_draws(fit, settings, max_draws, size_axis=names.PARAMS_B in prices.explicit)
+    size_axis = names.PARAMS_B in prices.explicit
+    if within_data is not None:
+        bounds = bounds_within_data(fit, within_data, bounds, settings, size_axis)
+    draws = law_draws(fit, settings, max_draws, size_axis=size_axis)
     axes = draws.axes
     c = prices.for_axes(axes)
     kap, kappa_source = kappa_draws(axes, draws.samples, pricing, kappa, seed)
@@ -583,8 +699,9 @@ def recipe(
         "bounds": json.dumps(
             {a: [lo[i], None if np.isinf(hi[i]) else hi[i]] for i, a in enumerate(axes)}
         ),
+        "within_data": "none" if within_data is None else float(within_data),
     }
-    return ds
+    return add_data_extent(ds, fit)
 
 
 def _grow_index(axes: Sequence[str], grow_axis: str | None) -> int:
@@ -682,18 +799,18 @@ def quantiles(values: ArrayLike, q: Sequence[float], axis: int = 0) -> Array:
     return out
 
 
-def summarize(ds: xr.Dataset, credible: float = DEFAULT_CREDIBLE) -> xr.Dataset:
+def summarize(ds: xr.Dataset, prob: float = DEFAULT_PROB) -> xr.Dataset:
     """Median and equal-tailed credible interval over draws of every per-draw variable.
 
     Returns variables with a ``quantile`` dim (lower, median, upper); decision variables pass
     through unchanged. NaN draws (an unfundable baseline) are ignored; ``inf`` is kept.
     """
-    if not 0 < credible < 1:
-        raise RecipeError(f"credible must be in (0, 1), got {credible}")
-    q = [(1 - credible) / 2, 0.5, (1 + credible) / 2]
+    if not 0 < prob < 1:
+        raise RecipeError(f"prob must be in (0, 1), got {prob}")
+    q = [(1 - prob) / 2, 0.5, (1 + prob) / 2]
     out = {name: _summarize_var(da, q) for name, da in ds.data_vars.items()}
     res = xr.Dataset(out)
-    res.attrs = {**ds.attrs, "credible": credible}
+    res.attrs = {**ds.attrs, "prob": prob}
     return res
 
 
@@ -719,9 +836,14 @@ def _json_number(x: float) -> float | str | None:
     return float(x)
 
 
-def to_json(ds: xr.Dataset, credible: float = DEFAULT_CREDIBLE) -> dict[str, object]:
-    """A JSON-ready summary: per setting and budget, intervals per axis and per baseline."""
-    s = summarize(ds, credible)
+def to_json(
+    ds: xr.Dataset, prob: float = DEFAULT_PROB, warn_factor: float = WARN_FACTOR
+) -> dict[str, object]:
+    """A JSON-ready summary: per setting and budget, intervals per axis and per baseline, and
+    per axis how far the optimum and the decision lie beyond the swept range (``beyond``: the
+    axes more than ``warn_factor`` times outside it)."""
+    warn_factor = check_threshold(warn_factor)
+    s = summarize(ds, prob)
     axes = [str(a) for a in ds[names.AXIS_DIM].to_numpy()]
     baselines = (
         [str(b) for b in ds[names.BASELINE_DIM].to_numpy()] if names.BASELINE_DIM in ds.dims else []
@@ -777,9 +899,24 @@ def to_json(ds: xr.Dataset, credible: float = DEFAULT_CREDIBLE) -> dict[str, obj
             for name in s.data_vars:
                 if str(name).startswith(names.SWITCH_PRICE):
                     row[str(name)] = trio(s[name].sel(sel))
+            if names.TRAJECTORIES in s:
+                row["trajectories"] = {"optimum": trio(s[names.TRAJECTORIES].sel(sel))}
+                if names.DECISION_TRAJECTORIES in s:
+                    row["trajectories"]["decision"] = _json_number(
+                        float(s[names.DECISION_TRAJECTORIES].sel(sel))
+                    )
+            if names.DECISION_SPEND in s:
+                spent = float(s[names.DECISION_SPEND].sel(sel).sum())
+            elif names.SPEND_SHARE in ds:
+                shares = ds[names.SPEND_SHARE].sel(sel).sum(names.AXIS_DIM)
+                spent = float(shares.median()) * float(budget)
+            else:
+                spent = float("nan")  # a compute budget: spent in full by construction
+            row["budget_spent"] = _json_number(spent)
+            row["extrapolation"] = _extent_json(s, sel, axes, warn_factor)
             rows.append(row)
     return {
-        "credible": credible,
+        "prob": prob,
         "cost_model": ds.attrs.get(names.ATTR_COST_MODEL),
         "currency": ds.attrs.get(names.ATTR_CURRENCY),
         "unit_prices": json.loads(ds.attrs.get(names.ATTR_PRICES, "{}")),
@@ -788,8 +925,55 @@ def to_json(ds: xr.Dataset, credible: float = DEFAULT_CREDIBLE) -> dict[str, obj
         "bounds": json.loads(ds.attrs.get("bounds", "{}")),
         "anchors": json.loads(ds.attrs.get("anchors", "{}")),
         "decision_solver_failures": int(ds.attrs.get("decision_solver_failures", 0)),
+        "units": json.loads(ds.attrs.get("units_json", "{}")),
+        "within_data": _json_attr(ds.attrs.get("within_data", "none")),
+        "extrapolation_warn_factor": warn_factor,
         "results": rows,
     }
+
+
+def _json_attr(value: object) -> object:
+    return None if value == "none" else float(value)  # type: ignore[arg-type]
+
+
+def _extent_json(
+    s: xr.Dataset, sel: Mapping[str, object], axes: Sequence[str], warn_factor: float
+) -> dict[str, object] | None:
+    """Per axis: the swept range, the optimum's and the decision's factor over its largest
+    value, and how far outside the range the decision (else the optimum's median) lies."""
+    if names.SWEPT_MAX not in s:
+        return None
+    per_axis: dict[str, object] = {}
+    beyond = []
+    for a in axes:
+        at = {**sel, names.AXIS_DIM: a}
+        lo = float(
+            s[names.SWEPT_MIN].sel({names.SETTING_DIM: sel[names.SETTING_DIM], names.AXIS_DIM: a})
+        )
+        hi = float(
+            s[names.SWEPT_MAX].sel({names.SETTING_DIM: sel[names.SETTING_DIM], names.AXIS_DIM: a})
+        )
+        opt = s[names.EXTRAPOLATION].sel(at)
+        entry: dict[str, object] = {
+            "swept_min": lo,
+            "swept_max": hi,
+            "optimum_over_max": {
+                k: _json_number(x)
+                for k, x in zip(
+                    ("lower", "median", "upper"), opt.to_numpy().astype(float), strict=True
+                )
+            },
+        }
+        factor = float(opt.sel({names.QUANTILE_DIM: 0.5}))
+        if names.DECISION_EXTRAPOLATION in s:
+            factor = float(s[names.DECISION_EXTRAPOLATION].sel(at))
+            entry["decision_over_max"] = _json_number(factor)
+        outside = max(factor, (lo / hi) / factor if factor > 0 else np.inf, 1.0)
+        entry["outside"] = _json_number(outside)
+        if outside > warn_factor:
+            beyond.append(a)
+        per_axis[a] = entry
+    return {"axes": per_axis, "beyond": beyond}
 
 
 # --- iso-budget curves --------------------------------------------------------------------------
@@ -807,6 +991,7 @@ def iso_budget(
     shares: ArrayLike | None = None,
     reference_spend: Mapping[str, float] | ArrayLike | None = None,
     max_draws: int | None = None,
+    within_data: float | None = None,
     seed: int = 0,
 ) -> xr.Dataset:
     """Success along a fixed budget as one axis's share of it varies (an iso-budget curve).
@@ -816,10 +1001,14 @@ def iso_budget(
     for every setting), an array (setting, axis) — e.g. the recipe's ``decision_spend`` at
     this budget, so that each curve passes through the decision — or ``None`` (equal money).
     Returns the per-draw success (chain, draw, setting, axis, share); bands come from
-    :func:`summarize`. Points outside the box are NaN.
+    :func:`summarize`. Points outside the box (``bounds``, capped by ``within_data`` as in
+    :func:`recipe`) are NaN.
     """
     prices = prices or default_prices()
-    draws = law_draws(fit, settings, max_draws, size_axis=names.PARAMS_B in prices.explicit)
+    size_axis = names.PARAMS_B in prices.explicit
+    if within_data is not None:
+        bounds = bounds_within_data(fit, within_data, bounds, settings, size_axis)
+    draws = law_draws(fit, settings, max_draws, size_axis=size_axis)
     axes = draws.axes
     c = prices.for_axes(axes)
     kap, _ = kappa_draws(axes, draws.samples, pricing, kappa, seed)
@@ -905,11 +1094,14 @@ def synthetic_fit(
     reference: Sequence[float] = (45.25, 1810.2, 11.31),
     interaction: tuple[float, float] | None = None,
     spec_text: str = _SYNTH_SPEC,
+    swept: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> xr.DataTree:
     """A law-fit DataTree whose posterior is lognormal around a known truth (``spread`` is the
     sd of log parameters; 0 gives a point mass). ``interaction = (gamma, beta)`` adds the
-    env x task term (the spec text must then declare it). Settings are
-    ``"S0 | grpo | math"``, ... For tests and examples, not a fit of any data."""
+    env x task term (the spec text must then declare it). ``swept`` = (lowest, highest) value
+    per axis, the same for every setting (default: the paper's grids, 8-256 environments,
+    320-10,240 tasks, 2-64 rollouts per task). Settings are ``"S0 | grpo | math"``, ... For tests and examples, not a fit of any
+    data."""
     rng = np.random.default_rng(seed)
     a = np.asarray(alpha, dtype=float)
     amp = np.asarray(amplitude, dtype=float)
@@ -953,9 +1145,20 @@ def synthetic_fit(
         names.SETTING_DIM: settings,
         names.AXIS_DIM: axes,
     }
-    const = xr.Dataset(
-        {names.REFERENCE_SCALE: ((names.AXIS_DIM,), np.asarray(reference, dtype=float))},
-        coords={names.AXIS_DIM: axes},
+    ref = np.asarray(reference, dtype=float)
+    swept = swept or ((8.0, 320.0, 2.0)[:n], (256.0, 10240.0, 64.0)[:n])
+    const = xr.merge(
+        [
+            xr.Dataset(
+                {names.REFERENCE_SCALE: ((names.AXIS_DIM,), ref)}, coords={names.AXIS_DIM: axes}
+            ),
+            SweptRange(
+                tuple(axes),
+                tuple(settings),
+                np.broadcast_to(np.asarray(swept[0], dtype=float), (g, n)).copy(),
+                np.broadcast_to(np.asarray(swept[1], dtype=float), (g, n)).copy(),
+            ).dataset(),
+        ]
     )
     tree = xr.DataTree.from_dict(
         {"posterior": xr.Dataset(post, coords=coords), "constant_data": const}

@@ -139,7 +139,7 @@ def test_point_mass_is_exact(point_fit: xr.DataTree) -> None:
 
 def test_uncertainty_gives_intervals_and_a_distinct_decision(wide_fit: xr.DataTree) -> None:
     ds = recipe(wide_fit, [3e4], settings=["S0 | grpo | math"])
-    s = summarize(ds, credible=0.9)
+    s = summarize(ds, prob=0.9)
     lo, med, hi = s[names.PURCHASED].isel(setting=0, budget=0).to_numpy()
     assert (lo < med).all() and (med < hi).all()
     # The decision maximises expected success: no per-draw optimum, used as one decision,
@@ -608,3 +608,122 @@ def test_cli_iso_budget_curves_pass_through_the_decision(
             # decision's share comes within the grid's resolution of it.
             assert np.nanmax(median) <= p_opt + 1e-9
             assert np.nanmax(median) >= p_opt - 5e-3
+
+
+# --- how far beyond the data, units, within-data bounds ---------------------------------------
+
+SWEPT_MAX = np.array([256.0, 10240.0, 64.0])  # synthetic_fit's default grids
+
+
+def test_extrapolation_is_the_optimum_over_the_largest_swept_value(wide_fit) -> None:
+    ds = recipe(wide_fit, BUDGETS)
+    ratio = ds[names.ALLOCATION] / xr.DataArray(SWEPT_MAX, dims=names.AXIS_DIM)
+    np.testing.assert_allclose(
+        ds[names.EXTRAPOLATION], ratio.transpose(*ds[names.EXTRAPOLATION].dims)
+    )
+    decision = ds[names.DECISION] / xr.DataArray(SWEPT_MAX, dims=names.AXIS_DIM)  # kappa = 1
+    np.testing.assert_allclose(ds[names.DECISION_EXTRAPOLATION], decision)
+    out = to_json(ds, warn_factor=4.0)
+    for row in out["results"]:
+        extent = row["extrapolation"]
+        for i, axis in enumerate(AXES):
+            entry = extent["axes"][axis]
+            assert entry["swept_max"] == SWEPT_MAX[i]
+            assert entry["decision_over_max"] == pytest.approx(row["decision"][axis] / SWEPT_MAX[i])
+            low = entry["swept_min"] / row["decision"][axis]
+            assert entry["outside"] == pytest.approx(max(entry["decision_over_max"], low, 1.0))
+            assert (axis in extent["beyond"]) == (entry["outside"] > 4.0)
+    # the paper's prices at 1e6 USD buy far beyond the grids; 2e3 USD stays near them
+    assert out["results"][-1]["extrapolation"]["beyond"] == AXES
+    assert "env" not in out["results"][0]["extrapolation"]["beyond"]
+
+
+def test_within_data_equals_explicit_upper_bounds(point_fit) -> None:
+    capped = recipe(point_fit, BUDGETS, within_data=4.0, bounds={"traj": (2.0, 100.0)})
+    explicit = recipe(
+        point_fit,
+        BUDGETS,
+        bounds={"env": (None, 1024.0), "task": (None, 40960.0), "traj": (2.0, 100.0)},
+    )
+    for var in (names.PURCHASED, names.DECISION, names.SUCCESS_DECISION):
+        np.testing.assert_allclose(capped[var], explicit[var], rtol=1e-12)
+    assert float(capped[names.PURCHASED].sel({names.AXIS_DIM: "traj"}).max()) <= 100.0 + 1e-9
+    assert (capped[names.EXTRAPOLATION] <= 4.0 + 1e-9).all()
+    # what the box leaves unspent is said, not hidden
+    row = to_json(capped)["results"][-1]
+    assert row["budget_spent"] == pytest.approx(4.1 * 1024 + 0.18 * 40960 + 0.02 * 100)
+
+
+def test_units_and_trajectories(point_fit) -> None:
+    ds = recipe(point_fit, [3e4])
+    bought = ds[names.PURCHASED]
+    np.testing.assert_allclose(
+        ds[names.TRAJECTORIES],
+        bought.sel({names.AXIS_DIM: "task"}) * bought.sel({names.AXIS_DIM: "traj"}),
+    )
+    out = to_json(ds)
+    assert out["units"]["traj"].startswith("rollouts per task")
+    assert out["units"]["env"].startswith("distinct environments")
+    row = out["results"][0]
+    assert row["trajectories"]["decision"] == pytest.approx(
+        row["decision"]["task"] * row["decision"]["traj"]
+    )
+
+
+def test_a_fit_without_a_swept_range(point_fit) -> None:
+    old = point_fit.copy()
+    old["constant_data"] = xr.DataTree(
+        old["constant_data"].to_dataset().drop_vars([names.SWEPT_MIN, names.SWEPT_MAX])
+    )
+    out = to_json(recipe(old, [3e4]))
+    assert out["results"][0]["extrapolation"] is None
+    with pytest.raises(RecipeError, match="stores no swept range"):
+        recipe(old, [3e4], within_data=4.0)
+    with pytest.raises(RecipeError, match=">= 1"):
+        recipe(point_fit, [3e4], within_data=0.5)
+
+
+def test_cli_states_units_extrapolation_and_one_number_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bayesscale.cli import main
+
+    fit = _save(synthetic_fit(draws=300, chains=2, spread=0.01), tmp_path / "fit.nc")
+    assert main(["recipe", str(fit), "--budget", "1e6", "--prob", "0.8"]) == 0
+    captured = capsys.readouterr()
+    text = captured.out
+    assert "intervals: median [80% equal-tailed]" in text
+    assert "traj = rollouts per task" in text and "x swept max" in text
+    assert "trajectories (tasks x rollouts per task)" in text
+    assert " !" in text  # rows beyond 4x are marked
+    assert "e+" not in text  # one number format: 3 significant digits, k/M/G/T
+    warning = [line for line in captured.err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "outside the swept range" in warning[0]
+    assert "--within-data 4" in warning[0]
+    # within the data: no warning, and the bound is stated
+    assert main(["recipe", str(fit), "--budget", "1e6", "--within-data", "4"]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err
+    assert "within 4x the largest swept values" in captured.out
+    assert "the bounds leave the rest unspent" in captured.out
+    # the old flag name still works; the JSON says which mass it used
+    assert main(["recipe", str(fit), "--budget", "1e4", "--credible", "0.5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["prob"] == 0.5
+
+
+def test_cli_strict_refuses_a_failed_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bayesscale.cli import main
+
+    fit = _save(synthetic_fit(draws=5, chains=2, spread=0.05), tmp_path / "fit.nc")
+    out = tmp_path / "r.nc"
+    assert main(["recipe", str(fit), "--budget", "1e4", "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)["fit_diagnostics"]["law_fit"]
+    assert verdict["ok"] is False and "DIAGNOSTICS FAILED" in verdict["headline"]
+    assert main(["recipe", str(fit), "--budget", "1e4"]) == 0
+    assert capsys.readouterr().out.startswith("law fit: DIAGNOSTICS FAILED")
+    assert main(["recipe", str(fit), "--budget", "1e4", "--strict", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(fit) in err[0] and "--strict" in err[0]
+    assert not out.exists()

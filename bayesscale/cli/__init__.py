@@ -18,6 +18,7 @@ import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from bayesscale import __version__
 
@@ -42,6 +43,68 @@ def check_prob(prob: float, flag: str = "--prob") -> None:
     """Interval masses are in (0, 1)."""
     if not 0 < prob < 1:
         raise CommandError(f"{flag} must be in (0, 1), got {prob}")
+
+
+# --- options shared by the commands that read fits: one name, one meaning, one help text ------
+
+DEFAULT_PROB = 0.9
+PROB_HELP = (
+    f"mass of the equal-tailed credible interval shown around each median (default {DEFAULT_PROB})"
+)
+STRICT_HELP = (
+    "refuse (exit 2, nothing written) when a fit's diagnostics failed or it is a --preview fit; "
+    "without it the verdict is the first line of the text output and a field of the JSON"
+)
+FORCE_HELP = "replace an existing output file (without it an existing file is never overwritten)"
+
+
+def add_prob(parser: argparse.ArgumentParser) -> None:
+    """``--prob P``: the interval mass, the same flag and text in every command."""
+    parser.add_argument("--prob", type=float, default=DEFAULT_PROB, help=PROB_HELP)
+
+
+def add_strict(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--strict", action="store_true", help=STRICT_HELP)
+
+
+def add_force(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
+
+
+def add_warn_beyond(parser: argparse.ArgumentParser) -> None:
+    from bayesscale.extrapolation import WARN_FACTOR
+
+    parser.add_argument(
+        "--warn-beyond",
+        type=float,
+        default=WARN_FACTOR,
+        metavar="F",
+        help="warn when a number lies more than F times outside the swept range of an axis "
+        f"(beyond its largest or below its smallest value in the setting's data; default "
+        f"{WARN_FACTOR:g})",
+    )
+
+
+class Verdict(Protocol):
+    """A fit's diagnostics (``bayesscale.inference.Diagnostics`` and the pricing fit's)."""
+
+    def headline(self) -> str | None: ...
+
+
+def refuse_failed(what: str, diagnostics: Verdict, strict: bool) -> None:
+    """With ``--strict``: one line naming the fit and its failed verdict, exit 2."""
+    headline = diagnostics.headline()
+    if strict and headline is not None:
+        raise CommandError(f"{what}: {headline} (--strict)")
+
+
+def check_warn_beyond(value: float) -> float:
+    from bayesscale.extrapolation import check_threshold
+
+    try:
+        return check_threshold(value)
+    except ValueError as exc:
+        raise CommandError(f"--warn-beyond: {exc}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:

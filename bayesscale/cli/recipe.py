@@ -16,7 +16,17 @@ import math
 import sys
 from typing import Any
 
-from bayesscale.cli import CommandError, output_path
+from bayesscale.cli import (
+    CommandError,
+    add_force,
+    add_prob,
+    add_strict,
+    add_warn_beyond,
+    check_prob,
+    check_warn_beyond,
+    output_path,
+    refuse_failed,
+)
 
 DESCRIPTION = (
     "Propagate a law fit's posterior through the budget allocator (additive linear cost "
@@ -72,9 +82,18 @@ def register(subparsers: Any) -> None:
         help="box bounds in purchased units, e.g. env=1:384,traj=2: (default: every axis >= 1)",
     )
     p.add_argument("--setting", action="append", help="a setting label (repeatable; default: all)")
+    add_prob(p)
+    p.add_argument("--credible", dest="prob", type=float, help=argparse.SUPPRESS)  # old name
     p.add_argument(
-        "--credible", type=float, default=0.9, help="credible-interval mass (default 0.9)"
+        "--within-data",
+        type=float,
+        metavar="F",
+        help="keep the recipe within F times the largest swept value of every axis (an upper "
+        "bound in purchased units, combined with --bounds); a law fitted over a 32x range says "
+        "little far beyond it",
     )
+    add_warn_beyond(p)
+    add_strict(p)
     p.add_argument("--max-draws", type=int, help="thin each chain to at most this many draws")
     p.add_argument(
         "--grow-axis", help="the trajectory-heavy baseline's growing axis (default traj)"
@@ -88,8 +107,13 @@ def register(subparsers: Any) -> None:
         help="add iso-budget curves (success as one axis's budget share varies, the others in "
         "the decision's proportions) with bands to the JSON output",
     )
-    p.add_argument("--out", metavar="RECIPE.nc", help="also write the per-draw results (netCDF)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    p.add_argument(
+        "--out",
+        metavar="RECIPE.nc",
+        help="also write the per-draw results to this netCDF file (the table or JSON still goes "
+        "to standard output)",
+    )
+    add_force(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
@@ -187,17 +211,20 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.prices import load_prices
     from bayesscale.recipe import recipe, to_json
 
+    check_prob(args.prob)
+    warn_beyond = check_warn_beyond(args.warn_beyond)
     budgets = parse_budgets(args.budget)
     kappa = parse_kappa(args.kappa) if args.kappa else None
     bounds = parse_bounds(args.bounds) if args.bounds else None
     output_path(args.out, args.force)
     if args.cost == "compute":
-        return _run_compute(args, budgets, bounds)
+        return _run_compute(args, budgets, bounds, warn_beyond)
     if args.powers or args.unit_cost != 1.0:
         raise CommandError("--powers and --unit-cost apply to --cost compute only")
     prices = load_prices(args.prices)
     fit = _load(args.fit, names.KIND_LAW_FIT)
     pricing = _load(args.pricing, names.KIND_PRICING_FIT) if args.pricing else None
+    verdicts = _fit_diagnostics(args, fit, pricing)
     ds = recipe(
         fit,
         budgets,
@@ -209,9 +236,10 @@ def run(args: argparse.Namespace) -> int:
         grow_axis=args.grow_axis,
         max_draws=args.max_draws,
         decision=not args.no_decision,
+        within_data=args.within_data,
     )
-    summary = to_json(ds, args.credible)
-    _add_fit_diagnostics(summary, fit, pricing)
+    summary = to_json(ds, args.prob, warn_beyond)
+    summary["fit_diagnostics"] = verdicts
     if args.iso:
         _add_iso(summary, ds, fit, args, prices, pricing, kappa, bounds)
     failures = int(ds.attrs.get("decision_solver_failures", 0))
@@ -222,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
             "per-draw optimum is reported there",
             file=sys.stderr,
         )
+    _warn_extrapolation(summary, args.within_data)
     _emit(ds, summary, args)
     return 0
 
@@ -230,6 +259,7 @@ def _run_compute(
     args: argparse.Namespace,
     budgets: list[float],
     bounds: dict[str, tuple[float | None, float | None]] | None,
+    warn_beyond: float,
 ) -> int:
     from bayesscale import names
     from bayesscale.compute_recipe import compute_recipe
@@ -249,6 +279,7 @@ def _run_compute(
     if money_only:
         raise CommandError(f"{', '.join(money_only)} apply to the additive (money) cost only")
     fit = _load(args.fit, names.KIND_LAW_FIT)
+    verdicts = _fit_diagnostics(args, fit, None)
     ds = compute_recipe(
         fit,
         budgets,
@@ -257,23 +288,74 @@ def _run_compute(
         bounds=bounds,
         settings=args.setting,
         max_draws=args.max_draws,
+        within_data=args.within_data,
     )
-    summary = to_json(ds, args.credible)
-    _add_fit_diagnostics(summary, fit, None)
+    summary = to_json(ds, args.prob, warn_beyond)
+    summary["fit_diagnostics"] = verdicts
+    _warn_extrapolation(summary, args.within_data)
     _emit(ds, summary, args)
     return 0
 
 
-def _add_fit_diagnostics(summary: dict[str, Any], fit: Any, pricing: Any) -> None:
-    """The fits' diagnostics verdicts, in the JSON and on the first line of the text."""
+def _fit_diagnostics(args: argparse.Namespace, fit: Any, pricing: Any) -> dict[str, Any]:
+    """The fits' diagnostics verdicts (refused with ``--strict`` when one failed), for the
+    JSON and the first line of the text."""
     from bayesscale.inference import diagnose
 
-    fits = {"law_fit": diagnose(fit).to_dict()}
+    law = diagnose(fit)
+    refuse_failed(args.fit, law, args.strict)
+    fits = {"law_fit": law.to_dict()}
     if pricing is not None:
         from bayesscale.pricing import pricing_diagnostics
 
-        fits["pricing_fit"] = pricing_diagnostics(pricing).to_dict()
-    summary["fit_diagnostics"] = fits
+        priced = pricing_diagnostics(pricing)
+        refuse_failed(args.pricing, priced, args.strict)
+        fits["pricing_fit"] = priced.to_dict()
+    return fits
+
+
+def _warn_extrapolation(summary: dict[str, Any], within: float | None) -> None:
+    """One line on standard error when rows lie beyond the warning threshold: how many, the
+    worst factor per axis, and what keeps the recipe inside the data."""
+    from bayesscale.extrapolation import describe
+
+    results = summary["results"]
+    if results and not any(r.get("extrapolation") for r in results):
+        print(
+            "bayesscale recipe: note: this fit stores no swept range (written by an older "
+            "version): refit it to see how far the recipe extrapolates",
+            file=sys.stderr,
+        )
+        return
+    beyond = [r for r in results if r.get("extrapolation") and r["extrapolation"]["beyond"]]
+    if not beyond:
+        return
+    worst: dict[str, float] = {}
+    for r in beyond:
+        for axis in r["extrapolation"]["beyond"]:
+            factor = _as_float(r["extrapolation"]["axes"][axis]["outside"])
+            worst[axis] = max(worst.get(axis, 0.0), factor)
+    threshold = summary["extrapolation_warn_factor"]
+    axes = ", ".join(
+        f"{a} up to {describe(f).removesuffix(' the swept range')}"
+        for a, f in sorted(worst.items(), key=lambda kv: -kv[1])
+    )
+    hint = (
+        f"--within-data {threshold:g} keeps the recipe within {threshold:g}x"
+        if within is None
+        else "with --within-data, what remains lies below the swept range"
+    )
+    print(
+        f"bayesscale recipe: warning: {len(beyond)} of {len(results)} (setting, budget) rows "
+        f"lie more than {threshold:g}x outside the swept range: {axes}; a power law says little "
+        f"that far beyond the range it was fitted on ({hint})",
+        file=sys.stderr,
+    )
+
+
+def _as_float(x: float | str | None) -> float:
+    """A JSON number back to a float (``"inf"`` too; ``None`` is NaN)."""
+    return float("nan") if x is None else float(x)
 
 
 def _emit(ds: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
@@ -326,8 +408,9 @@ def _add_iso(
             settings=[str(x) for x in ds[names.SETTING_DIM].to_numpy()],
             reference_spend=ref,
             max_draws=args.max_draws,
+            within_data=args.within_data,
         )
-        bands = summarize(iso, args.credible)[names.ISO_SUCCESS]
+        bands = summarize(iso, args.prob)[names.ISO_SUCCESS]
         grid = [float(x) for x in bands[names.SHARE_DIM].to_numpy()]
         for setting in bands[names.SETTING_DIM].to_numpy():
             curves = {}
@@ -344,50 +427,86 @@ def _add_iso(
 
 
 def _fmt(x: float | str | None) -> str:
+    """One number format for every cell: 3 significant digits, k/M/G from a thousand up."""
+    from bayesscale.tables import format_number
+
     if x is None:
         return "n/a"
     if isinstance(x, str):
-        return x
-    if abs(x) >= 1e4 or (0 < abs(x) < 1e-2):
-        return f"{x:.3g}"
-    return f"{x:.3g}" if abs(x) < 10 else f"{x:,.0f}"
+        return format_number(float(x), None)  # "inf" / "-inf"
+    return format_number(x, None)
 
 
 def _interval(t: dict[str, float | str | None]) -> str:
     return f"{_fmt(t['median'])} [{_fmt(t['lower'])}, {_fmt(t['upper'])}]"
 
 
+def _times(x: float | str | None) -> str:
+    """An extrapolation factor: ``0.5x``, ``45x``, ``7,600x``."""
+    if x is None:
+        return "n/a"
+    v = float(x)
+    return f"{v:.2g}x" if v < 10 else f"{v:,.0f}x"
+
+
 def format_table(summary: dict[str, Any]) -> str:
     """Plain-text report of :func:`bayesscale.recipe.to_json` output."""
-    pct = round(100 * summary["credible"])
+    pct = round(100 * summary["prob"])
     cur = summary["currency"]
     powers = summary.get("cost_powers")
+    units = summary.get("units", {})
+    warn = summary.get("extrapolation_warn_factor")
+    within = summary.get("within_data")
     lines = [
         f"cost model: {summary['cost_model']}; unit prices ({cur}): "
         + ", ".join(f"{a} {p:g}" for a, p in summary["unit_prices"].items())
         + (
             f"; cost powers: {', '.join(f'{a} {m:g}' for a, m in powers.items())}" if powers else ""
         ),
-        f"discounts: {summary['kappa']}; bounds: "
+        "units: " + "; ".join(f"{a} = {u}" for a, u in units.items()),
+        f"discounts: {summary['kappa']}; bounds (purchased units): "
         + ", ".join(
             f"{a} [{lo:g}, {'inf' if hi is None else f'{hi:g}'}]"
             for a, (lo, hi) in summary["bounds"].items()
-        ),
+        )
+        + (f" (within {within:g}x the largest swept values)" if within else ""),
         f"intervals: median [{pct}% equal-tailed] over posterior draws",
+        f"x swept max: the decision (else the optimum's median) over the largest value of the "
+        f"axis in the setting's data; ! = more than {warn:g}x outside the swept range",
         "",
     ]
     for row in summary["results"]:
         lines.append(f"== {row['setting']}  |  budget {row['budget']:,.0f} {cur}")
-        head = ("axis", "optimum per draw (units)", "decision", "exponent e_i")
-        lines.append(f"   {head[0]:<10} {head[1]:<34} {head[2]:>12}  {head[3]}")
+        head = ("axis", "optimum per draw", "decision", "x swept max", "exponent e_i")
+        lines.append(f"   {head[0]:<10} {head[1]:<28} {head[2]:>9}  {head[3]:<12} {head[4]}")
+        extent = row.get("extrapolation") or {}
         for axis, t in row["allocation"].items():
             dec = _fmt(row["decision"][axis]) if "decision" in row else "-"
             expo = _interval(row["recipe_exponent"][axis])
-            lines.append(f"   {axis:<10} {_interval(t):<34} {dec:>12}  {expo}")
+            factor = "n/a"
+            if extent:
+                e = extent["axes"][axis]
+                factor = _times(e.get("decision_over_max", e["optimum_over_max"]["median"]))
+                factor += " !" if axis in extent["beyond"] else ""
+            lines.append(f"   {axis:<10} {_interval(t):<28} {dec:>9}  {factor:<12} {expo}")
+        if "trajectories" in row:
+            tr = row["trajectories"]
+            text = (
+                f"   trajectories (tasks x rollouts per task): optimum {_interval(tr['optimum'])}"
+            )
+            if "decision" in tr:
+                text += f"; decision {_fmt(tr['decision'])}"
+            lines.append(text)
+        spent = row.get("budget_spent")
+        if spent is not None and spent < 0.99 * row["budget"]:
+            lines.append(
+                f"   spent: {_fmt(spent)} of {_fmt(row['budget'])} {cur}: the bounds leave the "
+                "rest unspent"
+            )
         if "success_at_decision" in row:
             lines.append(
                 f"   success of the decision: {_interval(row['success_at_decision'])} "
-                f"(expected {row['expected_success']:.4f})"
+                f"(expected {_fmt(row['expected_success'])})"
             )
         for b, entry in row.get("baselines", {}).items():
             text = f"   vs {b:<11} success {_interval(entry['success'])}"
