@@ -900,11 +900,12 @@ def to_json(
                 if str(name).startswith(names.SWITCH_PRICE):
                     row[str(name)] = trio(s[name].sel(sel))
             if names.TRAJECTORIES in s:
-                row["trajectories"] = {"optimum": trio(s[names.TRAJECTORIES].sel(sel))}
+                trajectories: dict[str, object] = {"optimum": trio(s[names.TRAJECTORIES].sel(sel))}
                 if names.DECISION_TRAJECTORIES in s:
-                    row["trajectories"]["decision"] = _json_number(
+                    trajectories["decision"] = _json_number(
                         float(s[names.DECISION_TRAJECTORIES].sel(sel))
                     )
+                row["trajectories"] = trajectories
             if names.DECISION_SPEND in s:
                 spent = float(s[names.DECISION_SPEND].sel(sel).sum())
             elif names.SPEND_SHARE in ds:
