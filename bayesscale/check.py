@@ -12,7 +12,12 @@ posterior predictive distribution is the mixture over draws ``d`` of
 * ``percentile``: the randomised PIT ``u_i = P(K < k_i) + V P(K = k_i)``, ``V ~ U(0, 1)`` (a
   continuous loss: ``P(Y < y_i)``), uniform on (0, 1) when the model is calibrated;
 * ``covered``: ``lower <= observed <= upper``; ``coverage`` is its mean, near ``prob`` when
-  the model is calibrated; ``mae`` is the mean of ``|observed - predicted|``.
+  the model is calibrated; ``mae`` is the mean of ``|observed - predicted|``;
+* ``<axis>_over_max``: the row's size on each axis over the largest value of that axis in its
+  setting's fitted rows, and ``outside_swept``, how many times outside the swept range the row
+  lies on its farthest axis (1 inside; :mod:`bayesscale.extrapolation`). A held-out check at
+  4x beyond the data tests the law 4x out, not further. Rows of a setting the fit does not
+  know are measured against the widest range of any setting.
 
 The predictive probabilities are Monte Carlo estimates over ``replicates x chains x draws``
 predictive samples, seeded.
@@ -34,7 +39,8 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.observations import Table, read_table
+from bayesscale.extrapolation import WARN_FACTOR, SweptRange, check_threshold
+from bayesscale.observations import Table, axis_sizes, read_table
 from bayesscale.predict import Prediction, fit_layout, predict, validate_rows
 
 DEFAULT_PROB = 0.9
@@ -79,7 +85,38 @@ def check(
     ``seed`` drives new-setting draws, predictive draws and the PIT's randomisation."""
     _check_prob(prob)
     pred = predict(fit, heldout, new_groups=new_groups, seed=seed, source=source, observed=True)
-    return _table(pred, prob, seed, replicates, rows)
+    table = _table(pred, prob, seed, replicates, rows)
+    return _add_extent(table, fit, pred)
+
+
+def _add_extent(table: pd.DataFrame, fit: xr.DataTree, pred: Prediction) -> pd.DataFrame:
+    """``<axis>_over_max`` per axis and ``outside_swept`` (NaN for a fit without a swept range)."""
+    swept = SweptRange.from_fit(fit)
+    spec = fit_layout(fit).spec
+    axes = list(spec.axis_names)
+    if swept is None:
+        for axis in axes:
+            table[axis + names.OVER_MAX_SUFFIX] = np.nan
+        table[names.OUTSIDE_SWEPT] = np.nan
+        return table
+    ai = [swept.axes.index(a) for a in axes]
+    widest_lo = np.nanmin(swept.lo[:, ai], axis=0)
+    widest_hi = np.nanmax(swept.hi[:, ai], axis=0)
+    lo = np.empty((pred.rows, len(axes)))
+    hi = np.empty((pred.rows, len(axes)))
+    for r, setting in enumerate(pred.setting):
+        if setting in swept.settings:
+            g = swept.settings.index(setting)
+            lo[r], hi[r] = swept.lo[g, ai], swept.hi[g, ai]
+        else:
+            lo[r], hi[r] = widest_lo, widest_hi
+    sizes = axis_sizes(pred.frame, spec)
+    rows = SweptRange(tuple(axes), tuple(pred.setting), lo, hi)
+    factor = rows.factor(sizes)
+    for i, axis in enumerate(axes):
+        table[axis + names.OVER_MAX_SUFFIX] = factor[:, i]
+    table[names.OUTSIDE_SWEPT] = rows.outside(sizes).max(axis=1)
+    return table
 
 
 def _table(
@@ -111,7 +148,7 @@ def _table(
     position = np.arange(pred.rows) if rows is None else np.asarray(rows, dtype=np.int64)
     if len(position) != pred.rows:
         raise ValueError(f"rows has {len(position)} entries for {pred.rows} rows")
-    out = pd.DataFrame({names.ROW: position})
+    out = pd.DataFrame({names.ROW: position + 1})
     line = position + 2 if pred.source.lower().endswith(".csv") else None
     out[names.LINE] = pd.array(line if line is not None else [pd.NA] * pred.rows, dtype="Int64")
     out[names.SETTING] = list(pred.setting)
@@ -164,7 +201,7 @@ def by_setting(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=[names.SETTING, *SUMMARY_COLUMNS])
 
 
-def summary(table: pd.DataFrame) -> dict[str, Any]:
+def summary(table: pd.DataFrame, warn_factor: float = WARN_FACTOR) -> dict[str, Any]:
     """Everything ``bayesscale check`` prints, as plain data (JSON-ready)."""
     return {
         "source": table.attrs.get(ATTR_SOURCE),
@@ -174,6 +211,27 @@ def summary(table: pd.DataFrame) -> dict[str, Any]:
         "settings": by_setting(table).to_dict(orient="records"),
         "new_settings": sorted(set(table.loc[table[names.NEW_SETTING], names.SETTING])),
         ATTR_NONPOSITIVE: int(table.attrs.get(ATTR_NONPOSITIVE, 0)),
+        "extrapolation": extent_summary(table, warn_factor),
+    }
+
+
+def extent_summary(table: pd.DataFrame, warn_factor: float = WARN_FACTOR) -> dict[str, Any] | None:
+    """How far beyond the data the checked rows lie: the largest factor over the swept max per
+    axis, and coverage and MAE separately for the rows within ``warn_factor`` of the swept range
+    and those beyond it (``None`` when the fit stores no swept range)."""
+    warn_factor = check_threshold(warn_factor)
+    if names.OUTSIDE_SWEPT not in table or table[names.OUTSIDE_SWEPT].isna().all():
+        return None
+    columns = [c for c in table.columns if str(c).endswith(names.OVER_MAX_SUFFIX)]
+    beyond = table[names.OUTSIDE_SWEPT] > warn_factor
+    return {
+        "warn_factor": warn_factor,
+        "largest_over_max": {
+            c.removesuffix(names.OVER_MAX_SUFFIX): float(table[c].max()) for c in columns
+        },
+        "largest_outside": float(table[names.OUTSIDE_SWEPT].max()),
+        "within": summarise_rows(table[~beyond]) if (~beyond).any() else None,
+        "beyond": summarise_rows(table[beyond]) if beyond.any() else None,
     }
 
 
@@ -196,6 +254,17 @@ def format_text(result: dict[str, Any]) -> str:
             "probability >= 1: a draw's floor below zero, far beyond the data); they are "
             "predicted at p just below 1"
         )
+    extent = result.get("extrapolation")
+    if extent:
+        axes = ", ".join(f"{a} {_times(f)}" for a, f in extent["largest_over_max"].items())
+        lines.append(f"  largest size over the largest swept value: {axes}")
+        for part, label in (("within", "within"), ("beyond", "beyond")):
+            rows = extent[part]
+            if rows is not None:
+                lines.append(
+                    f"    {rows[names.N_ROWS]} rows {label} {extent['warn_factor']:g}x of the swept "
+                    f"range: coverage {rows[names.COVERAGE]:.3f}, MAE {rows[names.MAE]:.4f}"
+                )
     settings = result["settings"]
     width = max([len("setting"), *(len(s[names.SETTING]) for s in settings)])
     lines += [
@@ -208,3 +277,7 @@ def format_text(result: dict[str, Any]) -> str:
             f"{s[names.MEAN_PERCENTILE]:>8.3f}  {s[names.MAE]:>7.4f}"
         )
     return "\n".join(lines)
+
+
+def _times(x: float) -> str:
+    return f"{x:.2g}x" if x < 10 else f"{x:,.0f}x"

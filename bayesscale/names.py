@@ -229,7 +229,11 @@ ATTR_EXPONENT_SOURCE: Final = "exponent_source"  # where each axis exponent's pr
 
 # --- held-out checks, cross-validation, comparison (bayesscale.predict, check, crossval, compare)
 # per-row columns of a held-out check (bayesscale.check.check); the figures code reads these
-ROW: Final = "row"  # 0-based data row of the checked table (of the original table in crossval)
+ROW: Final = "row"  # 1-based data row of the checked table (of the original table in crossval)
+OUTSIDE_SWEPT: Final = (
+    "outside_swept"  # check: how many times outside the swept range (max over axes)
+)
+OVER_MAX_SUFFIX: Final = "_over_max"  # check: column <axis>_over_max, size / largest swept value
 LINE: Final = "line"  # CSV file line of that row (the header is line 1); <NA> for parquet
 SETTING: Final = "setting"  # the row's setting label, keys joined by " | "
 OBSERVED: Final = "observed"  # observed success rate k/n (loss outcome: the observed loss)

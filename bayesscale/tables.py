@@ -551,7 +551,7 @@ def _rows(frame: pd.DataFrame, index: Iterable[int]) -> str:
     shown = picked[:8]
     more = f" and {len(picked) - len(shown)} more" if len(picked) > len(shown) else ""
     if names.ROW in frame.columns:
-        numbers = [int(frame.loc[i, names.ROW]) + 1 for i in shown]
+        numbers = [int(frame.loc[i, names.ROW]) for i in shown]
         text = f"row{'s' if len(picked) > 1 else ''} {', '.join(map(str, numbers))}{more}"
         text += " of the checked table"
         if names.LINE in frame.columns and not frame.loc[shown, names.LINE].isna().any():

@@ -85,7 +85,7 @@ def test_columns_rows_lines_and_attrs(reference_check):
     table = reference_check
     assert all(c in table.columns for c in ROW_COLUMNS)
     raw = _heldout_frame()
-    assert table[names.ROW].tolist() == list(range(315))
+    assert table[names.ROW].tolist() == list(range(1, 316))  # 1-based, as errors name rows
     assert table[names.LINE].tolist() == list(range(2, 317))
     np.testing.assert_array_equal(table[names.N_ENVS], raw[names.N_ENVS])
     np.testing.assert_array_equal(table[names.SEED], raw[names.SEED])
@@ -273,3 +273,38 @@ def test_loss_outcome_point_mass_gives_the_student_t_exactly():
     pit = t.cdf((np.log(rows["loss"]) - np.log(loss)) / sigma)
     np.testing.assert_allclose(table[names.PERCENTILE], pit, atol=0.015)
     assert table.attrs["outcome"] == "loss"
+
+
+def test_each_row_says_how_far_beyond_its_settings_swept_range(law_fit, reference_check):
+    from bayesscale.extrapolation import SweptRange
+
+    swept = SweptRange.from_fit(law_fit)
+    table = reference_check
+    columns = {"env": names.N_ENVS, "task": names.N_TASKS, "traj": names.ROLLOUTS}
+    g = [swept.settings.index(s) for s in table[names.SETTING]]
+    outside = np.ones(len(table))
+    for axis, column in columns.items():
+        i = swept.axes.index(axis)
+        size = table[column].to_numpy(float)
+        np.testing.assert_allclose(table[axis + names.OVER_MAX_SUFFIX], size / swept.hi[g, i])
+        outside = np.maximum(outside, np.maximum(size / swept.hi[g, i], swept.lo[g, i] / size))
+    np.testing.assert_allclose(table[names.OUTSIDE_SWEPT], outside)
+    assert table[names.OUTSIDE_SWEPT].max() > 1  # the held-out rows are larger-scale runs
+    extent = summary(table, warn_factor=3.0)["extrapolation"]
+    beyond = table[names.OUTSIDE_SWEPT] > 3.0
+    assert 0 < beyond.sum() < len(table)
+    assert extent["beyond"][names.N_ROWS] == beyond.sum()
+    assert extent["within"][names.COVERAGE] == pytest.approx(table[~beyond][names.COVERED].mean())
+
+
+def test_cli_strict_and_the_extrapolation_note(small_fit_path, tmp_path, capsys):
+    out = tmp_path / "rows.csv"
+    assert main(["check", small_fit_path, str(HELDOUT), "--warn-beyond", "1.5"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("DIAGNOSTICS FAILED")  # 2 x 50 draws
+    assert "largest size over the largest swept value" in captured.out
+    assert "held-out rows lie more than 1.5x outside the swept range" in captured.err
+    assert main(["check", small_fit_path, str(HELDOUT), "--strict", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and small_fit_path in err[0] and "DIAGNOSTICS FAILED" in err[0]
+    assert not out.exists()

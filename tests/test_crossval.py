@@ -112,7 +112,7 @@ def test_crossval_predicts_the_left_out_rows_from_a_fit_without_them():
     frame = subset_frame()
     held = np.flatnonzero(frame[names.ROLLOUTS] == frame[names.ROLLOUTS].max())
     assert fold.matched == "rollouts=64" and len(held) == 3
-    assert fold.check[names.ROW].tolist() == held.tolist()
+    assert fold.check[names.ROW].tolist() == (held + 1).tolist()  # 1-based data rows
     assert fold.check[names.LINE].isna().all()  # the subset is an in-memory table
     # the refit saw the other 45 rows and not these
     observed = fold.fit["observed_data"][names.OUTCOME].values
@@ -157,7 +157,7 @@ def test_cli_crossval(tmp_path, capsys, monkeypatch):
     assert entry["overall"] == fold.to_dict()["overall"]
     rows = pd.read_csv(tmp_path / "rows.csv")
     assert rows[names.ROW].tolist() == fold.check[names.ROW].tolist()
-    assert rows[names.LINE].tolist() == [r + 2 for r in rows[names.ROW]]  # a CSV file now
+    assert rows[names.LINE].tolist() == [r + 1 for r in rows[names.ROW]]  # a CSV file now
 
     assert main(args) == 0
     text = capsys.readouterr().out

@@ -288,7 +288,7 @@ def test_heldout_table_names_bad_rows() -> None:
     with pytest.raises(TableError, match=r"columns 'lower', 'upper', row 5: lower exceeds upper"):
         heldout_table(frame)
     frame = _heldout()
-    frame[names.ROW] = [10, 11, 12, 13, 14]
+    frame[names.ROW] = [11, 12, 13, 14, 15]  # 1-based, as the check writes them
     frame[names.LINE] = [12, 13, 14, 15, 16]
     frame.loc[1, names.PREDICTED] = np.nan
     with pytest.raises(TableError, match=r"row 12 of the checked table \(file line 13\)"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bayesscale import names
+from bayesscale.cli import add_force, add_prob, add_strict, add_warn_beyond
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,14 +21,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("fit", metavar="FIT.nc")
     parser.add_argument("heldout", metavar="HELDOUT.csv")
-    parser.add_argument(
-        "--prob", type=float, default=0.9, help="central interval mass (default 0.9)"
-    )
+    add_prob(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
-        "--out", metavar="TABLE.csv", help="write the per-row table (.csv/.parquet)"
+        "--out",
+        metavar="TABLE.csv",
+        help="also write the per-row table to this file (.csv or .parquet; rows numbered from 1 "
+        "as in error messages, with the CSV file line); the summary still goes to standard output",
     )
-    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    add_force(parser)
+    add_warn_beyond(parser)
+    add_strict(parser)
     parser.add_argument(
         "--new-groups",
         choices=(names.NEW_GROUPS_POOLED,),
@@ -41,10 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import json
+    import sys
 
-    from bayesscale.cli import check_prob, output_path
+    from bayesscale.cli import check_prob, check_warn_beyond, output_path, refuse_failed
 
     check_prob(args.prob)
+    warn_beyond = check_warn_beyond(args.warn_beyond)
     out = output_path(args.out, args.force)
 
     from bayesscale.check import check, format_text, load_heldout, summary
@@ -52,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.observations import write_table
 
     fit = load_fit(args.fit)
+    diagnostics = diagnose(fit)
+    refuse_failed(args.fit, diagnostics, args.strict)
     table = check(
         fit,
         load_heldout(args.heldout, fit),
@@ -59,9 +67,16 @@ def run(args: argparse.Namespace) -> int:
         new_groups=args.new_groups,
         seed=args.seed,
     )
-    result = summary(table)
-    diagnostics = diagnose(fit)
+    result = summary(table, warn_beyond)
     result["fit_diagnostics"] = diagnostics.to_dict()
+    extent = result["extrapolation"]
+    if extent and extent["beyond"] is not None:
+        print(
+            f"bayesscale check: note: {extent['beyond'][names.N_ROWS]} held-out rows lie more "
+            f"than {warn_beyond:g}x outside the swept range (up to "
+            f"{extent['largest_outside']:.3g}x); their coverage tests the law that far out",
+            file=sys.stderr,
+        )
     if out is not None:
         write_table(table, out, overwrite=args.force)
         result["table"] = str(out)
