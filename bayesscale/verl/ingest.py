@@ -56,7 +56,7 @@ class Skipped:
     run_id: str
     reason: str
     status: str = mf.SUCCEEDED
-    """The run's manifest status: a run that is not ``succeeded`` has not finished well."""
+    """The run's manifest status (a run that is not ``succeeded`` has not finished well)."""
 
 
 # what each unfinished status means, and what to do about it
