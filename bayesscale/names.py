@@ -160,6 +160,9 @@ ATTEMPT: Final = "attempt"
 JOB_ID: Final = "job_id"
 MODEL_PATH: Final = "model_path"
 N_CELLS: Final = "n_cells"  # task-environment cells per run (training-signal alignment)
+# ids a run trains on; n_envs / n_tasks count the distinct ones (signatures, merged statements)
+ENV_IDS: Final = "env_ids"
+TASK_IDS: Final = "task_ids"
 UPDATES: Final = "updates"  # optimiser updates (trainer.total_training_steps)
 TRAIN_BATCH_SIZE: Final = "train_batch_size"
 VAL_SIZE: Final = "val_size"  # held-out prompts

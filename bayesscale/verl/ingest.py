@@ -11,9 +11,11 @@ and biases success upward, so it warns), and convert:
     compute  = 6 · N · Σ_steps perf/total_num_tokens     (N = params_b · 1e9; FLOPs ≈ 6ND)
 
 Rows carry the manifest's setting and axis columns (``model``, ``algorithm``, ``domain``,
-``params_b``, ``n_envs``, ``n_tasks``, ``rollouts``, ``n_worlds``, ``reward``, ``seed``)
-plus ``run_id``, ``step``, ``val_metric``, ``tokens``. Runs that cannot be used are
-reported with the reason, never silently dropped.
+``params_b``, ``n_envs``, ``n_tasks``, ``rollouts``, ``n_worlds``, ``reward``, ``seed``;
+``n_envs``/``n_tasks`` count distinct environments and tasks as ``bayesscale count`` does)
+plus ``env_ids``, ``task_ids`` (the ids the run trained on), ``run_id``, ``step``,
+``val_metric``, ``tokens``. Runs that cannot be used are reported, never silently dropped:
+unfinished ones one line per status, unusable finished ones one line each with the reason.
 
 Re-running is idempotent: rows merge into an existing table by ``run_id``; a row equal to
 the stored one is left alone, a different one is a conflict (``replace=True`` to take the
@@ -41,6 +43,7 @@ from bayesscale.verl import manifest as mf
 
 FLOPS_PER_PARAM_TOKEN = 6.0
 CARRIED = names.RUN_COLUMNS
+IDS = (names.ENV_IDS, names.TASK_IDS)  # ids the run trained on (n_envs/n_tasks: distinct ones)
 OUTCOME = (names.SUCCESSES, names.TRIALS, names.COMPUTE, names.STEP, names.VAL_METRIC)
 
 
@@ -52,6 +55,18 @@ class BiasedSelectionWarning(UserWarning):
 class Skipped:
     run_id: str
     reason: str
+    status: str = mf.SUCCEEDED
+    """The run's manifest status (a run that is not ``succeeded`` has not finished well)."""
+
+
+# what each unfinished status means, and what to do about it
+_STATUS_MEANING = {
+    mf.PLANNED: "not launched yet",
+    mf.PENDING: "submitted, waiting for GPUs",
+    mf.RUNNING: "still running",
+    mf.FAILED: "failed (launch retries it, up to --max-attempts)",
+    mf.STOPPED: "stopped (launch retries it, up to --max-attempts)",
+}
 
 
 @dataclass
@@ -59,10 +74,46 @@ class IngestResult:
     rows: pd.DataFrame
     skipped: list[Skipped] = field(default_factory=list)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    sweep_dir: Path | None = None
+    messages: dict[str, str] = field(default_factory=dict)
+    """``{run_id: manifest message}`` of failed or stopped runs."""
+
+    def by_status(self) -> dict[str, list[str]]:
+        """Run ids of the runs that have not succeeded, by manifest status."""
+        out: dict[str, list[str]] = {}
+        for s in self.skipped:
+            if s.status != mf.SUCCEEDED:
+                out.setdefault(s.status, []).append(s.run_id)
+        return out
+
+    def next_command(self) -> str | None:
+        """What to run next for the runs that have not finished, if anything."""
+        statuses = self.by_status()
+        sweep = self.sweep_dir if self.sweep_dir is not None else "SWEEP"
+        if any(s in statuses for s in (mf.PLANNED, *mf.FINISHED_BAD)):
+            return f"bayesscale launch {sweep} --ray-address http://HEAD:8265 (or --local)"
+        if any(s in statuses for s in mf.ACTIVE):
+            return (
+                f"bayesscale launch {sweep} --ray-address http://HEAD:8265 follows the running "
+                "runs; ingest again when they have finished"
+            )
+        return None
 
     def report(self) -> str:
-        lines = [f"ingested {len(self.rows)} run(s); could not use {len(self.skipped)}"]
-        lines += [f"  skipped {s.run_id}: {s.reason}" for s in self.skipped]
+        total = len(self.rows) + len(self.skipped)
+        lines = [f"ingested {len(self.rows)} of {total} run(s); could not use {len(self.skipped)}"]
+        for status, runs in sorted(
+            self.by_status().items(), key=lambda kv: mf.STATUSES.index(kv[0])
+        ):
+            meaning = _STATUS_MEANING.get(status, f"status {status!r}")
+            example = next((r for r in runs if self.messages.get(r)), runs[0])
+            detail = (
+                f"{example}: {self.messages[example]}" if self.messages.get(example) else example
+            )
+            lines.append(f"  {status:<9} {len(runs):>5} run(s): {meaning} (e.g. {detail})")
+        lines += [
+            f"  skipped {s.run_id}: {s.reason}" for s in self.skipped if s.status == mf.SUCCEEDED
+        ]
         for run, notes in self.notes.items():
             lines += [f"  note {run}: {n}" for n in notes]
         return "\n".join(lines)
@@ -151,7 +202,7 @@ def ingest_run(
         else:
             notes.append(f"no {names.PARAMS_B}: compute unknown")
     out: dict[str, Any] = {names.RUN_ID: run}
-    for column in CARRIED:
+    for column in CARRIED + IDS:
         if column in row.index and not (isinstance(row[column], float) and math.isnan(row[column])):
             out[column] = row[column]
     metrics = sorted({validated[chosen][ds].metric for ds in counts})
@@ -172,12 +223,21 @@ def ingest_sweep(sweep_dir: str | Path, step: str = "final") -> IngestResult:
     """Read every finished run of a sweep; report the others with their reason."""
     sweep_dir = Path(sweep_dir).resolve()
     frame = mf.read_manifest(sweep_dir)
-    rows, skipped, notes = [], [], {}
+    rows, skipped, notes, messages = [], [], {}, {}
+    if names.ENV_IDS not in frame.columns:
+        notes[mf.MANIFEST] = [
+            f"no {names.ENV_IDS!r}/{names.TASK_IDS!r} columns (planned by an older bayesscale): "
+            f"its {names.N_ENVS}/{names.N_TASKS} count ids, not distinct units; "
+            "bayesscale count gives the distinct ones"
+        ]
     cache: dict[str, dict[str, int]] = {}
     for _, row in frame.iterrows():
         run = str(row[names.RUN_ID])
-        if row[names.STATUS] != mf.SUCCEEDED:
-            skipped.append(Skipped(run, f"status {row[names.STATUS]!r}, not 'succeeded'"))
+        status = str(row[names.STATUS])
+        if status != mf.SUCCEEDED:
+            skipped.append(Skipped(run, f"status {status!r}, not 'succeeded'", status))
+            if status in mf.FINISHED_BAD and names.MESSAGE in row.index and row[names.MESSAGE]:
+                messages[run] = str(row[names.MESSAGE])
             continue
         counts = _val_counts(sweep_dir, str(row[names.VAL_PATH]), cache)
         out, why, run_notes = ingest_run(row, sweep_dir, counts, step=step)
@@ -187,7 +247,7 @@ def ingest_sweep(sweep_dir: str | Path, step: str = "final") -> IngestResult:
             skipped.append(Skipped(run, why))
         else:
             rows.append(out)
-    return IngestResult(pd.DataFrame(rows), skipped, notes)
+    return IngestResult(pd.DataFrame(rows), skipped, notes, sweep_dir, messages)
 
 
 def _same(a: object, b: object) -> bool:

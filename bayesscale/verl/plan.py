@@ -9,6 +9,14 @@ Held-out split (``[holdout] by``): ``task`` holds out whole task ids, ``env`` wh
 environments, ``world`` every environment of the held-out worlds; every cell touching a
 held-out unit goes to the validation set and never to training.
 
+What a grid point counts: the spec's grid values are how many environment and task **ids** a
+run selects; ``n_envs`` and ``n_tasks`` in the manifest (and so in ingested observations) are
+how many **distinct** ones they are, exactly as ``bayesscale count`` counts the pool:
+environments by structural signature, tasks by near-duplicate-merged statement (the ``[count]``
+table of the spec says how tasks are embedded). Each seeded order lists one id of every
+distinct unit before a second id of any, so ids and distinct counts agree while the pool has
+enough distinct units; where they differ the plan reports both (``env_ids``/``task_ids``).
+
 Training-signal alignment (PAPER.md §3): every run trains on the same number of
 task-environment cells C and the same number of updates U, whatever its (E, T). The run's
 distinct cells are ordered (one cell per task and per environment first, so that all E
@@ -39,8 +47,9 @@ import pandas as pd
 
 from bayesscale import names
 from bayesscale.verl import manifest as mf
+from bayesscale.verl.count import CountResult, count_pool
 from bayesscale.verl.pool import Pool, PoolError, read_pool
-from bayesscale.verl.sweep import AXIS_COLUMNS, SweepSpec, holdout_count, safe_token
+from bayesscale.verl.sweep import AXIS_COLUMNS, CountSettings, SweepSpec, holdout_count, safe_token
 
 VAL_FILE = "data/val.parquet"
 WORLD = "world"
@@ -97,13 +106,60 @@ def split_holdout(pool: Pool, spec: SweepSpec) -> Split:
     return Split(frame[~is_val].reset_index(drop=True), val.reset_index(drop=True), by, held)
 
 
-def make_orders(train: pd.DataFrame, seed: int) -> Orders:
-    """Seeded permutations of the training environments and tasks."""
+def count_units(pool: Pool, settings: CountSettings | None = None) -> CountResult:
+    """``bayesscale count`` on the pool with the spec's ``[count]`` settings; tasks fall back
+    to ids (with a note) when there are no embeddings."""
+    settings = settings or CountSettings()
+    embedder, name = None, "embedder"
+    if settings.model is not None:
+        from bayesscale.verl import embed
+
+        model = embed.load_model(settings.model)
+        embedder, name = model.encode, f"{model.name} in NumPy"
+    return count_pool(
+        pool,
+        threshold=settings.threshold,
+        embedder=embedder,
+        embedding_column=settings.embedding_column,
+        text_column=settings.text_column,
+        embedder_name=name,
+        tasks_by_id=True,
+    )
+
+
+def spread_units(ids: np.ndarray, unit: dict[str, str] | None) -> np.ndarray:
+    """Reorder ``ids`` (stably) so that every unit's first id comes before any unit's second.
+
+    >>> spread_units(np.array(["a1", "a2", "b1", "c1"]), {"a1": "a", "a2": "a"}).tolist()
+    ['a1', 'b1', 'c1', 'a2']
+    """
+    if not unit:
+        return ids
+    seen: dict[str, int] = {}
+    rank = []
+    for i in ids.tolist():
+        u = unit.get(i, i)
+        rank.append(seen.get(u, 0))
+        seen[u] = seen.get(u, 0) + 1
+    return ids[np.lexsort((np.arange(len(ids)), np.array(rank)))]
+
+
+def make_orders(train: pd.DataFrame, seed: int, units: CountResult | None = None) -> Orders:
+    """Seeded permutations of the training environments and tasks, one id of every distinct
+    unit (``units``: signature, merged statement) before a second id of any."""
     envs = np.array(sorted(train[names.ENV_ID].unique()))
     tasks = np.array(sorted(train[names.TASK_ID].unique()))
     envs = envs[np.random.default_rng([seed, 1]).permutation(len(envs))]
     tasks = tasks[np.random.default_rng([seed, 2]).permutation(len(tasks))]
+    if units is not None:
+        envs = spread_units(envs, units.env_unit)
+        tasks = spread_units(tasks, units.task_unit)
     return Orders(tuple(envs.tolist()), tuple(tasks.tolist()))
+
+
+def n_distinct(ids: tuple[str, ...] | list[str], unit: dict[str, str]) -> int:
+    """How many distinct units a set of ids holds."""
+    return len({unit.get(i, i) for i in ids})
 
 
 def select_cells(
@@ -119,7 +175,7 @@ def select_cells(
     its environments and tasks; raise ``PoolError`` when the pool cannot provide them."""
     if n_envs > len(orders.envs) or n_tasks > len(orders.tasks):
         raise PoolError(
-            f"{source}: pool too small for the grid point n_envs={n_envs}, n_tasks={n_tasks}: "
+            f"{source}: pool too small for the grid point env_ids={n_envs}, task_ids={n_tasks}: "
             f"after the held-out split it has {len(orders.envs)} training environment(s) "
             f"(column {names.ENV_ID!r}) and {len(orders.tasks)} training task(s) "
             f"(column {names.TASK_ID!r})"
@@ -131,7 +187,7 @@ def select_cells(
     lonely_tasks = sorted(task_set - set(cells[names.TASK_ID]))
     if lonely_envs or lonely_tasks:
         raise PoolError(
-            f"{source}: pool too sparse for the grid point n_envs={n_envs}, n_tasks={n_tasks}: "
+            f"{source}: pool too sparse for the grid point env_ids={n_envs}, task_ids={n_tasks}: "
             f"{len(lonely_envs)} of its environments (column {names.ENV_ID!r}, e.g. "
             f"{lonely_envs[:3]}) and {len(lonely_tasks)} of its tasks (column "
             f"{names.TASK_ID!r}, e.g. {lonely_tasks[:3]}) have no cell among the others. "
@@ -145,7 +201,7 @@ def select_cells(
     if int(cover.sum()) > n_cells:
         raise PoolError(
             f"{source}: [alignment] cells = {n_cells} cannot cover the {n_tasks} tasks and "
-            f"{n_envs} environments of grid point n_envs={n_envs}, n_tasks={n_tasks} "
+            f"{n_envs} environments of grid point env_ids={n_envs}, task_ids={n_tasks} "
             f"(needs at least {int(cover.sum())}); raise cells"
         )
     take = np.arange(n_cells) % len(ordered)
@@ -206,8 +262,9 @@ def build_plan(
     spec: SweepSpec, pool: Pool
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame], dict[str, Any]]:
     """Plan in memory: (manifest, {relative path: verl parquet frame}, report)."""
+    units = count_units(pool, spec.count)
     split = split_holdout(pool, spec)
-    orders = make_orders(split.train, spec.selection_seed)
+    orders = make_orders(split.train, spec.selection_seed, units)
     points = grid_runs(spec)
     world_of = (
         split.train.drop_duplicates(names.ENV_ID).set_index(names.ENV_ID)[names.WORLD_ID]
@@ -233,8 +290,10 @@ def build_plan(
         if world_of is not None:
             n_worlds = int(world_of.loc[list(orders.envs[: key[0]])].nunique())
         data_points[key] = {
-            names.N_ENVS: key[0],
-            names.N_TASKS: key[1],
+            names.ENV_IDS: key[0],
+            names.TASK_IDS: key[1],
+            names.N_ENVS: n_distinct(orders.envs[: key[0]], units.env_unit),
+            names.N_TASKS: n_distinct(orders.tasks[: key[1]], units.task_unit),
             names.N_WORLDS: n_worlds,
             "available_cells": len(available),
             "distinct_cells": len(distinct),
@@ -268,10 +327,12 @@ def build_plan(
                             names.ALGORITHM: algorithm,
                             names.DOMAIN: spec.domain,
                             names.REWARD: spec.reward,
-                            names.N_ENVS: point[names.N_ENVS],
-                            names.N_TASKS: point[names.N_TASKS],
+                            names.N_ENVS: dp[names.N_ENVS],
+                            names.N_TASKS: dp[names.N_TASKS],
                             names.ROLLOUTS: point[names.ROLLOUTS],
                             names.N_WORLDS: dp[names.N_WORLDS],
+                            names.ENV_IDS: dp[names.ENV_IDS],
+                            names.TASK_IDS: dp[names.TASK_IDS],
                             names.SEED: seed,
                             names.N_CELLS: spec.cells,
                             names.UPDATES: spec.updates,
@@ -290,6 +351,20 @@ def build_plan(
                         }
                     )
     manifest = pd.DataFrame(rows)
+    held_column, held_unit = (
+        (names.TASK_ID, units.task_unit)
+        if split.by == names.TASK
+        else (names.ENV_ID, units.env_unit)
+    )
+    train_units = {held_unit.get(i, i) for i in split.train[held_column].unique()}
+    duplicated_in_training = sorted(
+        str(i) for i in split.val[held_column].unique() if held_unit.get(i, i) in train_units
+    )
+    differ = [
+        dp
+        for dp in (data_points[k] for k in sorted(data_points))
+        if (dp[names.ENV_IDS], dp[names.TASK_IDS]) != (dp[names.N_ENVS], dp[names.N_TASKS])
+    ]
     report = {
         "sweep": spec.name,
         "sweep_uid": uuid.uuid4().hex,
@@ -298,6 +373,8 @@ def build_plan(
             "cells": len(pool.frame),
             "tasks": int(pool.frame[names.TASK_ID].nunique()),
             "envs": int(pool.frame[names.ENV_ID].nunique()),
+            "distinct_tasks": units.tasks,
+            "distinct_envs": units.envs,
             "worlds": int(pool.frame[names.WORLD_ID].nunique()) if pool.has_worlds else None,
         },
         "holdout": {
@@ -310,6 +387,28 @@ def build_plan(
             },
             "train_envs": len(orders.envs),
             "train_tasks": len(orders.tasks),
+            "train_distinct_envs": n_distinct(orders.envs, units.env_unit),
+            "train_distinct_tasks": n_distinct(orders.tasks, units.task_unit),
+            # held-out ids whose task statement / structural signature also trains
+            "same_unit_in_training": duplicated_in_training,
+        },
+        "counting": {
+            names.N_ENVS: (
+                "distinct structural signatures"
+                if any(c in pool.frame.columns for c in (*names.SIGNATURE_FIELDS, names.SIGNATURE))
+                else "env ids (the pool has no structural signature columns)"
+            ),
+            names.N_TASKS: (
+                "task ids (no embeddings: add an 'embedding' column or [count] model)"
+                if units.embedding_source == "no embeddings"
+                else f"distinct statements, near-duplicates at cosine distance <= "
+                f"{units.threshold:g} merged ({units.embedding_source})"
+            ),
+            "notes": list(units.notes),
+            "ids_differ": [
+                {k: dp[k] for k in (names.ENV_IDS, names.N_ENVS, names.TASK_IDS, names.N_TASKS)}
+                for dp in differ
+            ],
         },
         "grid": {axis: list(spec.grid_points(axis)) for axis in spec.axes},
         "anchors": dict(spec.anchors),
@@ -340,6 +439,13 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _umask() -> int:
+    """The process umask (read by setting it and putting it back)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 def write_sweep(
     sweep_dir: str | Path,
     manifest: pd.DataFrame,
@@ -364,6 +470,7 @@ def write_sweep(
         (tmp / mf.SPEC_COPY).write_text(spec_text, encoding="utf-8")
         (tmp / mf.PLAN_REPORT).write_text(json.dumps(report, indent=2, default=str) + "\n")
         manifest.to_csv(tmp / mf.MANIFEST, index=False)
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it 0700; a sweep is shared like any folder
         if target.exists():
             old = Path(
                 tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".old")

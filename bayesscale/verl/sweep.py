@@ -43,6 +43,11 @@ Example spec::
     fraction = 0.1                 # or: count = 50
     selection_seed = 0
 
+    [count]                        # how n_envs / n_tasks count distinct units (as `count`)
+    model = "all-MiniLM-L6-v2"     # or a model folder/zip; default: the pool's embedding column
+    threshold = 0.15               # near-duplicate tasks: cosine distance <= threshold
+    # embedding_column = "embedding"; text_column = "question"
+
     [verl]
     n_gpus_per_node = 8
     nnodes = 1
@@ -68,6 +73,8 @@ from pathlib import Path
 from typing import Any
 
 from bayesscale import names
+from bayesscale.verl.count import DEFAULT_THRESHOLD
+from bayesscale.verl.embed import MINILM
 
 AXIS_COLUMNS = {names.ENV: names.N_ENVS, names.TASK: names.N_TASKS, names.TRAJ: names.ROLLOUTS}
 DEFAULT_ANCHORS = {names.N_ENVS: 256, names.N_TASKS: 10_240, names.ROLLOUTS: 8}
@@ -98,6 +105,20 @@ class Holdout:
     fraction: float | None = 0.1
     count: int | None = None
     max_val_cells: int | None = None
+
+
+@dataclass(frozen=True)
+class CountSettings:
+    """How the plan counts distinct tasks (``bayesscale count``'s options).
+
+    With neither ``model`` nor ``embedding_column`` the pool's ``embedding`` column is used
+    when it has one; otherwise tasks are counted by id and the plan says so.
+    """
+
+    model: str | None = None
+    embedding_column: str | None = None
+    text_column: str | None = None
+    threshold: float = DEFAULT_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -137,6 +158,7 @@ class SweepSpec:
     updates: int = DEFAULT_UPDATES
     holdout: Holdout = field(default_factory=Holdout)
     selection_seed: int = 0
+    count: CountSettings = field(default_factory=CountSettings)
     verl: VerlSettings = field(default_factory=VerlSettings)
     source: str = "<spec>"
     text: str = ""
@@ -206,7 +228,7 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
     top = dict(raw)
     allowed_top = [
         "name", "pool", "domain", "reward", "seeds", "algorithms", "models",
-        "anchors", "grid", "alignment", "holdout", "verl",
+        "anchors", "grid", "alignment", "holdout", "count", "verl",
     ]  # fmt: skip
     name = _take(top, "name", str, source, "sweep")
     pool = _take(top, "pool", str, source, None)
@@ -310,6 +332,26 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
     selection_seed = _take(hold, "selection_seed", int, where, 0)
     _no_leftovers(hold, where, ["by", "fraction", "count", "max_val_cells", "selection_seed"])
 
+    ct = dict(_take(top, "count", dict, source, {}))
+    where = f"{source}: [count]"
+    model = _take(ct, "model", str, where, None)
+    if model is not None and model != MINILM and not Path(model).is_absolute():
+        model = str(base / model)
+    threshold = _take(ct, "threshold", (int, float), where, DEFAULT_THRESHOLD)
+    if not 0 <= threshold < 2:
+        raise SpecError(
+            f"{where}: key 'threshold' is a cosine distance in [0, 2), got {threshold!r}"
+        )
+    count_settings = CountSettings(
+        model=model,
+        embedding_column=_take(ct, "embedding_column", str, where, None),
+        text_column=_take(ct, "text_column", str, where, None),
+        threshold=float(threshold),
+    )
+    if count_settings.model is not None and count_settings.embedding_column is not None:
+        raise SpecError(f"{where}: give 'model' or 'embedding_column', not both")
+    _no_leftovers(ct, where, ["model", "embedding_column", "text_column", "threshold"])
+
     vt = dict(_take(top, "verl", dict, source, {}))
     where = f"{source}: [verl]"
     default = VerlSettings()
@@ -367,6 +409,7 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
         updates=updates,
         holdout=Holdout(by=by, fraction=fraction, count=count, max_val_cells=max_val),
         selection_seed=selection_seed,
+        count=count_settings,
         verl=verl,
         source=source,
         text=text,

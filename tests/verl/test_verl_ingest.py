@@ -86,7 +86,16 @@ def test_golden_runs(sweep: Path) -> None:
     skipped = {s.run_id: s.reason for s in result.skipped}
     assert "never all validated" in skipped[r[4]]
     assert "status 'failed'" in skipped[r[5]] and "status 'planned'" in skipped[r[6]]
-    assert "ingested 4 run(s)" in result.report()
+    report = result.report().splitlines()
+    assert report[:3] == [
+        "ingested 4 of 40 run(s); could not use 36",
+        f"  planned      34 run(s): not launched yet (e.g. {r[6]})",
+        f"  failed        1 run(s): failed (launch retries it, up to --max-attempts) (e.g. {r[5]})",
+    ]
+    assert report[3].startswith(f"  skipped {r[4]}: held-out data_source(s)")
+    assert mf.MANIFEST not in result.notes  # planned now: env_ids/task_ids present
+    for column in (names.ENV_IDS, names.TASK_IDS):  # the ids behind the distinct counts
+        assert clean[column] == manifest.loc[r[0], column]
 
 
 def test_two_sources_weighted_by_held_out_counts(sweep: Path) -> None:
@@ -161,3 +170,14 @@ def test_rows_load_as_observations(sweep: Path, tmp_path: Path) -> None:
     ):
         assert (frame[column] == frame[column].round()).all()
     assert not any(math.isnan(v) for v in frame[names.COMPUTE])
+
+
+def test_manifest_without_id_columns_says_what_its_counts_are(sweep: Path) -> None:
+    """A sweep planned before n_envs/n_tasks counted distinct units: said, not guessed."""
+    r = runs(sweep)
+    place(sweep, r[0], ["v09_clean.jsonl"])
+    frame = mf.read_manifest(sweep).drop(columns=[names.ENV_IDS, names.TASK_IDS])
+    mf.write_manifest(frame, sweep)
+    result = ingest_sweep(sweep)
+    assert names.ENV_IDS not in result.rows.columns
+    assert f"  note {mf.MANIFEST}: no 'env_ids'/'task_ids' columns" in result.report()

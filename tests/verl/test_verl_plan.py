@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from verl_testlib import REPO, SMALL_SPEC, crossed_pool
+from verl_testlib import REPO, SMALL_SPEC, crossed_pool, duplicated_pool
 
 from bayesscale import names
 from bayesscale.verl import manifest as mf
@@ -136,8 +137,58 @@ def test_holdout_by_world() -> None:
 def test_example_sweep_plans(tmp_path: Path) -> None:
     spec = load_sweep_spec(REPO / "data/verl_example/sweep.toml")
     result = plan_sweep(spec, tmp_path / "ex")
-    assert len(result.manifest) == 13 * 2 * 3
+    manifest = result.manifest
+    assert len(manifest) == 13 * 2 * 3
     assert result.report["holdout"]["val_cells"] == 15 * 20
+    # make_pool.py: 20 env ids = 5 worlds x 2 structures x 2 content seeds; the env axis
+    # counts structures, so its 16-id points have 10 environments, as `bayesscale count` says
+    assert manifest[names.ENV_IDS].max() == 16 and manifest[names.N_ENVS].max() == 10
+    small = manifest[manifest[names.ENV_IDS] <= 8]
+    assert (small[names.N_ENVS] == small[names.ENV_IDS]).all()
+    assert result.report["pool"]["distinct_envs"] == 10
+    assert (manifest[names.N_TASKS] <= result.report["pool"]["distinct_tasks"]).all()
+
+
+def test_manifest_counts_distinct_units() -> None:
+    """n_envs / n_tasks count structures and statements among the ids a run trains on."""
+    spec = parse_sweep_spec(SMALL_SPEC.format(pool="p.jsonl"))
+    pool = check_pool(duplicated_pool(10, 20, structures=4, statements=7), "p.jsonl")
+    manifest, files, report = build_plan(spec, pool)
+    assert (report["pool"]["distinct_envs"], report["pool"]["distinct_tasks"]) == (4, 7)
+    held = set(report["holdout"]["held_out"])
+    statements = {int(t[1:]) % 7 for t in pool.frame[names.TASK_ID] if t not in held}
+    seen = set()
+    for path, runs in manifest.groupby(names.TRAIN_PATH):
+        envs, tasks = ids(files[str(path)], names.ENV_ID), ids(files[str(path)], names.TASK_ID)
+        row = runs.iloc[0]
+        assert (len(envs), len(tasks)) == (row[names.ENV_IDS], row[names.TASK_IDS])
+        assert row[names.N_ENVS] == len({int(e[1:]) % 4 for e in envs})
+        assert row[names.N_TASKS] == len({int(t[1:]) % 7 for t in tasks})
+        # one id of every structure / statement before a second id of any
+        assert row[names.N_ENVS] == min(row[names.ENV_IDS], 4)
+        assert row[names.N_TASKS] == min(row[names.TASK_IDS], len(statements))
+        seen.add((row[names.ENV_IDS], row[names.N_ENVS]))
+    assert (8, 4) in seen and (2, 2) in seen
+    differ = report["counting"]["ids_differ"]
+    assert differ and all(
+        (d[names.ENV_IDS], d[names.TASK_IDS]) != (d[names.N_ENVS], d[names.N_TASKS]) for d in differ
+    )
+    leaky = report["holdout"]["same_unit_in_training"]
+    assert leaky == sorted(t for t in held if int(t[1:]) % 7 in statements)
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o755), (0o027, 0o750), (0o077, 0o700)])
+def test_sweep_directory_follows_umask(
+    small_spec: Path, tmp_path: Path, umask: int, mode: int
+) -> None:
+    spec = load_sweep_spec(small_spec)
+    old = os.umask(umask)
+    try:
+        result = plan_sweep(spec, tmp_path / "sw")
+    finally:
+        os.umask(old)
+    assert result.sweep_dir.stat().st_mode & 0o777 == mode
+    assert (result.sweep_dir / "data").stat().st_mode & 0o777 == mode
 
 
 def test_failed_write_leaves_nothing(

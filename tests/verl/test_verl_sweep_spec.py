@@ -39,6 +39,9 @@ def test_grid_spans_the_ratio() -> None:
         ("[holdout]\nfraction = 0.1\ncount = 3\n", "not both"),
         ("[verl]\nnnodes = 0\n", r"\[verl\]: key 'nnodes' must be a positive integer"),
         ("[anchors]\nn_env = 3\n", r"\[anchors\]: unknown key"),
+        ("[count]\nthreshold = 2.5\n", r"\[count\]: key 'threshold' is a cosine distance"),
+        ("[count]\nmodel = 'm'\nembedding_column = 'v'\n", r"\[count\]: give 'model' or"),
+        ("[count]\nembeding_column = 'v'\n", r"\[count\]: unknown key\(s\) \['embeding_column'\]"),
     ],
 )
 def test_errors_name_the_key(extra: str, message: str) -> None:

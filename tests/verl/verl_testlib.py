@@ -35,6 +35,21 @@ def crossed_pool(
     return pd.DataFrame(rows)
 
 
+def duplicated_pool(n_envs: int, n_tasks: int, structures: int, statements: int) -> pd.DataFrame:
+    """A crossed pool whose environment ``eK`` has structure ``K % structures`` (the other ids
+    are content-seed copies) and whose task ``tK`` has statement ``K % statements`` (the
+    others are exact duplicates, by their ``embedding``)."""
+    frame = crossed_pool(n_envs, n_tasks)
+    env = frame["env_id"].str[1:].astype(int)
+    task = frame["task_id"].str[1:].astype(int)
+    frame["tools"] = [[{"name": "calc", "args": {"x": "str"}}]] * len(frame)
+    frame["state_schema"] = [{"memory": "list"}] * len(frame)
+    frame["transition"] = [f"structure-{k % structures}" for k in env]
+    frame["verifier"] = [{"kind": "exact"}] * len(frame)
+    frame["embedding"] = [[float(k % statements == j) for j in range(statements)] for k in task]
+    return frame
+
+
 def write_jsonl(frame: pd.DataFrame, path: Path) -> Path:
     with path.open("w") as fh:
         for record in frame.to_dict(orient="records"):
