@@ -35,6 +35,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import __version__, names
+from bayesscale.extrapolation import WARN_FACTOR
 from bayesscale.inference import FitConfig, FitFileError, diagnose, fit, load_fit, save_fit
 from bayesscale.observations import load_observations, read_table, validate
 from bayesscale.report_dir import building, prepare
@@ -66,6 +67,9 @@ class ReportOptions:
         default_factory=lambda: FitConfig(target_accept=PRICING_TARGET_ACCEPT)
     )
     max_recipe_draws: int = 500
+    within_data: float | None = None
+    warn_beyond: float = WARN_FACTOR
+    strict: bool = False
 
 
 def _sha256(path: Path | None) -> str | None:
@@ -101,6 +105,8 @@ def fingerprint(options: ReportOptions) -> dict[str, Any]:
         ],
         "pricing_config": [pc.sampler, pc.chains, pc.draws, pc.tune, pc.seed],
         "max_recipe_draws": options.max_recipe_draws,
+        "within_data": options.within_data,
+        "warn_beyond": options.warn_beyond,
     }
 
 
@@ -127,15 +133,21 @@ class _Progress:
 
 @dataclass
 class _Sections:
-    """The report's Markdown, section by section."""
+    """The report's Markdown, section by section; ``warnings`` go right under the title."""
 
     parts: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def add(self, *lines: str) -> None:
         self.parts.append("\n".join(lines).rstrip() + "\n")
 
+    def warn(self, line: str) -> None:
+        self.warnings.append(line)
+
     def text(self) -> str:
-        return "\n".join(self.parts)
+        head, rest = self.parts[:1], self.parts[1:]
+        flagged = [f"**{w}**\n" for w in self.warnings]
+        return "\n".join(head + flagged + rest)
 
 
 def _sampling(config: FitConfig) -> str:
@@ -225,18 +237,20 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     )
     save_fit(law, tmp / "fits" / "law.nc")
     law_diag = diagnose(law)
+    _verdict(md, "law fit", law_diag, options.strict)
     heldout = _check_heldout(options, law) if options.heldout is not None else None
 
     step("exponents: tables and figures")
     from bayesscale.summary import summarise
-    from bayesscale.tables import exponent_table
+    from bayesscale.tables import exponent_table, with_verdict
 
     summary = summarise(law, prob=options.prob)
     md.add("## The law", "", _diagnostics_line("law fit", law_diag, law))
     figures = [("exponents", plot_exponents(law))]
     figures += [(f"law_{a}", plot_law(law, table, a)) for a in spec.axis_names]
     md.add(_exponent_text(summary, options.prob))
-    md.add(*_tables(tmp, "exponents", [("", exponent_table(summary))]))
+    exponents = with_verdict(exponent_table(summary), law_diag.headline())
+    md.add(*_tables(tmp, "exponents", [("", exponents)]))
     for name, fig in figures:
         md.add(_figure(tmp, name, fig, save_figure))
 
@@ -270,6 +284,22 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     (tmp / REPORT_FILE).write_text(md.text())
 
 
+def _verdict(md: _Sections, what: str, d: Any, strict: bool) -> None:
+    """A failed or preview fit: refused with ``strict``, else flagged under the title (and on
+    standard error)."""
+    headline = d.headline()
+    if headline is None:
+        return
+    if strict:
+        raise ReportError(f"{what}: {headline} (--strict: no report written)")
+    md.warn(f"{what}: {headline}")
+    print(f"bayesscale report: warning: {what}: {headline}", file=sys.stderr)
+
+
+class ReportError(ValueError):
+    """The report cannot be written as asked (e.g. ``strict`` and a failed fit)."""
+
+
 def _diagnostics_line(what: str, d: Any, tree: xr.DataTree) -> str:
     verdict = "converged" if d.ok else f"**{d.headline()}**"
     return (
@@ -283,9 +313,13 @@ def _diagnostics_line(what: str, d: Any, tree: xr.DataTree) -> str:
 def _exponent_text(summary: dict[str, Any], prob: float) -> str:
     pop = summary["exponents"]["population"]
     parts = [
-        f"{axis} {v['mean']:.3f} [{v['lower']:.3f}, {v['upper']:.3f}]" for axis, v in pop.items()
+        f"{axis} {v['median']:.3f} [{v['lower']:.3f}, {v['upper']:.3f}]" for axis, v in pop.items()
     ]
-    text = f"Population exponents (mean, {prob:.0%} interval): " + "; ".join(parts) + "."
+    text = (
+        f"Population exponents (posterior median [{prob:.0%} equal-tailed interval]): "
+        + "; ".join(parts)
+        + "."
+    )
     order = summary.get("ordering")
     if order:
         text += (
@@ -337,7 +371,7 @@ def _pricing_section(
 ) -> xr.DataTree:
     from bayesscale.figures import plot_collapse, save_figure
     from bayesscale.pricing import fit_pricing, pricing_diagnostics, summarise_pricing
-    from bayesscale.tables import pricing_table
+    from bayesscale.tables import pricing_table, with_verdict
 
     spec, table, caught = priced
     pricing = _fit_or_reuse(
@@ -351,17 +385,21 @@ def _pricing_section(
     )
     save_fit(pricing, tmp / "fits" / "pricing.nc")
     result = summarise_pricing(pricing, prob=options.prob)
+    verdict = pricing_diagnostics(pricing)
+    _verdict(md, "pricing fit", verdict, options.strict)
     md.add(
         "## Pricing synthetic data",
         "",
-        _diagnostics_line("pricing fit", pricing_diagnostics(pricing), pricing),
+        _diagnostics_line("pricing fit", verdict, pricing),
         "",
         f"Data: `{table.source}` ({len(table.frame)} usable runs, sha256 `{table.sha256[:16]}…`).",
     )
     if caught:
         md.add("Left out of the pricing fit, with the reason:", "")
         md.add(*[f"* {message}" for message in caught])
-    md.add(*_tables(tmp, "pricing", [("", pricing_table(result))]))
+    md.add(
+        *_tables(tmp, "pricing", [("", with_verdict(pricing_table(result), verdict.headline()))])
+    )
     md.add(_figure(tmp, "collapse_kappa", plot_collapse(pricing, quantity="kappa"), save_figure))
     fig = plot_collapse(pricing, quantity="success", table=table)
     md.add(_figure(tmp, "collapse_success", fig, save_figure))
@@ -379,7 +417,7 @@ def _recipe_section(
     from bayesscale.figures import plot_allocation, plot_iso_budget, save_figure
     from bayesscale.prices import default_prices, load_prices
     from bayesscale.recipe import iso_budget, recipe, to_json
-    from bayesscale.tables import recipe_table
+    from bayesscale.tables import recipe_table, with_verdict
 
     prices = load_prices(str(options.prices)) if options.prices else default_prices()
     ds = recipe(
@@ -389,35 +427,80 @@ def _recipe_section(
         pricing=pricing,
         max_draws=options.max_recipe_draws,
         multipliers=False,
+        within_data=options.within_data,
     )
-    summary = to_json(ds, options.prob)
+    summary = to_json(ds, options.prob, options.warn_beyond)
+    verdicts = {"law_fit": diagnose(law)}
+    if pricing is not None:
+        from bayesscale.pricing import pricing_diagnostics
+
+        verdicts["pricing_fit"] = pricing_diagnostics(pricing)
+    summary["fit_diagnostics"] = {k: v.to_dict() for k, v in verdicts.items()}
+    headline = "; ".join(
+        f"{k.replace('_', ' ')}: {v.headline()}" for k, v in verdicts.items() if v.headline()
+    )
     _write_json(tmp / "recipe.json", summary)
     settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()][:MAX_SETTINGS_SHOWN]
     middle = float(options.budgets[len(options.budgets) // 2])
+    units = cast(dict[str, str], summary["units"])
     md.add(
         "## The budget recipe",
         "",
         f"Cost: {summary['cost_model']}; unit prices ({summary['currency']}): "
         + ", ".join(f"{a} {p:g}" for a, p in cast(dict[str, float], summary["unit_prices"]).items())
-        + f". Discounts: {summary['kappa']}. Each posterior draw's optimal allocation "
-        f"(exact KKT), summarised as median and {options.prob:.0%} interval; the decision is the "
-        "one allocation that maximises expected success. Full results: `recipe.json`.",
+        + f". Discounts: {summary['kappa']}. Units: "
+        + "; ".join(f"{a} = {u}" for a, u in units.items())
+        + ". Each posterior draw's optimal allocation (exact KKT), summarised as posterior median "
+        f"[{options.prob:.0%} equal-tailed interval]; the decision is the one allocation that "
+        "maximises expected success. Full results: `recipe.json`.",
+        "",
+        _extent_text(summary, options),
     )
     shown = sorted({options.budgets[0], middle, options.budgets[-1]})
-    md.add(
-        *_tables(
-            tmp,
-            "recipe",
-            [("", recipe_table(ds, budgets=shown, settings=settings, prob=options.prob))],
-        )
+    table = recipe_table(
+        ds, budgets=shown, settings=settings, prob=options.prob, warn_factor=options.warn_beyond
     )
-    _tables(tmp, "recipe", [("all", recipe_table(ds, prob=options.prob))])
+    md.add(*_tables(tmp, "recipe", [("", with_verdict(table, headline or None))]))
+    every = recipe_table(ds, prob=options.prob, warn_factor=options.warn_beyond)
+    _tables(tmp, "recipe", [("all", with_verdict(every, headline or None))])
     md.add(
         f"Shown: {len(settings)} of {ds.sizes[names.SETTING_DIM]} settings at "
         f"{len(shown)} of {len(options.budgets)} budgets; every setting and budget: "
         "`tables/recipe_all.md` (`.tex`).",
         "",
     )
+    if options.within_data is None and names.SWEPT_MAX in ds:
+        factor = options.warn_beyond
+        inside = recipe(
+            law,
+            shown,
+            prices=prices,
+            pricing=pricing,
+            settings=settings,
+            max_draws=options.max_recipe_draws,
+            multipliers=False,
+            within_data=factor,
+        )
+        spent = cast(list[dict[str, Any]], to_json(inside, options.prob, factor)["results"])
+        short = [r for r in spent if r["budget_spent"] < 0.99 * r["budget"]]
+        md.add(
+            f"### Within {factor:g}x of the data",
+            "",
+            f"The same recipe with every axis bounded at {factor:g}x its largest swept value "
+            f"(`bayesscale recipe --within-data {factor:g}`): what the measured range supports.",
+        )
+        table = recipe_table(
+            inside, prob=options.prob, warn_factor=factor, label="tab:recipe-within"
+        )
+        md.add(*_tables(tmp, "recipe_within", [("", with_verdict(table, headline or None))]))
+        if short:
+            md.add(
+                f"In {len(short)} of these {len(spent)} rows the bounds leave part of the budget "
+                f"unspent (at {short[-1]['budget']:,.0f} {summary['currency']}, "
+                f"{short[-1]['budget_spent']:,.0f} is spent): more money buys nothing the data "
+                "can vouch for.",
+                "",
+            )
     fig = plot_allocation(ds, provenance=prov, settings=settings)
     md.add(_figure(tmp, "allocation", fig, save_figure))
     decision = ds[names.DECISION_SPEND].sel({names.BUDGET_DIM: middle, names.SETTING_DIM: settings})
@@ -429,10 +512,56 @@ def _recipe_section(
         settings=settings,
         reference_spend=decision.transpose(names.SETTING_DIM, names.AXIS_DIM).to_numpy(),
         max_draws=options.max_recipe_draws,
+        within_data=options.within_data,
     )
     fig = plot_iso_budget(iso, provenance=prov, settings=settings, recipe=ds)
     md.add(f"Iso-budget curves at {middle:,.0f} {summary['currency']}:", "")
     md.add(_figure(tmp, "iso_budget", fig, save_figure))
+
+
+def _extent_text(summary: dict[str, Any], options: ReportOptions) -> str:
+    """How far the recipe lies beyond the data, in words: the worst factor per axis over the
+    largest swept value, and how many rows pass the warning factor."""
+    from bayesscale.extrapolation import describe
+
+    rows = [r for r in cast(list[dict[str, Any]], summary["results"]) if r.get("extrapolation")]
+    if not rows:
+        return (
+            "The law fit stores no swept range (an older fit): how far the recipe extrapolates "
+            "is not shown. Refit to see it."
+        )
+    worst: dict[str, float] = {}
+    ranges: dict[str, set[tuple[float, float]]] = {}
+    for r in rows:
+        for axis, e in r["extrapolation"]["axes"].items():
+            factor = float(e.get("decision_over_max", e["optimum_over_max"]["median"]))
+            worst[axis] = max(worst.get(axis, 0.0), factor)
+            ranges.setdefault(axis, set()).add((e["swept_min"], e["swept_max"]))
+    swept = "; ".join(
+        f"{a} {lo:,g}-{hi:,g}" if len(r) == 1 else f"{a} varies by setting"
+        for a, r in ranges.items()
+        for lo, hi in [sorted(r)[-1]]
+    )
+    beyond = sum(1 for r in rows if r["extrapolation"]["beyond"])
+    factor = options.warn_beyond
+    axes = ", ".join(
+        f"{a} {describe(f).removesuffix(' the swept range').replace(' beyond', '')}"
+        for a, f in sorted(worst.items(), key=lambda kv: -kv[1])
+    )
+    text = (
+        f"**How far beyond the data.** Swept ranges: {swept}. Over all settings and budgets the "
+        f"decision reaches, per axis, up to this many times the largest swept value: {axes}. "
+        f"{beyond} of {len(rows)} (setting, budget) rows lie more than {factor:g}x outside the "
+        "swept range on some axis (the tables' last column names the axes). "
+    )
+    if beyond:
+        text += (
+            "A power law fitted over the swept range says little that far beyond it: read those "
+            "rows as the law's extrapolation, not as a measured recipe; the out-of-scale "
+            "cross-validation in `docs/checks.md` measures how well the law predicts one step "
+            "beyond its range."
+        )
+    return text
 
 
 def _check_heldout(options: ReportOptions, law: xr.DataTree) -> tuple[Any, pd.DataFrame]:
@@ -453,11 +582,11 @@ def _heldout_section(
 ) -> None:
     from bayesscale.check import summary as check_summary
     from bayesscale.figures import plot_heldout, provenance, save_figure
-    from bayesscale.tables import heldout_table
+    from bayesscale.tables import heldout_table, with_verdict
 
     table, frame = heldout
     _write_csv(tmp / "heldout.csv", frame)
-    result = check_summary(frame)
+    result = check_summary(frame, options.warn_beyond)
     overall = result["overall"]
     md.add(
         "## Held-out check",
@@ -469,7 +598,23 @@ def _heldout_section(
         f"{overall[names.MAE]:.4f}. Intervals include seed-to-seed spread. Per row: "
         "`heldout.csv`.",
     )
-    md.add(*_tables(tmp, "heldout", [("", heldout_table(frame))]))
+    extent = result["extrapolation"]
+    if extent:
+        reach = ", ".join(f"{a} {f:.3g}x" for a, f in extent["largest_over_max"].items())
+        parts = [
+            f"{extent[k][names.N_ROWS]} rows {k} {extent['warn_factor']:g}x of the swept range "
+            f"cover at {extent[k][names.COVERAGE]:.3f}"
+            for k in ("within", "beyond")
+            if extent[k] is not None
+        ]
+        md.add(
+            f"The held-out runs reach, per axis, up to this many times the largest swept value: "
+            f"{reach}; {'; '.join(parts)}. The check vouches for the law that far out, not "
+            "further.",
+            "",
+        )
+    table_md = with_verdict(heldout_table(frame), diagnose(law).headline())
+    md.add(*_tables(tmp, "heldout", [("", table_md)]))
     fig = plot_heldout(frame, provenance=provenance(law, table))
     md.add(_figure(tmp, "heldout", fig, save_figure))
 

@@ -26,9 +26,10 @@ x
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -38,6 +39,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.atomic import write_atomically
+from bayesscale.extrapolation import WARN_FACTOR
 
 if TYPE_CHECKING:
     from bayesscale.figures.provenance import Provenance
@@ -489,11 +491,13 @@ def recipe_table(
     prob: float = 0.9,
     label: str = "tab:recipe",
     provenance: Provenance | None = None,
+    warn_factor: float = WARN_FACTOR,
 ) -> PaperTable:
     """Per (setting, budget): the optimal units bought per axis (median [interval] over the
     per-draw optima) and the success they buy, from :func:`bayesscale.recipe.recipe`'s result
-    summarised by :func:`bayesscale.recipe.summarize` at ``prob`` (its ``credible``). ``budgets``
-    must be among the recipe's."""
+    summarised by :func:`bayesscale.recipe.summarize` at ``prob``, with the trajectories they
+    make and the axes more than ``warn_factor`` times outside the swept range. ``budgets`` must
+    be among the recipe's."""
     from bayesscale.recipe import summarize
 
     for var in (names.PURCHASED, names.SUCCESS_OPTIMUM):
@@ -509,9 +513,16 @@ def recipe_table(
         raise TableError(f"setting(s) {missing} not in the recipe result: {all_settings}")
     axes = [str(a) for a in ds[names.AXIS_DIM].to_numpy()]
     currency = str(ds.attrs.get(names.ATTR_CURRENCY, ""))
+    units = json.loads(str(ds.attrs.get("units_short_json", "{}")))
     header: list[Cell | str] = ["setting", f"budget ({currency})" if currency else "budget"]
-    header += [f"{a} (units)" for a in axes]
+    header += [f"{a} ({units.get(a, 'units')})" for a in axes]
+    trajectories = names.TRAJECTORIES in s
+    if trajectories:
+        header.append("trajectories")
     header.append("success")
+    extent = names.EXTRAPOLATION in s
+    if extent:
+        header.append(f"beyond the data (>{warn_factor:g}x)")
     rows: list[list[Cell | str | int | float]] = []
     breaks = []
     for k, setting in enumerate(chosen):
@@ -522,16 +533,18 @@ def recipe_table(
                 s[names.PURCHASED].isel({names.BUDGET_DIM: j}).sel({names.SETTING_DIM: setting})
             )
             row: list[Cell | str | int | float] = [setting, Number(float(have[j]), None)]
+            at = {names.SETTING_DIM: setting}
             for a in axes:
                 q = bought.sel({names.AXIS_DIM: a}).to_numpy().astype(float)
                 row.append(Interval(q[1], q[0], q[2], digits=None))
-            success = (
-                s[names.SUCCESS_OPTIMUM]
-                .isel({names.BUDGET_DIM: j})
-                .sel({names.SETTING_DIM: setting})
-            )
+            if trajectories:
+                qt = s[names.TRAJECTORIES].isel({names.BUDGET_DIM: j}).sel(at).to_numpy()
+                row.append(Interval(float(qt[1]), float(qt[0]), float(qt[2]), digits=None))
+            success = s[names.SUCCESS_OPTIMUM].isel({names.BUDGET_DIM: j}).sel(at)
             qs = success.to_numpy().astype(float)
             row.append(Interval(qs[1], qs[0], qs[2], digits=3))
+            if extent:
+                row.append(_beyond_text(s, j, setting, axes, warn_factor))
             rows.append(row)
     caption = (
         f"Budget recipe: optimal units bought per axis and the success they buy, posterior "
@@ -539,7 +552,46 @@ def recipe_table(
         f"{ds.attrs.get(names.ATTR_COST_MODEL, '?')}; discounts: "
         f"{ds.attrs.get(names.ATTR_KAPPA_SOURCE, '?')}."
     )
+    if trajectories:
+        caption += " Trajectories: tasks x rollouts per task, one rollout group per task."
+    if extent:
+        caption += (
+            f" Beyond the data: the axes whose median optimum lies more than {warn_factor:g}x "
+            "outside the setting's swept range, with the factor over its largest swept value; a "
+            "power law says little that far beyond the range it was fitted on."
+        )
+    within = ds.attrs.get("within_data", "none")
+    if within != "none":
+        caption += f" Every axis bounded at {float(within):g}x its largest swept value."
     return PaperTable(header, rows, caption, label, breaks=tuple(breaks), provenance=provenance)
+
+
+def _beyond_text(s: xr.Dataset, j: int, setting: str, axes: Sequence[str], warn: float) -> str:
+    """``traj 6,505x, env 59x`` (worst first) for the axes of a recipe row whose median optimum
+    lies more than ``warn`` times outside the swept range; ``-`` when none does."""
+    at = {names.SETTING_DIM: setting}
+    median = s[names.EXTRAPOLATION].isel({names.BUDGET_DIM: j}).sel(at).sel(quantile=0.5)
+    lo = s[names.SWEPT_MIN].sel(at)
+    hi = s[names.SWEPT_MAX].sel(at)
+    parts = []
+    for a in axes:
+        factor = float(median.sel({names.AXIS_DIM: a}))
+        below = float(lo.sel({names.AXIS_DIM: a}) / hi.sel({names.AXIS_DIM: a})) / factor
+        if max(factor, below) > warn:
+            parts.append((max(factor, below), f"{a} {_times(factor)}"))
+    return ", ".join(text for _, text in sorted(parts, reverse=True)) or "-"
+
+
+def _times(x: float) -> str:
+    return f"{x:.2g}x" if x < 10 else f"{x:,.0f}x"
+
+
+def with_verdict(table: PaperTable, headline: str | None) -> PaperTable:
+    """The table with a fit's failed-diagnostics or preview headline as its first note (a
+    table pasted into a paper carries the verdict with it); unchanged when the fit converged."""
+    if headline is None:
+        return table
+    return replace(table, notes=(headline, *table.notes))
 
 
 # --- held-out check ----------------------------------------------------------------------------

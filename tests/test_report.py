@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from bayesscale import names
 from bayesscale.cli import main
 from bayesscale.figures import read_provenance
 from bayesscale.inference import FitConfig, load_fit, save_fit
-from bayesscale.report import ReportOptions, build_report
+from bayesscale.report import ReportError, ReportOptions, build_report
 from bayesscale.report_dir import MANIFEST, ReportDirError
 
 pytestmark = pytest.mark.slow
@@ -77,12 +78,18 @@ def test_report_from_saved_fits_has_every_part(saved_fits, tmp_path, capsys) -> 
             assert law_hash in hashes and len(hashes) == 2, hashes
         else:
             assert hashes == {law_hash}, name
-    for table in ("exponents", "pricing", "recipe", "recipe_all", "heldout"):
+    # how far beyond the data: said in the text, the tables, the JSON; and the bounded recipe
+    assert "**How far beyond the data.**" in text and "### Within 4x of the data" in text
+    assert "beyond the data (>4x)" in (out / "tables" / "recipe.md").read_text()
+    assert "The held-out runs reach, per axis" in text
+    for table in ("exponents", "pricing", "recipe", "recipe_all", "recipe_within", "heldout"):
         assert (out / "tables" / f"{table}.md").read_text().startswith("|")
         assert "\\toprule" in (out / "tables" / f"{table}.tex").read_text()
     assert (out / "fits" / "law.nc").read_bytes()
     recipe = json.loads((out / "recipe.json").read_text())
     assert sorted({r["budget"] for r in recipe["results"]}) == pytest.approx([1e3, 1e4, 1e5])
+    assert all(r["extrapolation"]["axes"]["traj"]["swept_max"] == 64 for r in recipe["results"])
+    assert recipe["fit_diagnostics"]["law_fit"]["ok"] in (True, False)
     manifest = json.loads((out / MANIFEST).read_text())
     assert "report.md" in manifest["files"] and "heldout.csv" in manifest["files"]
     # the held-out check's coverage is in the text and is the share of covered rows
@@ -107,7 +114,7 @@ def test_same_report_is_not_redone_and_a_different_one_is_not_overwritten(
     assert "holds a different report" in err and "prob" in err and "--force" in err
     assert (out / "report.md").stat().st_mtime_ns == stamp
     assert main(_args(out, saved_fits, "--prob", "0.8", "--force", full=False)) == 0
-    assert "(mean, 80% interval)" in (out / "report.md").read_text()
+    assert "(posterior median [80% equal-tailed interval])" in (out / "report.md").read_text()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no leftovers
 
 
@@ -159,9 +166,16 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     small.to_csv(obs, index=False)
     config = FitConfig(draws=60, tune=100, chains=2, seed=3, progress=False, ess_target=0)
     options = ReportOptions(observations=obs, budgets=(1e3, 1e4), config=config)
+    with pytest.raises(ReportError, match=r"law fit: DIAGNOSTICS FAILED.*--strict"):
+        build_report(replace(options, strict=True), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
     path = build_report(options, tmp_path / "out")
     text = path.read_text()
     assert "2 chains x 60 draws, seed 3" in text
+    # 2 x 60 draws fail the diagnostics: flagged right under the title and in every table
+    assert text.split("\n\n")[2].startswith("**law fit: DIAGNOSTICS FAILED")
+    for table in ("exponents.md", "recipe.tex", "recipe_within.md"):
+        assert "DIAGNOSTICS FAILED" in (tmp_path / "out" / "tables" / table).read_text()
     assert load_fit(tmp_path / "out" / "fits" / "law.nc").attrs[names.ATTR_SEED] == 3
     with pytest.raises(ReportDirError, match="different report"):
         build_report(

@@ -233,9 +233,10 @@ def test_recipe_table_matches_the_per_draw_optima(recipe_result: xr.Dataset) -> 
     ds = recipe_result
     settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()]
     table = recipe_table(ds, budgets=[1e5, 1e4])
-    rows = check_latex(table.to_latex(), 2 + 3 + 1)
+    # setting, budget, three axes, trajectories, success, beyond the data
+    rows = check_latex(table.to_latex(), 2 + 3 + 1 + 1 + 1)
     assert len(rows) == 4
-    md = check_markdown(table.to_markdown(), 6)
+    md = check_markdown(table.to_markdown(), 8)
     assert [r[1] for r in md] == ["100k", "10.0k", "100k", "10.0k"]
     bought = ds[names.PURCHASED].sel({names.SETTING_DIM: settings[1], names.BUDGET_DIM: 1e5})
     for j, axis in enumerate(names.PAPER_AXES):
@@ -248,7 +249,16 @@ def test_recipe_table_matches_the_per_draw_optima(recipe_result: xr.Dataset) -> 
     success = _flat(
         ds[names.SUCCESS_OPTIMUM].sel({names.SETTING_DIM: settings[0], names.BUDGET_DIM: 1e4})
     )
-    assert md[1][-1] == _iv(success, digits=3)
+    assert md[1][-2] == _iv(success, digits=3)
+    traj = bought.sel({names.AXIS_DIM: "traj"}) * bought.sel({names.AXIS_DIM: "task"})
+    lo, med, hi = np.quantile(_flat(traj), [0.05, 0.5, 0.95])
+    assert md[2][5] == " ".join(
+        [format_number(med, None), f"[{format_number(lo, None)}, {format_number(hi, None)}]"]
+    )
+    # the synthetic fit's grids end at 256 environments and 64 rollouts: 100k USD buys far more
+    extent = ds[names.EXTRAPOLATION].sel({names.SETTING_DIM: settings[1], names.BUDGET_DIM: 1e5})
+    traj_factor = float(np.median(_flat(extent.sel({names.AXIS_DIM: "traj"}))))
+    assert traj_factor > 4 and f"traj {traj_factor:,.0f}x" in md[2][-1]
     with pytest.raises(TableError, match="budget 3000 is not in the recipe result"):
         recipe_table(ds, budgets=[3e3])
     with pytest.raises(TableError, match="no 'purchased'"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from bayesscale.cli import add_prob, add_strict, add_warn_beyond
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
@@ -35,7 +36,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="1e3:1e6:7",
         help="recipe budgets: B, B1,B2,... or LO:HI:N log-spaced (default 1e3:1e6:7)",
     )
-    parser.add_argument("--prob", type=float, default=0.9, help="interval mass (default 0.9)")
+    add_prob(parser)
+    parser.add_argument(
+        "--within-data",
+        type=float,
+        metavar="F",
+        help="bound the recipe at F times the largest swept value of every axis (without it "
+        "the report shows the unbounded recipe and, beside it, the recipe within "
+        "--warn-beyond times the data)",
+    )
+    add_warn_beyond(parser)
+    add_strict(parser)
     add_sampling_arguments(parser)
     parser.add_argument(
         "--pricing-target-accept",
@@ -43,7 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=PRICING_TARGET_ACCEPT,
         help=f"NUTS target acceptance of the pricing fit (default {PRICING_TARGET_ACCEPT})",
     )
-    parser.add_argument("--force", action="store_true", help="replace a different report in DIR")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a different report in DIR (a DIR holding anything else is never replaced)",
+    )
     parser.set_defaults(func=run, interruptible=True)
 
 
@@ -51,9 +66,14 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
     from pathlib import Path
 
+    from bayesscale.cli import CommandError, check_prob, check_warn_beyond
     from bayesscale.cli.recipe import parse_budgets
-    from bayesscale.report import ReportOptions, build_report
+    from bayesscale.report import ReportError, ReportOptions, build_report
 
+    check_prob(args.prob)
+    warn_beyond = check_warn_beyond(args.warn_beyond)
+    if args.within_data is not None and not args.within_data >= 1:
+        raise CommandError(f"--within-data must be a number >= 1, got {args.within_data:g}")
     config = config_from_args(args)
     options = ReportOptions(
         observations=Path(args.observations),
@@ -68,6 +88,12 @@ def run(args: argparse.Namespace) -> int:
         prob=args.prob,
         config=config,
         pricing_config=replace(config, target_accept=args.pricing_target_accept),
+        within_data=args.within_data,
+        warn_beyond=warn_beyond,
+        strict=args.strict,
     )
-    print(build_report(options, Path(args.out), force=args.force))
+    try:
+        print(build_report(options, Path(args.out), force=args.force))
+    except ReportError as exc:
+        raise CommandError(str(exc)) from None
     return 0
