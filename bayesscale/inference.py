@@ -245,9 +245,7 @@ def _constant_data(design: Design, table: Table) -> xr.Dataset:
         data[names.PARAMS_B] = ((names.SETTING_DIM,), design.model_size)
         data[names.SIZE_REFERENCE] = ((), design.size_reference)
     coords = {names.AXIS_DIM: list(spec.axis_names), names.SETTING_DIM: list(design.settings)}
-    swept = SweptRange.of_rows(
-        spec.axis_names, design.settings, design.setting_index, design.sizes
-    )
+    swept = SweptRange.of_rows(spec.axis_names, design.settings, design.setting_index, design.sizes)
     return xr.merge([xr.Dataset(data, coords=coords), swept.dataset()])
 
 

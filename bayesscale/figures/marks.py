@@ -17,8 +17,10 @@ shading.
 Example
 -------
 >>> from bayesscale.recipe import synthetic_fit
->>> verdict(synthetic_fit(draws=200)) is None
-True
+>>> fit = synthetic_fit(draws=50)
+>>> fit.attrs[names.ATTR_PREVIEW] = 1
+>>> verdict(fit)
+'PREVIEW FIT: Laplace approximation, not a posterior sample; refit without --preview'
 >>> beyond_spans(np.array([1.0, 10.0, 100.0]), np.array([1.0, 10.0, 100.0]), 1.0, 10.0)
 [(10.0, 100.0)]
 """
@@ -169,7 +171,6 @@ def beyond_spans(x: Array, y: Array, lo: float, hi: float) -> list[tuple[float, 
     x = np.asarray(x, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         ly = np.log(np.asarray(y, dtype=float))
-    lx = np.log(x)
     out = ~np.isnan(ly) & ((ly > np.log(hi)) | (ly < np.log(lo)))
     spans: list[tuple[float, float]] = []
     start: float | None = float(x[0]) if out[0] else None
@@ -181,7 +182,7 @@ def beyond_spans(x: Array, y: Array, lo: float, hi: float) -> list[tuple[float, 
             a, b = ly[k - 1], ly[k]
             bound = np.log(hi) if max(a, b) > np.log(hi) else np.log(lo)
             t = (bound - a) / (b - a)
-            edge = float(np.exp(lx[k - 1] + t * (lx[k] - lx[k - 1])))
+            edge = float(x[k - 1] * (x[k] / x[k - 1]) ** t)  # exactly x[k - 1] at t = 0
         if out[k]:
             start = edge
         else:
