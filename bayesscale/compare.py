@@ -14,8 +14,11 @@ beta-binomial pmf of each row's successes, or the Student-t density of its log l
 computed in NumPy when the fit has no ``log_likelihood`` group, from the data the fit was made
 of (re-read from its ``data_source`` or given, and checked against its ``data_sha256``).
 
-Verdict: ``|Delta| > 2 SE(Delta)`` is a clear difference, otherwise the fits are
-indistinguishable by LOO. Each row with Pareto ``k`` above ArviZ's threshold
+Verdict: ``|Delta| > 2 SE(Delta)`` is a clear difference ("A is better than B by ..."); otherwise
+the fits cannot be told apart by LOO, and the text says so instead of naming a better one; two
+fits with the same pointwise LOO terms (the same fit twice) are reported as the same. Each fit's
+convergence verdict (:func:`bayesscale.inference.diagnose`) is part of the result: a fit whose
+diagnostics failed, or a preview, is named on the first line of the text. Each row with Pareto ``k`` above ArviZ's threshold
 (``min(1 - 1/log10 S, 0.7)``) is named: its LOO term is unreliable.
 
 Example
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -204,18 +207,37 @@ class Pair:
     other: str
     difference: float
     se: float
+    same: bool = False  # the same pointwise LOO terms: the same fit, as far as LOO can tell
 
     @property
     def clear(self) -> bool:
-        return abs(self.difference) > CLEAR_SE * self.se
+        return not self.same and abs(self.difference) > CLEAR_SE * self.se
 
     def verdict(self) -> str:
-        how = (
-            f"|d| > {CLEAR_SE:g} SE: a clear difference"
-            if self.clear
-            else f"|d| <= {CLEAR_SE:g} SE: indistinguishable"
+        """``A is better than B by d ± SE`` only for a clear difference; otherwise that they
+        cannot be told apart (or, for identical pointwise LOO terms, that they are the same).
+
+        >>> Pair("a", "b", 5.0, 1.0).verdict()
+        'a is better than b by 5.0 ± 1.0 (|d| > 2 SE: a clear difference)'
+        >>> Pair("a", "b", 1.0, 2.0).verdict()
+        'a and b cannot be told apart by LOO: the difference 1.0 ± 2.0 is within 2 SE'
+        >>> Pair("a", "b", 0.0, 0.0, same=True).verdict()
+        'a and b are the same by LOO: identical pointwise elpd (difference 0)'
+        """
+        if self.same:
+            return (
+                f"{self.best} and {self.other} are the same by LOO: identical pointwise elpd "
+                "(difference 0)"
+            )
+        if self.clear:
+            return (
+                f"{self.best} is better than {self.other} by {self.difference:.1f} ± "
+                f"{self.se:.1f} (|d| > {CLEAR_SE:g} SE: a clear difference)"
+            )
+        return (
+            f"{self.best} and {self.other} cannot be told apart by LOO: the difference "
+            f"{self.difference:.1f} ± {self.se:.1f} is within {CLEAR_SE:g} SE"
         )
-        return f"{self.best} is better than {self.other} by {self.difference:.1f} ± {self.se:.1f} ({how})"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data: the two fits, the difference, its SE and the verdict."""
@@ -225,6 +247,7 @@ class Pair:
             "elpd_difference": self.difference,
             "se": self.se,
             "clear": self.clear,
+            "same": self.same,
             "verdict": self.verdict(),
         }
 
@@ -238,9 +261,16 @@ class Comparison:
     loos: dict[str, LooResult]
     table: pd.DataFrame
     pairs: tuple[Pair, ...]
+    diagnostics: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[str]:
+        """The fits whose diagnostics failed (or that are previews)."""
+        return [name for name, d in self.diagnostics.items() if not d["ok"]]
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (JSON-ready): the data, the ranking, the pairs' verdicts, LOO per fit."""
+        """Plain data (JSON-ready): the data, the fits whose diagnostics failed, the ranking,
+        the pairs' verdicts, LOO and the diagnostics per fit."""
         columns = [
             c for c in ("rank", "elpd", "se", "elpd_diff", "dse", "p", "weight") if c in self.table
         ]
@@ -250,9 +280,11 @@ class Comparison:
         ]
         return {
             "data": {"source": self.data_source, "sha256": self.data_sha256},
+            "failed_diagnostics": self.failed,
             "ranking": ranking,
             "pairs": [p.to_dict() for p in self.pairs],
             "loo": {name: result.to_dict() for name, result in self.loos.items()},
+            "diagnostics": self.diagnostics,
         }
 
 
@@ -295,7 +327,13 @@ def compare_fits(
         )
     best = str(ranking.index[0])
     pairs = tuple(
-        Pair(best, str(name), 0.0 - float(row["elpd_diff"]) + 0.0, float(row["dse"]))
+        Pair(
+            best,
+            str(name),
+            0.0 - float(row["elpd_diff"]) + 0.0,
+            float(row["dse"]),
+            same=_same_pointwise(loos[best], loos[str(name)]),
+        )
         for name, row in ranking.iterrows()
         if str(name) != best
     )
@@ -307,13 +345,32 @@ def compare_fits(
         loos=loos,
         table=ranking,
         pairs=pairs,
+        diagnostics=diagnostics_of(fits),
     )
+
+
+def diagnostics_of(fits: Mapping[str, xr.DataTree]) -> dict[str, dict[str, Any]]:
+    """Each fit's :meth:`~bayesscale.inference.Diagnostics.to_dict` (``ok``, ``headline``, ...)."""
+    from bayesscale.inference import diagnose
+
+    return {name: diagnose(fit).to_dict() for name, fit in fits.items()}
+
+
+def _same_pointwise(a: LooResult, b: LooResult) -> bool:
+    """The two fits' pointwise LOO terms are equal (the same fit twice)."""
+    x = np.asarray(a.elpd_data.elpd_i, dtype=float).ravel()
+    y = np.asarray(b.elpd_data.elpd_i, dtype=float).ravel()
+    return x.shape == y.shape and bool(np.array_equal(x, y))
 
 
 def format_text(result: dict[str, Any]) -> str:
     """A terminal rendering of :meth:`bayesscale.compare.Comparison.to_dict`."""
     data = result["data"]
-    lines = [f"PSIS-LOO comparison on {data['source']} (sha256 {data['sha256'][:12]})", ""]
+    lines = []
+    diagnostics = result.get("diagnostics", {})
+    for name in result.get("failed_diagnostics", []):
+        lines.append(f"{name}: {diagnostics[name]['headline']}")
+    lines += [f"PSIS-LOO comparison on {data['source']} (sha256 {data['sha256'][:12]})", ""]
     width = max(len("fit"), *(len(r["name"]) for r in result["ranking"]))
     lines.append(
         f"  {'fit'.ljust(width)}  {'elpd_loo':>10}  {'se':>7}  {'p_loo':>7}  {'high k':>6}"

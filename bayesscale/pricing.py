@@ -804,19 +804,45 @@ def eta_squared(values: np.ndarray, groups: Sequence[Any]) -> tuple[np.ndarray, 
 
 
 def _interval(values: np.ndarray, prob: float) -> dict[str, float | None]:
+    """Mean, median and the equal-tailed ``prob`` interval of draws: an infinite value (r* of
+    draws without collapse) stays ``inf``; an undefined one (NaN) is ``None``."""
+    from bayesscale.recipe import quantiles  # keeps inf (np.quantile: inf - inf = NaN)
+
     v = np.asarray(values, dtype=float).ravel()
     tail = (1 - prob) / 2
 
     def clean(x: float) -> float | None:
-        return float(x) if np.isfinite(x) else None
+        return None if np.isnan(x) else float(x)
 
-    finite = v[np.isfinite(v)]
+    with np.errstate(invalid="ignore"):
+        mean = float(v.mean())  # inf with an infinite draw; NaN (undefined) with inf and -inf
+    median, lower, upper = quantiles(v, [0.5, tail, 1 - tail]).tolist()
     return {
-        "mean": clean(float(finite.mean())) if len(finite) == len(v) else None,
-        "median": clean(float(np.quantile(v, 0.5))),
-        "lower": clean(float(np.quantile(v, tail))),
-        "upper": clean(float(np.quantile(v, 1 - tail))),
+        "mean": clean(mean),
+        "median": clean(median),
+        "lower": clean(lower),
+        "upper": clean(upper),
     }
+
+
+def json_ready(value: Any) -> Any:
+    """A summary as strict JSON, the convention of ``bayesscale recipe --json``: an infinite
+    number is the string ``"inf"`` or ``"-inf"``, an undefined one (NaN) ``null``.
+
+    >>> json_ready({"r_star": {"median": float("inf"), "lower": 0.5, "mean": float("nan")}})
+    {'r_star': {'median': 'inf', 'lower': 0.5, 'mean': None}}
+    """
+    if isinstance(value, Mapping):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    if isinstance(value, float | np.floating):
+        if np.isnan(value):
+            return None
+        if np.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return float(value)
+    return value
 
 
 def r_star_notes(r_star_median: float, ratios: np.ndarray) -> list[str]:
@@ -857,7 +883,8 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     """Everything ``bayesscale pricing-table`` prints, as plain data (JSON-ready).
 
     Per method: axis, runs, kappa0, collapse scale, r*, peak ratio (equal-tailed ``prob``
-    intervals; ``None`` for an infinite bound, i.e. no collapse); per axis: the pooled
+    intervals; ``inf`` for an infinite bound, i.e. no collapse, ``None`` for an undefined one;
+    :func:`json_ready` writes them as ``"inf"`` and ``null``); per axis: the pooled
     kappa0; the share of kappa0 variance axis membership explains (eta^2, per draw, over
     methods on axes with at least two methods), with its interval; exclusions; diagnostics.
     """
@@ -949,7 +976,9 @@ def format_pricing_text(result: Mapping[str, Any]) -> str:
             return "-"
 
         def num(x: float | None) -> str:
-            return "inf" if x is None else f"{x:.{digits}f}"
+            if x is None:
+                return "n/a"
+            return ("inf" if x > 0 else "-inf") if np.isinf(x) else f"{x:.{digits}f}"
 
         return f"{num(d['median'])} [{num(d['lower'])}, {num(d['upper'])}]"
 

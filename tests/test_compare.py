@@ -20,8 +20,15 @@ from scipy.special import logsumexp
 
 from bayesscale import names
 from bayesscale.cli import main
-from bayesscale.compare import CompareError, compare_fits, format_text, loo, with_log_likelihood
-from bayesscale.inference import save_fit
+from bayesscale.compare import (
+    CompareError,
+    Pair,
+    compare_fits,
+    format_text,
+    loo,
+    with_log_likelihood,
+)
+from bayesscale.inference import diagnose, save_fit
 from bayesscale.models import build_law_model
 from bayesscale.observations import prepare
 
@@ -47,13 +54,47 @@ def test_the_wrong_likelihood_loses_clearly(comparison):
     assert pair.difference == pytest.approx(loos["default"].elpd - loos["binomial"].elpd)
 
 
-def test_a_fit_against_itself_is_indistinguishable(fold):
+def test_a_fit_against_itself_is_the_same(fold):
     result = compare_fits({"a": fold.fit, "b": fold.fit}, data=fold.train)
     (pair,) = result.pairs
-    assert pair.difference == 0.0 and not pair.clear
-    assert "a is better than b by 0.0 ± 0.0 (|d| <= 2 SE: indistinguishable)" in format_text(
-        result.to_dict()
+    assert pair.difference == 0.0 and pair.same and not pair.clear
+    text = format_text(result.to_dict())
+    assert "a and b are the same by LOO: identical pointwise elpd (difference 0)" in text
+    assert "better than" not in text
+    assert result.to_dict()["pairs"][0]["same"] is True
+    # the folds are short fits (ess_target=0): their verdict is diagnose's, whichever it is
+    ok = diagnose(fold.fit).ok
+    assert result.failed == ([] if ok else ["a", "b"])
+    assert result.to_dict()["diagnostics"]["a"]["ok"] is ok
+
+
+def test_verdict_words_by_the_size_of_the_difference():
+    assert Pair("a", "b", 4.1, 2.0).verdict() == (
+        "a is better than b by 4.1 ± 2.0 (|d| > 2 SE: a clear difference)"
     )
+    close = Pair("a", "b", 3.9, 2.0)
+    assert not close.clear and not close.same
+    assert close.verdict() == (
+        "a and b cannot be told apart by LOO: the difference 3.9 ± 2.0 is within 2 SE"
+    )
+    assert not Pair("a", "b", 0.0, 0.0, same=True).clear
+
+
+def test_a_failed_or_preview_fit_is_flagged_first(fold):
+    preview = fold.fit.copy()
+    preview.attrs = {**fold.fit.attrs, names.ATTR_PREVIEW: 1}
+    result = compare_fits({"good": fold.fit, "quick": preview}, data=fold.train)
+    info = result.to_dict()
+    good = diagnose(fold.fit)
+    failed = ([] if good.ok else ["good"]) + ["quick"]
+    assert info["failed_diagnostics"] == failed
+    assert info["diagnostics"]["quick"]["ok"] is False
+    assert info["diagnostics"]["good"]["ok"] is good.ok
+    lines = format_text(info).splitlines()
+    assert lines[len(failed) - 1].startswith("quick: PREVIEW FIT (Laplace approximation")
+    if not good.ok:
+        assert lines[0] == f"good: {good.headline()}"
+    assert lines[len(failed)].startswith("PSIS-LOO comparison on ")
 
 
 def test_log_likelihood_group_equals_pymc(fold):
@@ -124,6 +165,24 @@ def test_cli_compare(fold, tmp_path, capsys):
     assert "not the same data" in capsys.readouterr().err
     assert main(["compare", paths[0]]) == 2
     assert "at least two fits" in capsys.readouterr().err
+    # --strict refuses a fit whose diagnostics failed (here: a preview), in one line
+    preview = fold.fit.copy()
+    preview.attrs = {
+        **fold.fit.attrs,
+        names.ATTR_PREVIEW: 1,
+        names.ATTR_DATA_HASH: digest,
+        names.ATTR_DATA_SOURCE: str(data),
+    }
+    quick = str(save_fit(preview, tmp_path / "quick.nc"))
+    assert main(["compare", paths[0], quick, "--strict"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("bayesscale compare: error: --strict: not comparing, ")
+    assert "quick.nc: PREVIEW FIT" in err
+    assert main(["compare", paths[0], quick, "--json"]) == 0
+    assert "quick.nc" in json.loads(capsys.readouterr().out)["failed_diagnostics"]
 
 
 def test_a_stored_log_likelihood_needs_no_data(fold):

@@ -515,3 +515,226 @@ def test_save_is_atomic_refuses_overwrite_and_writes_pdf_metadata(
         save_figure(Figure(), tmp_path / "g.png")
     with pytest.raises(FigureError, match=r"lacks the provenance attribute\(s\)"):
         provenance(synthetic_fit(draws=5))
+
+
+# --- what a reader can trust: interval kind, extrapolation, the verdict stamp ----------------
+
+
+def _span(patch) -> tuple[float, float]:
+    return float(patch.get_x()), float(patch.get_x() + patch.get_width())
+
+
+def _same_spans(got, expected, rtol: float = 1e-12) -> None:
+    assert len(got) == len(expected), (got, expected)
+    if expected:
+        np.testing.assert_allclose(np.array(got, dtype=float), np.array(expected), rtol=rtol)
+
+
+def _legend_texts(fig) -> list[str]:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def _without_swept(fit: xr.DataTree) -> xr.DataTree:
+    const = fit["constant_data"].to_dataset().drop_vars([names.SWEPT_MIN, names.SWEPT_MAX])
+    old = fit.copy()
+    old["constant_data"] = xr.DataTree(const)
+    return old
+
+
+def _marked(fit: xr.DataTree, **attrs: object) -> xr.DataTree:
+    out = fit.copy()
+    out.attrs = {**fit.attrs, **attrs}
+    return out
+
+
+def test_figures_default_to_equal_tailed_intervals(law_fit: xr.DataTree, table: Table) -> None:
+    from bayesscale.figures.style import DEFAULT_KIND, band_legend_text
+
+    assert DEFAULT_KIND == "eti"
+    fig = plot_law(law_fit, table, names.ENV, settings=SETTINGS[:1], max_draws=40)
+    texts = _legend_texts(fig)
+    assert "50% equal-tailed" in texts and "90% equal-tailed" in texts
+    assert not any("HDI" in t for t in texts)
+    hdi = plot_law(law_fit, table, names.ENV, settings=SETTINGS[:1], max_draws=40, kind="hdi")
+    assert "90% HDI" in _legend_texts(hdi)
+    assert band_legend_text((0.5, 0.9), "eti") == "median, 50% and 90% equal-tailed"
+
+
+def test_law_shades_sizes_outside_the_swept_range_and_labels_the_grid(
+    law_fit: xr.DataTree, table: Table
+) -> None:
+    fig = plot_law(law_fit, table, names.ENV, settings=SETTINGS, max_draws=20)
+    const = law_fit["constant_data"]
+    for ax, setting in zip(fig.axes, SETTINGS, strict=True):
+        sel = {names.SETTING_DIM: setting, names.AXIS_DIM: names.ENV}
+        lo = float(const[names.SWEPT_MIN].sel(sel))
+        hi = float(const[names.SWEPT_MAX].sel(sel))
+        left, right = ax.get_xlim()
+        spans = sorted(_span(p) for p in _by_gid(ax, "extrapolated"))
+        expected = [(left, lo)] if left < lo else []
+        expected += [(hi, right)] if right > hi else []
+        _same_spans(spans, expected)
+        assert expected  # the curve runs past the swept range on at least one side
+        ticks = list(ax.xaxis.get_major_locator().tick_values(left, right))
+        assert ticks == [8.0, 16.0, 32.0, 64.0, 128.0, 256.0]  # every swept size, both ends
+    assert "beyond the swept range (extrapolated)" in _legend_texts(fig)
+    # a fit written before the swept range was stored: no shading, no error
+    old = plot_law(_without_swept(law_fit), table, names.ENV, settings=SETTINGS[:1], max_draws=20)
+    assert not _by_gid(old.axes[0], "extrapolated")
+    assert "beyond the swept range (extrapolated)" not in _legend_texts(old)
+
+
+def test_grid_ticks_keep_both_ends() -> None:
+    from bayesscale.figures.law import grid_ticks
+
+    assert grid_ticks(np.array([256.0, 8, 16, 64])).tolist() == [8.0, 16.0, 64.0, 256.0]
+    many = grid_ticks(2.0 ** np.arange(3, 13), most=5)  # 8 .. 4096
+    assert many[0] == 8.0 and many[-1] == 4096.0 and many.size == 5
+
+
+def test_beyond_spans_interpolate_the_crossing_log_log() -> None:
+    from bayesscale.figures.marks import beyond_spans, outside_spans
+
+    x = np.array([1.0, 100.0])
+    # y = x crosses hi = 10 at x = 10 (a straight line in log-log)
+    _same_spans(beyond_spans(x, x, 0.5, 10.0), [(10.0, 100.0)])
+    # below lo on the left, inside, above hi on the right
+    x = np.array([1.0, 10.0, 100.0, 1000.0])
+    y = np.array([0.1, 10.0, 10.0, 1000.0])
+    # y = 10 at x = 100 to y = 1000 at x = 1000 crosses 100 halfway in log x: at sqrt(1e5)
+    _same_spans(beyond_spans(x, y, 1.0, 100.0), [(1.0, np.sqrt(10.0)), (np.sqrt(1e5), 1000.0)])
+    assert beyond_spans(x, np.full(4, 50.0), 1.0, 100.0) == []
+    assert outside_spans(0.0, 1.0, 0.2, 0.6) == [(0.0, 0.2), (0.6, 1.0)]
+    assert outside_spans(0.0, 1.0, 0.0, 1.5) == []
+
+
+def test_allocation_shades_budgets_where_the_median_allocation_is_extrapolated(
+    law_fit: xr.DataTree, recipe_result: xr.Dataset
+) -> None:
+    plain = plot_allocation(recipe_result, provenance=provenance(law_fit))
+    assert not any(_by_gid(ax, "extrapolated") for ax in plain.axes)
+    fig = plot_allocation(recipe_result, provenance=provenance(law_fit), fit=law_fit)
+    budgets = recipe_result[names.BUDGET_DIM].to_numpy()
+    const = law_fit["constant_data"]
+    shaded = 0
+    for i, setting in enumerate(SETTINGS[:2]):
+        for j, axis in enumerate(names.PAPER_AXES):
+            ax = fig.axes[i * 3 + j]
+            sel = {names.SETTING_DIM: setting, names.AXIS_DIM: axis}
+            hi = float(const[names.SWEPT_MAX].sel(sel))
+            eff = _flat(recipe_result[names.ALLOCATION].sel(sel).transpose(*SAMPLE, "budget"))
+            median = np.median(eff, axis=0)
+            spans = [_span(p) for p in _by_gid(ax, "extrapolated")]
+            if not spans:
+                assert (median <= hi).all()
+                continue
+            shaded += 1
+            ((x0, x1),) = spans  # the allocation grows with the budget: one span, to the end
+            assert x1 == pytest.approx(budgets[-1])
+            if median[0] > hi:
+                assert x0 == pytest.approx(budgets[0])
+            else:  # the median crosses the swept maximum at x0 (log-log interpolation)
+                k = int(np.flatnonzero(median > hi)[0])
+                t = np.log(hi / median[k - 1]) / np.log(median[k] / median[k - 1])
+                edge = np.exp(np.log(budgets[k - 1]) + t * np.log(budgets[k] / budgets[k - 1]))
+                assert x0 == pytest.approx(edge, rel=1e-9)
+    assert shaded > 0
+    assert "median allocation beyond the swept range (extrapolated)" in _legend_texts(fig)
+
+
+def test_iso_budget_shades_shares_beyond_the_swept_range(
+    law_fit: xr.DataTree, recipe_result: xr.Dataset
+) -> None:
+    import json
+
+    budget = float(recipe_result[names.BUDGET_DIM][0])
+    spend = recipe_result[names.DECISION_SPEND].sel({names.BUDGET_DIM: budget})
+    iso = iso_budget(
+        law_fit, budget, settings=SETTINGS[:2], reference_spend=spend.to_numpy(), max_draws=25
+    )
+    prices = json.loads(recipe_result.attrs[names.ATTR_PRICES])
+    fig = plot_iso_budget(iso, provenance=provenance(law_fit), recipe=recipe_result, fit=law_fit)
+    const = law_fit["constant_data"]
+    for i, setting in enumerate(SETTINGS[:2]):
+        for j, axis in enumerate(names.PAPER_AXES):
+            ax = fig.axes[i * 3 + j]
+            sel = {names.SETTING_DIM: setting, names.AXIS_DIM: axis}
+            lo = float(const[names.SWEPT_MIN].sel(sel))
+            hi = float(const[names.SWEPT_MAX].sel(sel))
+            # real data: kappa = 1, so the axis's units at share s are s B / c
+            s_lo, s_hi = lo * prices[axis] / budget, hi * prices[axis] / budget
+            expected = ([(0.0, s_lo)] if s_lo > 0 else []) + ([(s_hi, 1.0)] if s_hi < 1 else [])
+            spans = sorted(_span(p) for p in _by_gid(ax, "extrapolated"))
+            _same_spans(spans, expected, rtol=1e-9)
+    # at this budget env's swept max falls inside the curve: shaded from there on only
+    env = fig.axes[0]
+    (right,) = [s for s in map(_span, _by_gid(env, "extrapolated")) if s[1] == 1.0]
+    assert 0.0 < right[0] < 1.0
+    without = plot_iso_budget(iso, provenance=provenance(law_fit), fit=law_fit)
+    assert not any(_by_gid(ax, "extrapolated") for ax in without.axes)
+
+
+def test_verdict_matches_diagnose_and_needs_no_pymc(law_fit: xr.DataTree) -> None:
+    import subprocess
+    import sys
+
+    from bayesscale import inference
+    from bayesscale.figures.marks import ESS_MIN, RHAT_MAX, verdict
+
+    assert (RHAT_MAX, ESS_MIN) == (inference.RHAT_MAX, inference.ESS_MIN)
+    assert inference.diagnose(law_fit).ok and verdict(law_fit) is None
+    # chains that disagree: shift the second chain of every variable
+    bad = law_fit.copy()
+    post = law_fit["posterior"].to_dataset()
+    shift = xr.DataArray([0.0, 1.0] + [0.0] * (post.sizes["chain"] - 2), dims="chain")
+    bad["posterior"] = xr.DataTree(post + shift * post.std(["chain", "draw"]) * 3)
+    d = inference.diagnose(bad)
+    text = verdict(bad)
+    assert not d.ok and text is not None
+    assert text.startswith("FAILED DIAGNOSTICS: max R-hat ")
+    assert f"{d.max_rhat:.3f} > 1.01" in text
+    preview = _marked(law_fit, **{names.ATTR_PREVIEW: 1})
+    assert inference.diagnose(preview).preview
+    assert (verdict(preview) or "").startswith("PREVIEW FIT: Laplace approximation")
+    code = "import sys, bayesscale.figures; print('pymc' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_failed_or_preview_fits_stamp_their_figures(
+    law_fit: xr.DataTree, table: Table, recipe_result: xr.Dataset
+) -> None:
+    from bayesscale.figures.marks import stamp_of
+
+    good = plot_law(law_fit, table, names.TRAJ, settings=SETTINGS[:1], max_draws=20)
+    assert stamp_of(good) is None
+    preview = _marked(law_fit, **{names.ATTR_PREVIEW: 1})
+    prov = provenance(law_fit)
+    figures = [
+        plot_law(preview, table, names.TRAJ, settings=SETTINGS[:1], max_draws=20),
+        plot_exponents(preview),
+        plot_allocation(recipe_result, provenance=prov, fit=preview),
+        plot_heldout(_heldout_frame(), provenance=prov, fit=preview),
+    ]
+    for fig in figures:
+        text = stamp_of(fig)
+        assert text is not None and text.startswith("PREVIEW FIT:\nLaplace approximation")
+    height = plot_law(law_fit, table, names.TRAJ, settings=SETTINGS[:1], max_draws=20)
+    assert figures[0].get_figheight() > height.get_figheight()  # grown for the stamp
+
+
+def test_heldout_draws_one_interval_per_design_point(law_fit: xr.DataTree) -> None:
+    frame = _heldout_frame()
+    frame[names.SEED] = [0, 1, 0, 0, 1]
+    # runs 0 and 1 are two seeds of one point (same setting and design), as are runs 3 and 4
+    frame["n_envs"] = [64, 64, 128, 64, 64]
+    frame.loc[1, [names.PREDICTED, names.LOWER, names.UPPER]] = [0.33, 0.27, 0.45]
+    frame.loc[4, [names.PREDICTED, names.LOWER, names.UPPER]] = [0.58, 0.52, 0.64]
+    fig = plot_heldout(frame, provenance=provenance(law_fit))
+    (ax,) = fig.axes
+    (bars,) = _by_gid(ax, "interval")
+    segments = sorted((float(s[0, 0]), float(s[0, 1]), float(s[1, 1])) for s in bars.get_segments())
+    _same_spans(segments, [(0.20, 0.15, 0.26), (0.32, 0.26, 0.41), (0.57, 0.51, 0.63)])
+    (inside,) = _by_gid(ax, "inside")
+    assert inside.get_offsets().shape == (4, 2)  # every run is still drawn
+    assert "3 design points" in ax.get_title()

@@ -28,6 +28,8 @@ from bayesscale.pricing import (
     build_pricing_model,
     eta_squared,
     exponent_priors_from_law_fit,
+    format_pricing_text,
+    json_ready,
     load_pricing,
     load_pricing_spec,
     parse_pricing_spec,
@@ -408,3 +410,30 @@ def test_a_loss_outcome_builds_a_finite_model(frame):
     assert np.isfinite(model.compile_logp()(model.initial_point()))
     with pytest.raises(PricingError, match="missing column"):
         validate_pricing(frame, spec)
+
+
+def test_pricing_table_json_writes_infinity_as_the_recipe_does(pricing_fit, tmp_path, capsys):
+    """r* is infinite ("no collapse") in some draws: the JSON says "inf", as the recipe's JSON
+    does, never null (which means undefined) and never the invalid token Infinity."""
+    post = pricing_fit["posterior"].to_dataset()
+    method = str(post[names.METHOD_DIM][0].item())
+    r_star = post[names.R_STAR].copy()
+    # the second half of the draws of every chain never collapse: 50% of the draws are inf
+    half = post.sizes[names.DRAW_DIM] // 2
+    sel = {names.METHOD_DIM: method, names.DRAW_DIM: slice(half, None)}
+    r_star.loc[sel] = np.inf
+    tree = pricing_fit.copy()
+    tree["posterior"] = xr.DataTree(post.assign({names.R_STAR: r_star}))
+    path = save_fit(tree, tmp_path / "price.nc")
+    assert main(["pricing-table", str(path), "--json", "--prob", "0.9"]) == 0
+    out = capsys.readouterr().out
+    assert "Infinity" not in out and "NaN" not in out
+    d = json.loads(out)["methods"][method]["r_star"]
+    assert d["upper"] == "inf" and d["mean"] == "inf"
+    assert isinstance(d["lower"], float) and np.isfinite(d["lower"])
+    assert json.loads(out)["methods"][method]["r_star_no_collapse_share"] == pytest.approx(
+        (post.sizes[names.DRAW_DIM] - half) / post.sizes[names.DRAW_DIM]
+    )
+    assert json_ready({"a": [float("-inf"), float("nan"), 1.5, 2]}) == {"a": ["-inf", None, 1.5, 2]}
+    text = format_pricing_text(summarise_pricing(tree, prob=0.9))
+    assert ", inf]" in text  # the text table prints the infinite bound as inf

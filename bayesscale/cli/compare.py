@@ -10,10 +10,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "compare",
         help="compare fits of the same data by PSIS-LOO",
         description="Estimate each fit's expected log predictive density by PSIS-LOO (ArviZ) and "
-        "compare them: the best fit against each other one, 'A is better than B by d ± SE', a "
-        "clear difference when |d| > 2 SE, else indistinguishable. Rows whose Pareto k exceeds "
-        "ArviZ's threshold are counted and named. The fits must be of the same data (same "
-        "data_sha256); the data are re-read from each fit's data_source unless --data is given.",
+        "compare them: the best fit against each other one, 'A is better than B by d ± SE' "
+        "only for a clear difference (|d| > 2 SE); otherwise 'A and B cannot be told apart', "
+        "and two fits with identical pointwise LOO terms are 'the same'. Rows whose Pareto k "
+        "exceeds ArviZ's threshold are counted and named. Each fit's convergence diagnostics "
+        "are checked: a fit that failed them (or a --preview fit) is named on the first line "
+        "(JSON: failed_diagnostics, and diagnostics per fit). The fits must be of the same data "
+        "(same data_sha256); the data are re-read from each fit's data_source unless --data "
+        "is given.",
     )
     parser.add_argument("fits", nargs="+", metavar="FIT.nc", help="two or more law fits")
     parser.add_argument(
@@ -26,6 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a name per fit, in order (default: the file names)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 2, one line) when any fit's diagnostics failed or it is a preview",
+    )
     parser.set_defaults(func=run)
 
 
@@ -43,10 +52,17 @@ def run(args: argparse.Namespace) -> int:
     if len(set(labels)) != len(labels):
         raise CommandError(f"fit names must be distinct, got {labels}; pass --name per fit")
 
-    from bayesscale.compare import compare_fits, format_text
+    from bayesscale.compare import compare_fits, diagnostics_of, format_text
     from bayesscale.inference import load_fit
 
     fits = {label: load_fit(path) for label, path in zip(labels, args.fits, strict=True)}
+    if args.strict:
+        failed = {n: d["headline"] for n, d in diagnostics_of(fits).items() if not d["ok"]}
+        if failed:
+            raise CommandError(
+                "--strict: not comparing, "
+                + "; ".join(f"{name}: {headline}" for name, headline in failed.items())
+            )
     result = compare_fits(fits, data=args.data).to_dict()
     print(json.dumps(result, indent=2) if args.json else format_text(result))
     return 0

@@ -14,8 +14,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "credible intervals at --prob; per axis: the pooled kappa0; the share of kappa0 variance "
         "that axis membership explains (eta^2, per posterior draw, over methods on axes with two "
         "or more methods) with its interval. --json prints the same as JSON: methods.<name>."
-        "kappa0 / r_star / peak_ratio as mean, median, lower, upper (null for an infinite bound, "
-        "i.e. no collapse); axes.<axis>.kappa0; axis_share_of_kappa0_variance.eta_squared.",
+        "kappa0 / r_star / peak_ratio as mean, median, lower, upper; axes.<axis>.kappa0; "
+        "axis_share_of_kappa0_variance.eta_squared. JSON numbers follow the convention of "
+        '`bayesscale recipe --json`: an infinite value is the string "inf" (or "-inf"; e.g. '
+        "the upper bound of r* when some draws never collapse), an undefined one (NaN) null.",
     )
     parser.add_argument("fit", metavar="PRICE.nc")
     parser.add_argument(
@@ -30,8 +32,11 @@ def run(args: argparse.Namespace) -> int:
 
     from bayesscale import names
     from bayesscale.inference import load_fit
-    from bayesscale.pricing import format_pricing_text, summarise_pricing
+    from bayesscale.pricing import format_pricing_text, json_ready, summarise_pricing
 
     result = summarise_pricing(load_fit(args.fit, kind=names.KIND_PRICING_FIT), prob=args.prob)
-    print(json.dumps(result, indent=2) if args.json else format_pricing_text(result))
+    if args.json:
+        print(json.dumps(json_ready(result), indent=2, allow_nan=False))
+    else:
+        print(format_pricing_text(result))
     return 0

@@ -8,8 +8,14 @@ For each posterior draw ``d`` the recipe solves the exact allocation problem at 
 
 and this figure shows, per axis, the median over draws of the units bought (``purchased``,
 ``D* / kappa``) or of the effective units (``allocation``) against the budget, log-log, with
-nested credible bands (intervals of ``log D*``, as the axis is logarithmic). The single decision that maximises expected success, when the recipe
-computed it, is drawn as open markers.
+nested credible bands (equal-tailed by default; intervals of ``log D*``, as the axis is
+logarithmic). The single decision that maximises expected success, when the recipe computed
+it, is drawn as open markers.
+
+With ``fit=`` (the law fit the recipe was computed from) the budgets at which the median
+effective allocation of an axis lies beyond that setting's swept range of the axis are shaded
+(edges where the median crosses the range's end, interpolated log-log): the law is
+extrapolated there; and a fit whose diagnostics failed, or a preview, stamps the figure.
 
 Example
 -------
@@ -28,6 +34,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from bayesscale import names
+from bayesscale.figures.marks import (
+    EXTRAPOLATED_TEXT,
+    axis_range,
+    beyond_spans,
+    extrapolated_handle,
+    shade_x,
+    stamp,
+    swept_range,
+    verdict,
+)
 from bayesscale.figures.provenance import Provenance, attach_provenance
 from bayesscale.figures.style import (
     DEFAULT_KIND,
@@ -38,11 +54,13 @@ from bayesscale.figures.style import (
     band_handles,
     check_probs,
     draw_bands,
+    interval_label,
     new_figure,
     paper_style,
     require_vars,
     setting_title,
 )
+from bayesscale.recipe import quantiles
 
 MAX_ROWS: Final = 6
 MEDIAN_GID: Final = "median"
@@ -86,11 +104,13 @@ def plot_allocation(
     probs: Sequence[float] = DEFAULT_PROBS,
     kind: str = DEFAULT_KIND,
     decision: bool = True,
+    fit: xr.DataTree | None = None,
 ) -> Figure:
     """Fan chart: one row per setting, one column per axis; ``variable`` (``purchased``,
     ``allocation`` or ``spend_share``) against the budget, log-log (share: log x only).
     ``provenance`` is the recipe's inputs' (``provenance(law_fit[, pricing_fit])``): a recipe
-    result does not record them itself."""
+    result does not record them itself. ``fit``: the law fit of the recipe, for the shading
+    of the budgets where the allocation is extrapolated and for the diagnostics stamp."""
     if not isinstance(provenance, Provenance):
         raise FigureError("plot_allocation needs provenance=provenance(law_fit, ...)")
     if variable not in VARIABLES:
@@ -107,6 +127,10 @@ def plot_allocation(
     show_decision = decision and variable == names.PURCHASED and names.DECISION in ds
     currency = str(ds.attrs.get(names.ATTR_CURRENCY, ""))
     order = np.argsort(budgets)
+    swept = swept_range(fit)
+    if swept is not None:
+        require_vars(ds, [names.ALLOCATION], "the recipe result")
+    shaded = False
     with paper_style():
         fig, grid = new_figure(len(chosen), len(axes), panel=(2.1, 1.7), sharex=True)
         for i, setting in enumerate(chosen):
@@ -126,6 +150,15 @@ def plot_allocation(
                     log=variable != names.SPEND_SHARE,
                 )
                 ax.lines[-1].set_gid(MEDIAN_GID)
+                fitted = axis_range(swept, setting, axis)
+                if fitted is not None:
+                    effective = ds[names.ALLOCATION].sel(
+                        {names.SETTING_DIM: setting, names.AXIS_DIM: axis}
+                    )
+                    median = quantiles(per_draw(effective, (names.BUDGET_DIM,)), [0.5], axis=0)[0]
+                    spans = beyond_spans(budgets[order], median[order], *fitted)
+                    shade_x(ax, spans)
+                    shaded = shaded or bool(spans)
                 if show_decision:
                     dec = ds[names.DECISION].sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis})
                     ax.plot(
@@ -151,10 +184,17 @@ def plot_allocation(
         handles = [Line2D([], [], color="0.2"), *band_handles("0.2", len(probs))]
         texts = [
             "median over posterior draws",
-            *[f"{round(100 * p)}% {kind.upper()}" for p in probs],
+            *[interval_label(p, kind) for p in probs],
         ]
         if show_decision:
             handles.append(Line2D([], [], ls="", marker="o", mfc="none", mec="0.15", ms=3))
             texts.append("decision (max expected success)")
-        fig.legend(handles, texts, loc="outside upper center", ncols=len(handles), frameon=False)
+        if shaded:
+            handles.append(extrapolated_handle())
+            texts.append(f"median allocation {EXTRAPOLATED_TEXT}")
+        fig.legend(
+            handles, texts, loc="outside upper center", ncols=min(len(handles), 3), frameon=False
+        )
+        if fit is not None:
+            stamp(fig, verdict(fit))
     return attach_provenance(fig, provenance)

@@ -33,6 +33,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from bayesscale import collapse, names
+from bayesscale.figures.marks import stamp, verdict
 from bayesscale.figures.provenance import attach_provenance, provenance, source_of
 from bayesscale.figures.style import (
     DATA_COLOR,
@@ -46,6 +47,7 @@ from bayesscale.figures.style import (
     check_probs,
     draw_bands,
     grid_shape,
+    interval_label,
     new_figure,
     paper_style,
     remove_unused,
@@ -254,9 +256,9 @@ def plot_collapse(
         ]
         texts = [
             "posterior median",
-            *[f"{round(100 * p)}% {kind.upper()}" for p in probs],
+            *[interval_label(p, kind) for p in probs],
             f"r* median (S = {threshold:g})",
-            f"r* {round(100 * r_star_prob)}% interval",
+            f"r* {round(100 * r_star_prob)}% equal-tailed",
         ]
         if frame is not None:
             handles.append(Line2D([], [], color=DATA_COLOR, marker="o", ls="", ms=3))
@@ -268,6 +270,9 @@ def plot_collapse(
             ncols=len(handles) if fig.get_figwidth() >= 7 else 3,
             frameon=False,
         )
+        from bayesscale.pricing import DERIVED
+
+        stamp(fig, verdict(fit, leave_out=DERIVED))
     prov = provenance(fit)
     if table is not None and source_of(table).data_sha256 != prov.sources[0].data_sha256:
         prov = prov.merged(provenance(table))

@@ -27,6 +27,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from bayesscale import names
+from bayesscale.figures.marks import stamp, verdict
 from bayesscale.figures.provenance import attach_provenance, provenance
 from bayesscale.figures.style import (
     DATA_COLOR,
@@ -39,6 +40,7 @@ from bayesscale.figures.style import (
     check_kind,
     check_probs,
     credible_band,
+    interval_words,
     new_figure,
     paper_style,
     require_vars,
@@ -130,7 +132,8 @@ def plot_exponents(
         grid[0, 0].get_yticklabels()[0].set_color(POPULATION_COLOR)
         pcts = " and ".join(f"{round(100 * p)}%" for p in probs)
         fig.supxlabel(
-            f"exponent (dot: posterior median; lines: {pcts} {kind.upper()}; "
+            f"exponent (dot: posterior median; lines: {pcts} {interval_words(kind)}; "
             f"band: population {round(100 * probs[-1])}%)"
         )
+        stamp(fig, verdict(fit))
     return attach_provenance(fig, provenance(fit))

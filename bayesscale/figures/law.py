@@ -12,7 +12,11 @@ For every posterior draw ``d`` (raw counts; :func:`bayesscale.recipe.law_draws`)
     \\qquad p_d = e^{-L_d},
 
 and the panel shows the median over draws of ``p_d`` (or ``L_d`` for a loss outcome) with
-nested credible bands. Observed points are the mean over seeds at each swept size, with a bar
+nested credible bands (equal-tailed by default). The sizes outside the setting's swept range
+of the axis (stored in the fit, :class:`bayesscale.extrapolation.SweptRange`) are shaded: the
+curve there is an extrapolation. Tick labels are the swept sizes (all of them up to
+:data:`MAX_TICKS`, always the smallest and largest). A fit whose diagnostics failed, or a
+preview fit, is stamped in red (:mod:`bayesscale.figures.marks`). Observed points are the mean over seeds at each swept size, with a bar
 from the lowest to the highest seed. Dense-reward runs (a spec with ``[dense_reward]``) are a
 second series whose curve multiplies the dense axis by the fitted ``dense_multiplier``.
 
@@ -36,6 +40,17 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from bayesscale import allocate, laws, names
+from bayesscale.figures.marks import (
+    EXTRAPOLATED_TEXT,
+    LINE_HEIGHT,
+    axis_range,
+    extrapolated_handle,
+    outside_spans,
+    shade_x,
+    stamp,
+    swept_range,
+    verdict,
+)
 from bayesscale.figures.provenance import attach_provenance, provenance, source_of
 from bayesscale.figures.style import (
     DATA_COLOR,
@@ -50,6 +65,7 @@ from bayesscale.figures.style import (
     compact_number,
     draw_bands,
     grid_shape,
+    interval_label,
     new_figure,
     paper_style,
     remove_unused,
@@ -64,6 +80,7 @@ OBSERVED_GID: Final = "observed"  # gid of each panel's observed points
 GRID_POINTS: Final = 60
 EXTEND: Final = 1.5  # the curve runs from min / EXTEND to max * EXTEND of the swept sizes
 SPARSE: Final = "sparse"
+MAX_TICKS: Final = 7  # at most this many labelled sizes per panel (always the smallest and largest)
 
 
 @dataclass(frozen=True)
@@ -202,6 +219,8 @@ def plot_law(
     frame = table.frame
     draws = law_draws(fit, settings, max_draws)
     labels = setting_labels(frame, spec)
+    swept = swept_range(fit)
+    shaded = False
     unknown = sorted(set(labels) - set(fit["posterior"][names.SETTING_DIM].to_numpy().astype(str)))
     if unknown:
         raise FigureError(
@@ -237,6 +256,12 @@ def plot_law(
                 series.append((SPARSE, sweep.rows, x_rows, None))
             lo, hi = float(np.min(x_rows)), float(np.max(x_rows))
             grid = np.geomspace(lo / EXTEND, hi * EXTEND, GRID_POINTS)
+            ax.set_xlim(float(grid[0]), float(grid[-1]))
+            fitted = axis_range(swept, sweep.setting, axis)
+            if fitted is not None:
+                spans = outside_spans(float(grid[0]), float(grid[-1]), *fitted)
+                shade_x(ax, spans)
+                shaded = shaded or bool(spans)
             for k, (level, rows, x, scale) in enumerate(series):
                 c = color if k == 0 else dense_color
                 loss = law_curve_draws(draws, sweep.setting, axis, grid, sweep.anchor, scale)
@@ -262,10 +287,7 @@ def plot_law(
             ax.set_xscale("log")
             if not y_is_success:
                 ax.set_yscale("log")
-            ticks = np.unique(x_rows)
-            if ticks.size > 4:
-                ticks = ticks[::2] if ticks.size % 2 else ticks[1::2]
-            ax.xaxis.set_major_locator(FixedLocator(ticks.tolist()))
+            ax.xaxis.set_major_locator(FixedLocator(grid_ticks(x_rows).tolist()))
             ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: compact_number(v)))
             ax.set_title(setting_title(sweep.setting), fontsize=7, pad=3)
@@ -288,11 +310,27 @@ def plot_law(
         named = label if label == axis else f"{label} ({axis})"
         fig.supxlabel(f"{named}, log scale{anchor_note}")
         fig.supylabel(what)
-        _legend(fig, color, probs, kind, dense_color if dense else None)
+        _legend(fig, color, probs, kind, dense_color if dense else None, shaded)
+        stamp(fig, verdict(fit))
     prov = provenance(fit)
     if source_of(table).data_sha256 != prov.sources[0].data_sha256:
         prov = prov.merged(provenance(table))
     return attach_provenance(fig, prov)
+
+
+def grid_ticks(values: Array, most: int = MAX_TICKS) -> Array:
+    """The sizes to label: every distinct swept value if there are at most ``most``, else
+    ``most`` of them evenly spaced in rank, always the smallest and the largest.
+
+    >>> grid_ticks(np.array([8.0, 16, 32, 64, 128, 256, 8])).tolist()
+    [8.0, 16.0, 32.0, 64.0, 128.0, 256.0]
+    >>> grid_ticks(2.0 ** np.arange(10), most=4).tolist()
+    [1.0, 8.0, 64.0, 512.0]
+    """
+    unique = np.unique(np.asarray(values, dtype=float))
+    if unique.size <= most:
+        return unique
+    return unique[np.unique(np.round(np.linspace(0, unique.size - 1, most)).astype(int))]
 
 
 def _anchor_text(anchor: dict[str, float]) -> str:
@@ -300,7 +338,12 @@ def _anchor_text(anchor: dict[str, float]) -> str:
 
 
 def _legend(
-    fig: Figure, color: str, probs: Sequence[float], kind: str, dense_color: str | None
+    fig: Figure,
+    color: str,
+    probs: Sequence[float],
+    kind: str,
+    dense_color: str | None,
+    shaded: bool = False,
 ) -> None:
     handles = [
         Line2D([], [], color=DATA_COLOR, marker="o", ls="", ms=3),
@@ -310,16 +353,17 @@ def _legend(
     texts = [
         "observed: mean over seeds (bar: seed range)",
         "posterior median",
-        *[f"{round(100 * p)}% {kind.upper()}" for p in probs],
+        *[interval_label(p, kind) for p in probs],
     ]
     if dense_color is not None:
         handles.append(Line2D([], [], color=dense_color, marker="s", ls="-", ms=3))
         texts.append("dense reward")
+    if shaded:
+        handles.append(extrapolated_handle())
+        texts.append(EXTRAPOLATED_TEXT)
     wide = fig.get_figwidth() >= 7.0
-    fig.legend(
-        handles,
-        texts,
-        loc="outside upper center",
-        ncols=len(handles) if wide else 2,
-        frameon=False,
-    )
+    ncols = len(handles) if wide else (2 if fig.get_figwidth() >= 5.0 else 1)
+    rows = -(-len(handles) // ncols)
+    if rows > 2:  # a one-row figure has room for two rows of legend: grow it for the others
+        fig.set_figheight(fig.get_figheight() + LINE_HEIGHT * (rows - 2))
+    fig.legend(handles, texts, loc="outside upper center", ncols=ncols, frameon=False)

@@ -1,9 +1,9 @@
 """Shared look and helpers of the paper figures: style, panel grids, credible bands, checks.
 
 Bands are computed over posterior draws at each plotted point, at the probabilities in
-``probs`` (default 50% and 90%), as highest-density intervals (``kind="hdi"``, via
-``arviz_stats``) or equal-tailed intervals (``kind="eti"``, the intervals of the tables and of
-``bayesscale summary``):
+``probs`` (default 50% and 90%), as equal-tailed intervals around the median (``kind="eti"``,
+the default: the intervals of the tables, the recipe and ``bayesscale summary``, so a figure
+and a table agree) or highest-density intervals (``kind="hdi"``, via ``arviz_stats``):
 
 .. math::
 
@@ -44,7 +44,8 @@ HDI: Final = "hdi"
 ETI: Final = "eti"
 INTERVAL_KINDS: Final = (HDI, ETI)
 DEFAULT_PROBS: Final = (0.5, 0.9)
-DEFAULT_KIND: Final = HDI
+DEFAULT_KIND: Final = ETI  # the tables' and the text's interval: one kind everywhere
+KIND_WORDS: Final = {ETI: "equal-tailed", HDI: "HDI"}
 
 # Colour-blind-safe (Okabe-Ito); one hue per axis of the paper, grey for data.
 PALETTE: Final = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442")
@@ -225,11 +226,35 @@ def band_handles(color: str, n: int) -> list[Patch]:
     return out
 
 
+def interval_words(kind: str) -> str:
+    """How a legend names an interval kind: ``'equal-tailed'`` or ``'HDI'``.
+
+    >>> interval_words("eti"), interval_words("hdi")
+    ('equal-tailed', 'HDI')
+    """
+    if kind not in KIND_WORDS:
+        raise FigureError(f"unknown interval kind {kind!r}; use one of {INTERVAL_KINDS}")
+    return KIND_WORDS[kind]
+
+
+def interval_label(prob: float, kind: str) -> str:
+    """A band's legend entry: ``'90% equal-tailed'``, ``'90% HDI'``.
+
+    >>> interval_label(0.9, "eti")
+    '90% equal-tailed'
+    """
+    return f"{round(100 * prob)}% {interval_words(kind)}"
+
+
 def band_legend_text(probs: Sequence[float], kind: str) -> str:
-    """``'median, 50% and 90% HDI'``."""
+    """``'median, 50% and 90% equal-tailed'``.
+
+    >>> band_legend_text((0.5, 0.9), "hdi")
+    'median, 50% and 90% HDI'
+    """
     pcts = [f"{round(100 * p)}%" for p in probs]
     joined = pcts[0] if len(pcts) == 1 else ", ".join(pcts[:-1]) + " and " + pcts[-1]
-    return f"median, {joined} {kind.upper()}"
+    return f"median, {joined} {interval_words(kind)}"
 
 
 # --- checks on inputs ----------------------------------------------------------------------
