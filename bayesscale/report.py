@@ -501,7 +501,7 @@ def _recipe_section(
                 "can vouch for.",
                 "",
             )
-    fig = plot_allocation(ds, provenance=prov, settings=settings)
+    fig = plot_allocation(ds, provenance=prov, settings=settings, fit=law)
     md.add(_figure(tmp, "allocation", fig, save_figure))
     decision = ds[names.DECISION_SPEND].sel({names.BUDGET_DIM: middle, names.SETTING_DIM: settings})
     iso = iso_budget(
@@ -514,7 +514,7 @@ def _recipe_section(
         max_draws=options.max_recipe_draws,
         within_data=options.within_data,
     )
-    fig = plot_iso_budget(iso, provenance=prov, settings=settings, recipe=ds)
+    fig = plot_iso_budget(iso, provenance=prov, settings=settings, recipe=ds, fit=law)
     md.add(f"Iso-budget curves at {middle:,.0f} {summary['currency']}:", "")
     md.add(_figure(tmp, "iso_budget", fig, save_figure))
 
@@ -615,7 +615,7 @@ def _heldout_section(
         )
     table_md = with_verdict(heldout_table(frame), diagnose(law).headline())
     md.add(*_tables(tmp, "heldout", [("", table_md)]))
-    fig = plot_heldout(frame, provenance=provenance(law, table))
+    fig = plot_heldout(frame, provenance=provenance(law, table), fit=law)
     md.add(_figure(tmp, "heldout", fig, save_figure))
 
 
