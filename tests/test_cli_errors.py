@@ -92,3 +92,30 @@ def test_a_closed_stdout_is_no_traceback(fit_file: Path) -> None:
         )
         assert done.stdout.count("\n") == 1
         assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_one_overwrite_flag_with_its_meaning_in_help() -> None:
+    from bayesscale.cli import build_parser
+
+    parser = build_parser()
+    for old in ("--force", "--replace"):  # ingest's old --replace still parses, as --force
+        args = parser.parse_args(["ingest", "sweep", "--out", "obs.csv", old])
+        assert args.force is True
+    for command in ("fit", "price", "plan", "ingest", "recipe", "check", "crossval", "report"):
+        helped = _run(command, "--help")
+        assert helped.returncode == 0 and "--force" in helped.stdout, command
+        assert "--replace" not in helped.stdout
+    for command in ("recipe", "check", "report", "summary", "pricing-table"):
+        assert "equal-tailed" in _run(command, "--help").stdout, command
+
+
+def test_strict_readers_refuse_a_failed_fit_in_one_line(law_fit, tmp_path: Path) -> None:
+    thin = save_fit(law_fit.isel(draw=slice(0, 20)), tmp_path / "thin.nc")  # ESS far below 400
+    done = _run("summary", str(thin))
+    assert done.returncode == 0 and done.stdout.startswith("DIAGNOSTICS FAILED")
+    for argv in (
+        ("summary", str(thin), "--strict"),
+        ("recipe", str(thin), "--budget", "1e4", "--strict"),
+        ("check", str(thin), str(REFERENCE / "heldout.csv"), "--strict"),
+    ):
+        _one_error_line(_run(*argv), str(thin), "DIAGNOSTICS FAILED", "--strict")

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from bayesscale import names
+from bayesscale.cli import add_force
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
 
 
@@ -42,9 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
-        "--out", metavar="TABLE.csv", help="write the per-row table (.csv/.parquet)"
+        "--out",
+        metavar="TABLE.csv",
+        help="also write the per-row table to this file (.csv or .parquet); the summary still "
+        "goes to standard output",
     )
-    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    add_force(parser)
     add_sampling_arguments(parser)
     parser.set_defaults(func=run, interruptible=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bayesscale.cli import add_force
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args, diagnostics_verdict
 
 
@@ -20,10 +21,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--spec", default=None, help="model spec TOML file or bundled name (default: agentic_rl)"
     )
-    parser.add_argument("--out", required=True, metavar="FIT.nc", help="where to write the fit")
+    parser.add_argument(
+        "--out", required=True, metavar="FIT.nc", help="the fit file to write (netCDF DataTree)"
+    )
     add_sampling_arguments(parser)
-    parser.add_argument("--strict", action="store_true", help="exit 3 when diagnostics fail")
-    parser.add_argument("--force", action="store_true", help="replace an existing FIT.nc")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 3 when diagnostics fail (the fit is still written, to inspect; the commands "
+        "that read it refuse it with their own --strict)",
+    )
+    add_force(parser)
     parser.set_defaults(func=run, interruptible=True)
 
 

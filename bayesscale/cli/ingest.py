@@ -18,7 +18,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("sweep", help="sweep directory")
-    parser.add_argument("--out", required=True, help="observation table (.csv or .parquet)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="OBS",
+        help="the observation table (.csv or .parquet) to merge the rows into: created when "
+        "absent; rows already there are kept, new runs appended (by run_id)",
+    )
     parser.add_argument(
         "--step",
         choices=("final", "best"),
@@ -26,8 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="final validated step (default) or best one (biased upward: selects on held-out)",
     )
     parser.add_argument(
-        "--replace", action="store_true", help="replace stored rows that differ (else an error)"
+        "--force",
+        action="store_true",
+        help="replace rows of OBS whose run now reads differently (without it such a row is an "
+        "error and nothing is written)",
     )
+    parser.add_argument("--replace", dest="force", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(func=run)
 
 
@@ -49,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         if following:
             print(f"next: {following}")
         return 0
-    merged = write_observations(result.rows, args.out, replace=args.replace)
+    merged = write_observations(result.rows, args.out, replace=args.force)
     print(
         f"{args.out}: {len(merged.added)} added, {len(merged.replaced)} replaced, "
         f"{len(merged.unchanged)} unchanged; {len(merged.frame)} row(s) in all"

@@ -18,8 +18,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("spec", help="sweep spec TOML (see docs/verl.md)")
-    parser.add_argument("--out", required=True, help="sweep directory to create")
-    parser.add_argument("--force", action="store_true", help="replace an existing sweep directory")
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="the sweep directory to create (its manifest, run configs and launch commands)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing sweep directory (without it an existing one is never touched)",
+    )
     parser.add_argument("--json", action="store_true", help="print the plan report as JSON")
     parser.set_defaults(func=run)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bayesscale.cli import add_force
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args, diagnostics_verdict
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
@@ -21,7 +22,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and also gives exit status 3 when diagnostics fail.",
     )
     parser.add_argument("pricing", metavar="PRICING", help="pricing table (.csv or .parquet)")
-    parser.add_argument("--out", required=True, metavar="PRICE.nc", help="where to write the fit")
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="PRICE.nc",
+        help="the pricing fit file to write (netCDF DataTree)",
+    )
     parser.add_argument(
         "--spec", default=None, help="pricing spec TOML file or bundled name (default: pricing)"
     )
@@ -37,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="refuse to leave anything out, and exit 3 when diagnostics fail",
     )
-    parser.add_argument("--force", action="store_true", help="replace an existing PRICE.nc")
+    add_force(parser)
     parser.set_defaults(func=run, interruptible=True)
 
 

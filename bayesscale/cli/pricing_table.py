@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from bayesscale.cli import add_prob
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -20,9 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the upper bound of r* when some draws never collapse), an undefined one (NaN) null.",
     )
     parser.add_argument("fit", metavar="PRICE.nc")
-    parser.add_argument(
-        "--prob", type=float, default=0.9, help="credible interval mass (default 0.9)"
-    )
+    add_prob(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
 

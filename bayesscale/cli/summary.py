@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from bayesscale.cli import add_prob, add_strict
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -15,19 +17,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "exponents.population.<axis> as mean, lower, upper.",
     )
     parser.add_argument("fit", metavar="FIT.nc")
-    parser.add_argument(
-        "--prob", type=float, default=0.9, help="credible interval mass (default 0.9)"
-    )
+    add_prob(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
+    add_strict(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from bayesscale.inference import load_fit
+    from bayesscale.cli import check_prob, refuse_failed
+    from bayesscale.inference import diagnose, load_fit
     from bayesscale.summary import format_text, summarise
 
-    result = summarise(load_fit(args.fit), prob=args.prob)
+    check_prob(args.prob)
+    fit = load_fit(args.fit)
+    refuse_failed(args.fit, diagnose(fit), args.strict)
+    result = summarise(fit, prob=args.prob)
     print(json.dumps(result, indent=2) if args.json else format_text(result))
     return 0
