@@ -118,6 +118,8 @@ NOTEBOOKS = {
             "known = setting_labels(heldout.frame, spec).isin(tree['posterior'].setting.values)\n"
             "heldout_frame = heldout.frame[known.to_numpy()].reset_index(drop=True)\n"
             "rows = check(tree, heldout_frame, prob=0.9, source=heldout.source)\n"
+            "from bayesscale.inference import diagnose\n\n"
+            "print(diagnose(tree).headline() or 'diagnostics: converged')\n"
             "print(format_text(summary(rows)))\n"
             "rows.head()"
         ),
@@ -198,6 +200,20 @@ NOTEBOOKS = {
             "budgets = np.geomspace(1e3, 1e6, 7)\n"
             "ds = recipe(tree, budgets, bounds={'env': (1, 384)}, max_draws=100)\n"
             "summarize(ds)['purchased'].sel(quantile=0.5).isel(setting=0).to_pandas()"
+        ),
+        new_markdown_cell(
+            "What the recipe can support: the fit's diagnostics verdict, and per axis how many "
+            "times the largest swept value the median optimum is (`extrapolation`; a power law "
+            "says little far beyond its range). `within_data=4` keeps every axis within 4x."
+        ),
+        new_code_cell(
+            "from bayesscale.inference import diagnose\n\n"
+            "print(diagnose(tree).headline() or 'diagnostics: converged')\n"
+            "summarize(ds)['extrapolation'].sel(quantile=0.5).isel(setting=0).to_pandas()"
+        ),
+        new_code_cell(
+            "inside = recipe(tree, budgets, within_data=4, max_draws=100)\n"
+            "summarize(inside)['purchased'].sel(quantile=0.5).isel(setting=0).to_pandas()"
         ),
         new_code_cell(
             "from bayesscale.tables import recipe_table\n\n"

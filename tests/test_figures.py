@@ -367,6 +367,8 @@ def test_collapse_refuses_bad_input(law_fit: xr.DataTree, pricing_fit: xr.DataTr
 def test_allocation_fan_chart(law_fit: xr.DataTree, recipe_result: xr.Dataset, tmp_path) -> None:
     fig = plot_allocation(recipe_result, provenance=provenance(law_fit))
     assert len(fig.axes) == 2 * 3  # settings x axes
+    titles = [ax.get_title() for ax in fig.axes[:3]]  # what one unit of each axis is
+    assert titles == ["env (environments)", "task (tasks)", "traj (rollouts per task)"]
     budgets = recipe_result[names.BUDGET_DIM].to_numpy()
     for i, setting in enumerate(SETTINGS[:2]):
         for j, axis in enumerate(names.PAPER_AXES):

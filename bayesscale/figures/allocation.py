@@ -25,6 +25,7 @@ Example
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Final
 
@@ -126,6 +127,7 @@ def plot_allocation(
     axes = [str(a) for a in ds[names.AXIS_DIM].to_numpy()]
     show_decision = decision and variable == names.PURCHASED and names.DECISION in ds
     currency = str(ds.attrs.get(names.ATTR_CURRENCY, ""))
+    units = json.loads(str(ds.attrs.get("units_short_json", "{}")))  # what one unit of each axis is
     order = np.argsort(budgets)
     swept = swept_range(fit)
     if swept is not None:
@@ -175,7 +177,8 @@ def plot_allocation(
                 if variable != names.SPEND_SHARE:
                     ax.set_yscale("log")
                 if i == 0:
-                    ax.set_title(axis, fontsize=8)
+                    what = units.get(str(axis))
+                    ax.set_title(f"{axis} ({what})" if what else str(axis), fontsize=8)
                 if j == 0:
                     ax.set_ylabel(setting_title(setting), fontsize=7)
         unit = f" ({currency})" if currency else ""
