@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bayesscale.cli._sampling import add_sampling_arguments, config_from_args, diagnostics_verdict
+from bayesscale.cli._sampling import (
+    add_prior_scale_argument,
+    add_sampling_arguments,
+    config_from_args,
+    diagnostics_verdict,
+    spec_with_prior_scale,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--spec", default=None, help="model spec TOML file or bundled name (default: agentic_rl)"
     )
     parser.add_argument("--out", required=True, metavar="FIT.nc", help="where to write the fit")
+    add_prior_scale_argument(parser)
     add_sampling_arguments(parser)
     parser.add_argument("--strict", action="store_true", help="exit 3 when diagnostics fail")
     parser.add_argument("--force", action="store_true", help="replace an existing FIT.nc")
@@ -38,11 +45,17 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.observations import load_observations
     from bayesscale.spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = spec_with_prior_scale(load_spec(args.spec), args.prior_scale)
     table = load_observations(args.observations, spec)
     config = config_from_args(args)
+    wider = (
+        f", exponent priors {spec.exponent_prior_scale:g}x as wide"
+        if spec.exponent_prior_scale != 1
+        else ""
+    )
     print(
-        f"fitting {spec.name!r} to {len(table.frame)} rows of {table.source} ({config.describe()})",
+        f"fitting {spec.name!r} to {len(table.frame)} rows of {table.source} "
+        f"({config.describe()}{wider})",
         file=sys.stderr,
     )
     tree = fit(table, spec, config)
