@@ -35,6 +35,9 @@ SPEC_DIR = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_SPEC = "agentic_rl"
 
 OUTCOME_KINDS = ("success", "loss")
+# The report's prior-sensitivity refit widens every exponent prior this many times
+# (with_exponent_prior_scale; `bayesscale report --sensitivity-scale`).
+SENSITIVITY_SCALE = 2.0
 INTERACTION_UNITS = ("raw",)
 
 
