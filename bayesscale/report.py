@@ -223,6 +223,9 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
         from bayesscale.spec import with_exponent_prior_scale
 
         wide_spec = with_exponent_prior_scale(spec, options.sensitivity_scale)
+        if options.sensitivity_fit is not None:  # a reused fit must have the wider prior
+            saved = load_fit(options.sensitivity_fit)
+            _check_prior_scale(options.sensitivity_fit, saved, wide_spec.exponent_prior_scale)
     priced = _load_pricing(options)
     if options.heldout is not None:  # checked again against the fit once there is one
         frame, _ = read_table(options.heldout)
@@ -284,7 +287,6 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
             + _sampling(options.config),
             step,
         )
-        _check_prior_scale(options.sensitivity_fit, wide, wide_spec.exponent_prior_scale)
         save_fit(wide, tmp / "fits" / SENSITIVITY_FIT)
         _sensitivity_section(options, tmp, summary, ds, wide, pricing, md)
 
@@ -502,9 +504,7 @@ def _identification_text(summary: dict[str, Any]) -> str:
         f"Rule: {ident['rule']}. A flagged exponent's interval, and the ordering probability "
         "that rests on it, say as much about the prior as about the data"
         + (
-            ": the section *Prior sensitivity* refits with wider exponent priors."
-            if notes
-            else "."
+            ": the section *Prior sensitivity* refits with wider exponent priors." if notes else "."
         ),
     ]
     return "\n".join(lines)
@@ -567,38 +567,29 @@ def _sensitivity_section(
         ]
     )
     breaks = [len(rows)]
-    for s in settings:
-        sel = {names.SETTING_DIM: s, names.BUDGET_DIM: middle}
-        default_spend = ds[names.DECISION_SPEND].sel(sel)
-        wide_spend = wide_ds[names.DECISION_SPEND].sel(sel)
-        for a in axes:
-            rows.append(
-                [
-                    f"{s}: {a} share of spend",
-                    Number(float(default_spend.sel({names.AXIS_DIM: a}) / default_spend.sum())),
-                    Number(float(wide_spend.sel({names.AXIS_DIM: a}) / wide_spend.sum())),
-                ]
-            )
-        rows.append(
-            [
-                f"{s}: expected success",
-                Number(float(ds[names.EXPECTED_SUCCESS].sel(sel)), digits=3),
-                Number(float(wide_ds[names.EXPECTED_SUCCESS].sel(sel)), digits=3),
-            ]
+
+    def decision(recipe_ds: xr.Dataset, setting: str) -> str:
+        sel = {names.SETTING_DIM: setting, names.BUDGET_DIM: middle}
+        spend = recipe_ds[names.DECISION_SPEND].sel(sel)
+        shares = " / ".join(
+            f"{float(spend.sel({names.AXIS_DIM: a}) / spend.sum()):.2f}" for a in axes
         )
-        breaks.append(len(rows))
+        return f"{shares} (E[p] {float(recipe_ds[names.EXPECTED_SUCCESS].sel(sel)):.3f})"
+
+    for s in settings:
+        rows.append([f"{s}: spend {' / '.join(axes)}", decision(ds, s), decision(wide_ds, s)])
     table = PaperTable(
         ["quantity", "default prior", f"exponent priors {scale:g}x as wide"],
         rows,
         caption=(
             f"Prior sensitivity: population exponents (median [{options.prob:.0%} interval]), "
             f"the ordering probability, and the recipe's decision at {middle:,.0f} "
-            f"{ds.attrs.get(names.ATTR_CURRENCY, '')} (share of spend per axis, expected "
-            "success) under the default exponent priors and under priors "
+            f"{ds.attrs.get(names.ATTR_CURRENCY, '')} (share of spend per axis and the expected "
+            "success E[p] of the decision) under the default exponent priors and under priors "
             f"{scale:g}x as wide (log-sd and spreads)."
         ),
         label="tab:prior-sensitivity",
-        breaks=tuple(breaks[:-1]),
+        breaks=tuple(breaks),
     )
     md.add(
         "## Prior sensitivity",
