@@ -77,6 +77,7 @@ __all__ = [
     "flag",
     "has_log_densities",
     "prior_log_sd",
+    "psense_skipped",
     "psense_tree",
     "sensitivity",
 ]
@@ -142,24 +143,35 @@ def psense_tree(tree: xr.DataTree, var_names: list[str] | None = None) -> xr.Dat
     )
 
 
+def psense_skipped(tree: xr.DataTree) -> str | None:
+    """Why the power-scaling check does not apply to this fit, or ``None`` when it does."""
+    if int(tree.attrs.get(names.ATTR_PREVIEW, 0)):
+        return "a preview's Laplace draws are not a posterior sample to reweight"
+    if not has_log_densities(tree):
+        return "the fit lacks the log prior and log-likelihood; refit to add them"
+    return None
+
+
 def sensitivity(tree: xr.DataTree, var_names: list[str]) -> xr.Dataset | None:
     """Power-scaling sensitivity of ``var_names``: a Dataset with a ``component`` dimension
     (``prior``, ``likelihood``), exactly ``arviz_stats.psense`` on :func:`psense_tree`;
-    ``None`` for a fit without the log densities."""
-    if not has_log_densities(tree):
+    ``None`` when :func:`psense_skipped` gives a reason."""
+    if psense_skipped(tree) is not None:
         return None
     from arviz_stats import psense
 
     data = psense_tree(tree, var_names)
-    parts = [
-        psense(data, var_names=var_names, group=group, alphas=PSENSE_ALPHAS)
-        for group in ("prior", "likelihood")
-    ]
+    with np.errstate(all="ignore"):  # extreme importance weights: a non-finite value, below
+        parts = [
+            psense(data, var_names=var_names, group=group, alphas=PSENSE_ALPHAS)
+            for group in ("prior", "likelihood")
+        ]
     return xr.concat(parts, dim="component").assign_coords(component=["prior", "likelihood"])
 
 
 def flag(contraction_value: float, prior: float | None, likelihood: float | None) -> str | None:
-    """``FLAG_DOMINATED``, ``FLAG_SENSITIVE`` or ``None`` by the rule of this module."""
+    """``FLAG_DOMINATED``, ``FLAG_SENSITIVE`` or ``None`` by the rule of this module (from the
+    contraction alone when a sensitivity is ``None``)."""
     psense_known = prior is not None and likelihood is not None
     strong_prior = psense_known and prior >= PSENSE_THRESHOLD  # type: ignore[operator]
     weak_likelihood = psense_known and likelihood < PSENSE_THRESHOLD  # type: ignore[operator]
@@ -170,14 +182,19 @@ def flag(contraction_value: float, prior: float | None, likelihood: float | None
     return None
 
 
+def _finite(da: xr.DataArray) -> float | None:
+    value = float(da)
+    return value if np.isfinite(value) else None
+
+
 def _entry(
     c_da: xr.DataArray, sens: xr.Dataset | None, name: str, sel: dict[str, str]
 ) -> dict[str, Any]:
     c = float(c_da)
     prior = likelihood = None
     if sens is not None:
-        prior = float(sens[name].sel({"component": "prior", **sel}))
-        likelihood = float(sens[name].sel({"component": "likelihood", **sel}))
+        prior = _finite(sens[name].sel({"component": "prior", **sel}))
+        likelihood = _finite(sens[name].sel({"component": "likelihood", **sel}))
     return {
         "contraction": float(c),
         "prior_sensitivity": prior,
@@ -225,6 +242,7 @@ def assess(tree: xr.DataTree, spec: ModelSpec | None = None) -> dict[str, Any]:
             "psense_alphas": list(PSENSE_ALPHAS),
         },
         "psense": sens is not None,
+        "psense_skipped": psense_skipped(tree),
         "exponent_prior_scale": spec.exponent_prior_scale,
         "prior_log_sd": {
             "population": dict(zip(axes, pop_sd.tolist(), strict=True)),

@@ -171,8 +171,8 @@ def identification_lines(result: dict[str, Any]) -> list[str]:
         n = sum(1 for values in settings.values() if values[a].get("flag"))
         counts.append(f"{a} {n}/{len(cs)} flagged (contraction {min(cs):.2f}-{max(cs):.2f})")
     lines.append("  per setting: " + "; ".join(counts))
-    if not ident["psense"]:
-        lines.append("  (no power-scaling check: the fit lacks the log prior; refit to add it)")
+    if ident.get("psense_skipped"):
+        lines.append(f"  (no power-scaling check: {ident['psense_skipped']})")
     lines.append(f"  {ident['rule']}")
     return lines
 
