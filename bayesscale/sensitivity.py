@@ -14,8 +14,9 @@ axis), both read from a saved fit without PyMC:
 * **Power-scaling sensitivity** (Kallioinen et al. 2024, ArviZ's ``arviz_stats.psense``): how
   much the posterior of ``alpha`` changes when the prior (or the likelihood) is raised to a
   power near 1, by importance weighting the draws. The fit stores what it needs: the log prior
-  of each top-level free variable (the ``log_prior`` group; :func:`bayesscale.models.
-  top_level_priors`) and the total log-likelihood per draw (``sample_stats``).
+  of each top-level free variable (the ``log_prior`` group;
+  :func:`bayesscale.models.top_level_priors`) and the total log-likelihood per draw
+  (``sample_stats``).
   :func:`psense_tree` assembles the tree ``arviz_stats.psense_summary`` takes.
 
 Flags, named once here (``FLAG_*``), from the thresholds below:
