@@ -219,6 +219,11 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     spec = load_spec(options.spec)
     table = load_observations(options.observations, spec)
     wide_spec = None
+    if options.sensitivity_fit is not None and options.sensitivity_scale is None:
+        raise ValueError(
+            f"{options.sensitivity_fit}: a sensitivity fit is reused only with a sensitivity "
+            "scale (--sensitivity-scale K > 0, the K it was fitted with)"
+        )
     if options.sensitivity_scale is not None:
         from bayesscale.spec import with_exponent_prior_scale
 
