@@ -603,8 +603,8 @@ def _sensitivity_section(
         "",
         "The law refitted with every exponent prior "
         f"{scale:g}x as wide (`bayesscale fit --prior-scale {scale:g}`: each axis's "
-        "`exponent.log_sd` and `exponent_spread`; medians unchanged). What the data identify "
-        "stays put; what moves was the prior's. Full fit: "
+        "`exponent.log_sd` and `exponent_spread`; medians unchanged). A quantity the data "
+        "identify barely moves; one that moves much was set by the prior. Full fit: "
         f"`fits/{SENSITIVITY_FIT}`.",
     )
     md.add(*_tables(tmp, "prior_sensitivity", [("", table)]))
