@@ -39,6 +39,7 @@ DESIGNS: dict[str, dict[str, Any]] = {
     "E": {"settings": 12, "trials": 2000, "seeds": 3, "traj": WIDE_RANGE},
     "F": {"settings": 21, "trials": 2000, "seeds": 3, "traj": PAPER_GRIDS[names.TRAJ]},
     "A2": {"settings": 12, "trials": 400, "seeds": 3, "traj": PAPER_GRIDS[names.TRAJ], "scale": 2},
+    "E2": {"settings": 12, "trials": 2000, "seeds": 3, "traj": WIDE_RANGE, "scale": 2},
     "F2": {"settings": 21, "trials": 2000, "seeds": 3, "traj": PAPER_GRIDS[names.TRAJ], "scale": 2},
 }
 
