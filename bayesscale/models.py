@@ -56,7 +56,28 @@ AXIS = names.AXIS_DIM
 SETTING = names.SETTING_DIM
 LEVEL = "level"  # free RV: c_s, the loss at the reference point (size term included)
 
-__all__ = ["build_law_model", "log_loss_likelihood", "shifted_lognormal", "success_likelihood"]
+GROUP_LEVEL_SUFFIX = "_z"  # non-centred standard-normal deviations: ``alpha_z``, ``slope_z``, ...
+
+__all__ = [
+    "build_law_model",
+    "log_loss_likelihood",
+    "shifted_lognormal",
+    "success_likelihood",
+    "top_level_priors",
+]
+
+
+def top_level_priors(model: pm.Model) -> list[str]:
+    """The free variables whose priors the spec declares outright: every free variable except
+    the group-level ones (the non-centred deviations ``*_z`` and the centred ``level``, whose
+    distributions are the pooling structure, not a prior choice). Power-scaling sensitivity
+    scales these priors only, as Kallioinen et al. (2024) recommend for hierarchical models.
+    """
+    return [
+        rv.name
+        for rv in model.free_RVs
+        if not rv.name.endswith(GROUP_LEVEL_SUFFIX) and rv.name != LEVEL
+    ]
 
 
 def _lognormal_location(prior: LogNormalPrior) -> tuple[float, float]:

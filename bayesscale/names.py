@@ -262,3 +262,8 @@ ATTR_MAE: Final = "mae"
 NEW_GROUPS_POOLED: Final = "pooled"
 # the arviz group holding the pointwise log-likelihood (bayesscale.compare)
 LOG_LIKELIHOOD_GROUP: Final = "log_likelihood"
+# prior sensitivity (bayesscale.sensitivity): the fit stores the log prior of every top-level
+# free variable (arviz group) and the log-likelihood summed over rows per draw (sample_stats)
+LOG_PRIOR_GROUP: Final = "log_prior"
+LOG_LIKELIHOOD_TOTAL: Final = "log_likelihood_total"
+ATTR_PRIOR_SCALE: Final = "exponent_prior_scale"  # [priors] exponent_scale of the fit's spec

@@ -23,8 +23,9 @@ Example
 
 from __future__ import annotations
 
+import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,9 @@ SPEC_DIR = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_SPEC = "agentic_rl"
 
 OUTCOME_KINDS = ("success", "loss")
+# The report's prior-sensitivity refit widens every exponent prior this many times
+# (with_exponent_prior_scale; `bayesscale report --sensitivity-scale`).
+SENSITIVITY_SCALE = 2.0
 INTERACTION_UNITS = ("raw",)
 
 
@@ -98,7 +102,12 @@ class DenseReward:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A validated model specification. ``text`` is the TOML it came from."""
+    """A validated model specification. ``text`` is the TOML it came from.
+
+    ``exponent_prior_scale`` (``[priors] exponent_scale``, default 1) has already been applied:
+    every exponent prior width below (each axis's ``exponent.log_sd`` and ``exponent_spread``,
+    and ``exponent_group_spread``) is the declared width times the scale.
+    """
 
     name: str
     description: str
@@ -118,6 +127,7 @@ class ModelSpec:
     concentration: LogNormalPrior = LogNormalPrior(200.0, 1.0)
     log_loss_sigma: float = 0.05
     student_nu: float = 4.0
+    exponent_prior_scale: float = 1.0
     text: str = field(default="", repr=False, compare=False)
     source: str = field(default="", repr=False, compare=False)
 
@@ -365,7 +375,24 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
                 f"{source}: [dense_reward] axis: {dense.axis!r} is not one of {axis_names}"
             )
     top.used.add("dense_reward")
+
+    prior_scale = 1.0
+    if "priors" in raw:
+        pr = top.sub("priors")
+        prior_scale = pr.positive("exponent_scale", 1.0)
+        pr.finish()
+    top.used.add("priors")
     top.finish()
+    if prior_scale != 1.0:
+        axes = [
+            replace(
+                a,
+                exponent=LogNormalPrior(a.exponent.median, a.exponent.log_sd * prior_scale),
+                exponent_spread=a.exponent_spread * prior_scale,
+            )
+            for a in axes
+        ]
+        exponent_group_spread *= prior_scale
 
     if outcome == "success" and not setting_keys:
         raise SpecError(f"{source}: [settings] keys: a success-count spec needs setting keys")
@@ -389,9 +416,52 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         concentration=concentration,
         log_loss_sigma=log_loss_sigma,
         student_nu=student_nu,
+        exponent_prior_scale=prior_scale,
         text=text,
         source=source,
     )
+
+
+_PRIORS_HEADER = re.compile(r"^[ \t]*\[priors\][ \t]*(#.*)?$", re.MULTILINE)
+_SCALE_LINE = re.compile(r"^([ \t]*exponent_scale[ \t]*=[ \t]*)[^\n#]*", re.MULTILINE)
+
+
+def with_exponent_prior_scale(spec: ModelSpec, factor: float) -> ModelSpec:
+    """``spec`` with every exponent prior ``factor`` times wider (``--prior-scale``).
+
+    ``factor`` multiplies the spec's ``[priors] exponent_scale`` (1 when absent), which
+    multiplies each axis's ``exponent.log_sd`` (the width of the population exponent's
+    lognormal prior; its median is unchanged), each ``exponent_spread`` (the half-normal scale
+    of the per-setting deviations of log alpha) and ``[pooling] group_spread``. The prior
+    variance of every log exponent is ``factor**2`` times larger. The returned spec's ``text``
+    carries the new key, so a fit made with it records the prior it used.
+
+    >>> wide = with_exponent_prior_scale(load_spec(), 2.0)
+    >>> wide.exponent_prior_scale, wide.axes[0].exponent.log_sd
+    (2.0, 1.5)
+    """
+    if not (factor > 0 and factor < float("inf")):
+        raise SpecError(f"the exponent prior scale must be a positive number, got {factor!r}")
+    if factor == 1.0:
+        return spec
+    scale = spec.exponent_prior_scale * factor
+    raw = tomllib.loads(spec.text)
+    line = f"exponent_scale = {scale!r}"
+    if "priors" not in raw:
+        text = spec.text.rstrip("\n") + f"\n\n[priors]\n{line}\n"
+    elif not _PRIORS_HEADER.search(spec.text):
+        raise SpecError(
+            f"{spec.source}: [priors] is not written as a table header; write it as "
+            "`[priors]` with `exponent_scale = ...` to combine it with a prior scale"
+        )
+    elif "exponent_scale" in raw["priors"]:
+        text = _SCALE_LINE.sub(lambda m: m.group(1) + repr(scale), spec.text, count=1)
+    else:
+        text = _PRIORS_HEADER.sub(lambda m: m.group(0) + "\n" + line, spec.text, count=1)
+    scaled = parse_spec(text, source=spec.source)
+    if abs(scaled.exponent_prior_scale - scale) > 1e-12 * scale:
+        raise SpecError(f"{spec.source}: could not set [priors] exponent_scale = {scale!r}")
+    return scaled
 
 
 def load_spec(path_or_name: str | Path | None = None) -> ModelSpec:

@@ -4,6 +4,12 @@ Intervals are equal-tailed at ``prob`` (default 0.9). The ordering probability i
 ``P(alpha_1 > alpha_2 > ... )`` over posterior draws, axes in the spec's order (for the
 default spec: environments > tasks > rollouts).
 
+Every exponent also says how much the data moved it from its prior
+(:mod:`bayesscale.sensitivity`): its ``contraction``, power-scaling ``prior_sensitivity`` and
+``likelihood_sensitivity``, and ``flag`` (``"prior-dominated"``, ``"prior-sensitive"`` or
+``None``); the rule and the prior are under ``identification``. The text marks flagged
+exponents with ``‡`` and ``†``.
+
 Example
 -------
 >>> result = summarise(load_fit("fit.nc"), prob=0.9)  # doctest: +SKIP
@@ -19,6 +25,7 @@ import xarray as xr
 
 from bayesscale import laws, names
 from bayesscale.inference import diagnose, fit_spec, format_diagnostics
+from bayesscale.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS, assess
 
 SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
 
@@ -52,6 +59,8 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     alpha_pop, alpha = post[names.ALPHA_POP], post[names.ALPHA]
     reference = const[names.REFERENCE_SCALE]
     amplitude_one = xr.apply_ufunc(laws.amplitude_at_one, post[names.AMPLITUDE], alpha, reference)
+    spec = fit_spec(tree)
+    identified = assess(tree, spec)
 
     per_setting: dict[str, Any] = {}
     for s in settings:
@@ -59,6 +68,7 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
             a: {
                 **interval(alpha.sel(setting=s, axis=a), prob),
                 "amplitude_at_one": interval(amplitude_one.sel(setting=s, axis=a), prob),
+                **identified["settings"][s][a],
             }
             for a in axes
         }
@@ -78,7 +88,7 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     }
     return {
         "prob": prob,
-        "model": fit_spec(tree).name,
+        "model": spec.name,
         "data": {
             "source": tree.attrs.get(names.ATTR_DATA_SOURCE),
             "sha256": tree.attrs.get(names.ATTR_DATA_HASH),
@@ -86,8 +96,14 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
         "sampler": tree.attrs.get(names.ATTR_SAMPLER),
         "seed": int(tree.attrs.get(names.ATTR_SEED, -1)),
         "exponents": {
-            "population": {a: interval(alpha_pop.sel(axis=a), prob) for a in axes},
+            "population": {
+                a: {**interval(alpha_pop.sel(axis=a), prob), **identified["population"][a]}
+                for a in axes
+            },
             "settings": per_setting,
+        },
+        "identification": {
+            k: v for k, v in identified.items() if k not in ("population", "settings")
         },
         "reference_scale": {a: float(reference.sel(axis=a)) for a in axes},
         "ordering": {
@@ -100,8 +116,65 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     }
 
 
-def _fmt(i: dict[str, float]) -> str:
-    return f"{i['mean']:.3f} [{i['lower']:.3f}, {i['upper']:.3f}]"
+def _fmt(i: dict[str, Any]) -> str:
+    return f"{i['mean']:.3f} [{i['lower']:.3f}, {i['upper']:.3f}]{marker(i)}"
+
+
+def marker(entry: dict[str, Any]) -> str:
+    """``‡`` (prior-dominated), ``†`` (prior-sensitive) or ``""`` for an exponent's entry."""
+    return MARKERS.get(entry.get("flag") or "", "")
+
+
+def flagged(result: dict[str, Any]) -> list[str]:
+    """``"<flag>: <axis> (population)"`` and ``"... <setting>"`` for each flagged exponent."""
+    out = []
+    for a, v in result["exponents"]["population"].items():
+        if v.get("flag"):
+            out.append(f"{v['flag']}: {a} (population)")
+    for s, values in result["exponents"]["settings"].items():
+        for a in result["ordering"]["axes"]:
+            if values[a].get("flag"):
+                out.append(f"{values[a]['flag']}: {a}, {s}")
+    return out
+
+
+def _psense(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def identification_lines(result: dict[str, Any]) -> list[str]:
+    """Per population exponent: contraction, power-scaling sensitivities and flag; a count of
+    flagged per-setting exponents per axis; the rule."""
+    ident = result.get("identification")
+    if ident is None:
+        return []
+    axes = result["ordering"]["axes"]
+    scale = ident["exponent_prior_scale"]
+    prior = ", ".join(f"{a} {ident['prior_log_sd']['population'][a]:.2f}" for a in axes)
+    lines = [
+        "What the data identify (contraction = 1 - posterior/prior variance of log alpha; "
+        "power-scaling sensitivity of prior and likelihood):",
+        f"  prior log-sd of alpha_pop: {prior}"
+        + (f" (exponent priors {scale:g}x the declared width)" if scale != 1 else ""),
+    ]
+    for a in axes:
+        v = result["exponents"]["population"][a]
+        lines.append(
+            f"  {a:>8}  contraction {v['contraction']:.2f}, psense prior "
+            f"{_psense(v['prior_sensitivity'])} / likelihood {_psense(v['likelihood_sensitivity'])}"
+            f"  {marker(v)} {v['flag'] or 'identified by the data'}".rstrip()
+        )
+    settings = result["exponents"]["settings"]
+    counts = []
+    for a in axes:
+        cs = [values[a]["contraction"] for values in settings.values()]
+        n = sum(1 for values in settings.values() if values[a].get("flag"))
+        counts.append(f"{a} {n}/{len(cs)} flagged (contraction {min(cs):.2f}-{max(cs):.2f})")
+    lines.append("  per setting: " + "; ".join(counts))
+    if ident.get("psense_skipped"):
+        lines.append(f"  (no power-scaling check: {ident['psense_skipped']})")
+    lines.append(f"  {ident['rule']}")
+    return lines
 
 
 def format_text(result: dict[str, Any]) -> str:
@@ -122,12 +195,22 @@ def format_text(result: dict[str, Any]) -> str:
     lines += ["", f"P({order}) = {result['ordering']['population']:.3f} (population)"]
     for name, value in result["other"].items():
         lines.append(f"  {name} = {_fmt(value)}")
+    ident = identification_lines(result)
+    if ident:
+        lines += ["", *ident]
     width = max(len(s) for s in result["exponents"]["settings"])
     lines += ["", f"Per-setting exponents (mean [{prob:.0%} interval]) and P(ordering):"]
-    lines.append("  " + "setting".ljust(width) + "".join(f"  {a:^22}" for a in axes) + "  P(order)")
+    lines.append("  " + "setting".ljust(width) + "".join(f"  {a:^23}" for a in axes) + "  P(order)")
     for s, values in result["exponents"]["settings"].items():
-        cells = "".join(f"  {_fmt(values[a]):^22}" for a in axes)
+        cells = "".join(f"  {_fmt(values[a]):<23}" for a in axes)
         lines.append(f"  {s.ljust(width)}{cells}  {result['ordering']['settings'][s]:.3f}")
+    notes = flagged(result)
+    if notes:
+        lines.append(
+            f"  NOTE: {len(notes)} exponent(s) marked {MARKERS[FLAG_DOMINATED]}/"
+            f"{MARKERS[FLAG_SENSITIVE]}: their intervals lean on the prior (rule above); "
+            "compare a refit with `bayesscale fit --prior-scale 2`"
+        )
     diag = result["diagnostics"]
     verdict = "ok" if diag["ok"] else ("PREVIEW" if diag.get("preview") else "FAILED")
     lines += [

@@ -81,6 +81,8 @@ _LATEX_ESCAPES: Final = {
     "≤": "$\\leq$",
     "κ": "$\\kappa$",
     "α": "$\\alpha$",
+    "†": "$^{\\dagger}$",
+    "‡": "$^{\\ddagger}$",
 }
 _MARKDOWN_SPECIAL: Final = "\\|*_`"
 
@@ -368,13 +370,13 @@ def exponent_table(
         header.append(Raw("P(order)", "P(order)"))
     rows: list[list[Cell | str | int | float]] = []
     pop_row: list[Cell | str | int | float] = ["population"]
-    pop_row += [Interval.of(population[a], digits) for a in axes]
+    pop_row += [_flagged(Interval.of(population[a], digits), population[a]) for a in axes]
     if ordering:
         pop_row.append(Number(summary["ordering"]["population"]))
     rows.append(pop_row)
     for setting, values in per_setting.items():
         row: list[Cell | str | int | float] = [str(setting)]
-        row += [Interval.of(values[a], digits) for a in axes]
+        row += [_flagged(Interval.of(values[a], digits), values[a]) for a in axes]
         if ordering:
             row.append(Number(summary["ordering"]["settings"][setting]))
         rows.append(row)
@@ -391,7 +393,54 @@ def exponent_table(
             f"{escape_latex(text)} P(order) is the posterior probability of ${order_tex}$.",
         )
     return PaperTable(
-        header, rows, caption, label, breaks=(1,) if len(rows) > 1 else (), provenance=provenance
+        header,
+        rows,
+        caption,
+        label,
+        breaks=(1,) if len(rows) > 1 else (),
+        notes=_prior_notes(summary),
+        provenance=provenance,
+    )
+
+
+@dataclass(frozen=True)
+class _Marked:
+    """A cell followed by a marker (``†``/``‡``: a prior-sensitive or prior-dominated
+    exponent, :mod:`bayesscale.sensitivity`)."""
+
+    cell: Cell
+    marker: str
+
+    def markdown(self) -> str:
+        return self.cell.markdown() + self.marker
+
+    def latex(self) -> str:
+        return self.cell.latex() + escape_latex(self.marker)
+
+
+def _flagged(cell: Cell, entry: Mapping[str, Any]) -> Cell:
+    from bayesscale.sensitivity import MARKERS
+
+    marker = MARKERS.get(entry.get("flag") or "", "")
+    return _Marked(cell, marker) if marker else cell
+
+
+def _prior_notes(summary: Mapping[str, Any]) -> tuple[str, ...]:
+    """A note naming the markers and the rule when an exponent is flagged."""
+    from bayesscale.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+
+    ident = summary.get("identification")
+    entries = list(summary["exponents"]["population"].values())
+    entries += [v for values in summary["exponents"]["settings"].values() for v in values.values()]
+    flags = {e.get("flag") for e in entries if isinstance(e, Mapping)} - {None}
+    if not flags or not ident:
+        return ()
+    t = ident["thresholds"]
+    return (
+        f"{MARKERS[FLAG_DOMINATED]} prior-dominated, {MARKERS[FLAG_SENSITIVE]} prior-sensitive: "
+        f"the posterior of log α kept more than {1 - t['contraction_dominated']:.0%} "
+        f"(resp. {1 - t['contraction_sensitive']:.0%}) of the prior's variance, or power-scaling "
+        f"the prior moved it (sensitivity ≥ {t['psense']:g}); the interval leans on the prior.",
     )
 
 

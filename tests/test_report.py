@@ -30,8 +30,11 @@ def saved_fits(
 
 
 def _args(out: Path, fits: tuple[Path, Path], *extra: str, full: bool = True) -> list[str]:
-    """A report of the reference data from the saved fits; ``full`` adds pricing and held-out."""
+    """A report of the reference data from the saved fits; ``full`` adds pricing and held-out.
+    Without the wider-prior refit (``--sensitivity-scale 0``: it samples; the sampling test
+    below covers that section)."""
     args = ["report", str(OBS), "--fit", str(fits[0]), "--budget", "1e3:1e5:3", "--out", str(out)]
+    args += ["--sensitivity-scale", "0"]
     if full:
         args += ["--pricing", str(PRICING / "pricing.csv"), "--pricing-fit", str(fits[1])]
         args += ["--heldout", str(REFERENCE / "heldout.csv")]
@@ -155,8 +158,18 @@ def test_reused_fit_of_other_data_is_refused(saved_fits, tmp_path, capsys) -> No
     assert "made from other data" in capsys.readouterr().err
 
 
+def test_a_sensitivity_fit_without_the_wider_prior_is_refused(saved_fits, tmp_path, capsys):
+    args = _args(tmp_path / "r", saved_fits, full=False)
+    args[args.index("--sensitivity-scale") + 1] = "2"
+    assert main([*args, "--sensitivity-fit", str(saved_fits[0])]) == 2
+    err = capsys.readouterr().err
+    assert "exponent priors are 1x" in err and "--prior-scale 2" in err
+    assert not (tmp_path / "r").exists()
+
+
 def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
-    """The sampling path, on two settings with few draws."""
+    """The sampling path, on two settings with few draws; with the wider-prior refit and the
+    prior-sensitivity section (the default)."""
     import pandas as pd
 
     frame = pd.read_csv(OBS)
@@ -177,6 +190,12 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     for table in ("exponents.md", "recipe.tex", "recipe_within.md"):
         assert "DIAGNOSTICS FAILED" in (tmp_path / "out" / "tables" / table).read_text()
     assert load_fit(tmp_path / "out" / "fits" / "law.nc").attrs[names.ATTR_SEED] == 3
+    assert "What the data identify" in text and "## Prior sensitivity" in text
+    wide = load_fit(tmp_path / "out" / "fits" / "law_wider_prior.nc")
+    assert wide.attrs[names.ATTR_PRIOR_SCALE] == 2.0
+    assert "exponent_scale = 2.0" in wide.attrs[names.ATTR_SPEC]
+    table = (tmp_path / "out" / "tables" / "prior_sensitivity.md").read_text()
+    assert "exponent priors 2x as wide" in table and "spend env / task / traj" in table
     with pytest.raises(ReportDirError, match="different report"):
         build_report(
             ReportOptions(observations=obs, budgets=(1e3,), config=config), tmp_path / "out"

@@ -15,7 +15,7 @@ from bayesscale import names
 from bayesscale.figures import provenance
 from bayesscale.pricing import summarise_pricing
 from bayesscale.recipe import recipe
-from bayesscale.summary import summarise
+from bayesscale.summary import marker, summarise
 from bayesscale.tables import (
     Interval,
     PaperTable,
@@ -173,15 +173,18 @@ def test_exponent_table_matches_the_posterior(law_fit: xr.DataTree, exponents: P
     assert law_fit.attrs[names.ATTR_DATA_HASH] in latex.splitlines()[1]  # provenance comment
     md = check_markdown(table.to_markdown(), 1 + len(axes) + 1)
     assert md[0][0] == "population"
+    # a prior-sensitive (†) or prior-dominated (‡) exponent carries its marker
+    result = summarise(law_fit)
     for j, axis in enumerate(axes):
         pop = _flat(post[names.ALPHA_POP].sel({names.AXIS_DIM: axis}))
-        assert md[0][1 + j] == _iv(pop)
+        assert md[0][1 + j] == _iv(pop) + marker(result["exponents"]["population"][axis])
         for k in (0, 20):
             alpha = _flat(
                 post[names.ALPHA].sel({names.SETTING_DIM: settings[k], names.AXIS_DIM: axis})
             )
+            entry = result["exponents"]["settings"][settings[k]][axis]
             assert md[1 + k][0] == escape_markdown(settings[k])
-            assert md[1 + k][1 + j] == _iv(alpha)
+            assert md[1 + k][1 + j] == _iv(alpha) + marker(entry)
     alpha = post[names.ALPHA]
     ordered = (alpha.diff(names.AXIS_DIM) < 0).all(names.AXIS_DIM).mean(SAMPLE)
     assert md[1][-1] == f"{float(ordered.sel({names.SETTING_DIM: settings[0]})):.2f}"

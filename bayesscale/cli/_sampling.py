@@ -23,6 +23,7 @@ from bayesscale.sampling.config import (
 
 if TYPE_CHECKING:
     from bayesscale.inference import Diagnostics
+    from bayesscale.spec import ModelSpec
 
 EXIT_DIAGNOSTICS = 3
 
@@ -88,6 +89,36 @@ def add_sampling_arguments(
         "the fit and in everything that reads it (docs/speed.md: how far it is from a fit)",
     )
     group.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+PRIOR_SCALE_HELP = (
+    "multiply the width of every exponent prior by K (default 1): each axis's exponent.log_sd "
+    "(the population exponent's lognormal prior; the median is kept), its exponent_spread (the "
+    "half-normal scale of per-setting deviations of log alpha) and [pooling] group_spread. The "
+    "variance of each log exponent's prior grows K^2-fold. Combines with the spec key [priors] "
+    "exponent_scale by multiplication; recorded in the fit (spec text and attribute "
+    "exponent_prior_scale). Refit with K = 2 to see what the data do not identify"
+)
+
+
+def add_prior_scale_argument(parser: argparse.ArgumentParser) -> None:
+    """``--prior-scale K``: wider (K > 1) or narrower exponent priors."""
+    parser.add_argument(
+        "--prior-scale", type=float, default=1.0, metavar="K", help=PRIOR_SCALE_HELP
+    )
+
+
+def spec_with_prior_scale(spec: ModelSpec, factor: float) -> ModelSpec:
+    """``spec`` with its exponent priors ``factor`` times wider; a bad factor is a
+    one-line command error."""
+    from bayesscale.spec import SpecError, with_exponent_prior_scale
+
+    try:
+        return with_exponent_prior_scale(spec, factor)
+    except SpecError as exc:
+        from bayesscale.cli import CommandError
+
+        raise CommandError(f"--prior-scale: {exc}") from None
 
 
 def config_from_args(args: argparse.Namespace) -> FitConfig:

@@ -6,7 +6,13 @@ import argparse
 import sys
 
 from bayesscale.cli import add_force
-from bayesscale.cli._sampling import add_sampling_arguments, config_from_args, diagnostics_verdict
+from bayesscale.cli._sampling import (
+    add_prior_scale_argument,
+    add_sampling_arguments,
+    config_from_args,
+    diagnostics_verdict,
+    spec_with_prior_scale,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out", required=True, metavar="FIT.nc", help="the fit file to write (netCDF DataTree)"
     )
+    add_prior_scale_argument(parser)
     add_sampling_arguments(parser)
     parser.add_argument(
         "--strict",
@@ -46,11 +53,17 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.observations import load_observations
     from bayesscale.spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = spec_with_prior_scale(load_spec(args.spec), args.prior_scale)
     table = load_observations(args.observations, spec)
     config = config_from_args(args)
+    wider = (
+        f", exponent priors {spec.exponent_prior_scale:g}x as wide"
+        if spec.exponent_prior_scale != 1
+        else ""
+    )
     print(
-        f"fitting {spec.name!r} to {len(table.frame)} rows of {table.source} ({config.describe()})",
+        f"fitting {spec.name!r} to {len(table.frame)} rows of {table.source} "
+        f"({config.describe()}{wider})",
         file=sys.stderr,
     )
     tree = fit(table, spec, config)

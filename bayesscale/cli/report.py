@@ -7,6 +7,7 @@ import argparse
 from bayesscale.cli import add_prob, add_strict, add_warn_beyond
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
+from bayesscale.spec import SENSITIVITY_SCALE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +31,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--fit", metavar="FIT.nc", help="reuse a saved law fit of OBS")
     parser.add_argument(
         "--pricing-fit", metavar="PRICE.nc", help="reuse a saved pricing fit of PRICING"
+    )
+    parser.add_argument(
+        "--sensitivity-scale",
+        type=float,
+        default=SENSITIVITY_SCALE,
+        metavar="K",
+        help=f"the prior-sensitivity section refits the law with exponent priors K times as wide "
+        f"(as `bayesscale fit --prior-scale K`) and shows the ordering and the recipe under both "
+        f"(default {SENSITIVITY_SCALE:g}; 0 skips the refit and the section)",
+    )
+    parser.add_argument(
+        "--sensitivity-fit",
+        metavar="FIT.nc",
+        help="reuse a saved fit of OBS made with --prior-scale K for the sensitivity section",
     )
     parser.add_argument(
         "--budget",
@@ -84,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         prices=Path(args.prices) if args.prices else None,
         law_fit=Path(args.fit) if args.fit else None,
         pricing_fit=Path(args.pricing_fit) if args.pricing_fit else None,
+        sensitivity_fit=Path(args.sensitivity_fit) if args.sensitivity_fit else None,
+        sensitivity_scale=args.sensitivity_scale if args.sensitivity_scale > 0 else None,
         budgets=tuple(parse_budgets(args.budget)),
         prob=args.prob,
         config=config,

@@ -13,8 +13,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="population and per-setting exponents of a saved fit",
         description="Population and per-setting exponents with equal-tailed credible intervals "
         "at --prob, and the posterior probability of the exponent ordering (axes in the spec's "
-        "order). --json prints the same as JSON; population exponents sit under "
-        "exponents.population.<axis> as mean, lower, upper.",
+        "order). Each exponent also shows how far the data moved it from its prior: prior "
+        "contraction and power-scaling sensitivity, flagged prior-dominated (‡) or "
+        "prior-sensitive (†) (docs/identification.md). --json prints the same as JSON; "
+        "population exponents sit under exponents.population.<axis> as mean, lower, upper, "
+        "contraction, prior_sensitivity, likelihood_sensitivity and flag; the rule under "
+        "identification.",
     )
     parser.add_argument("fit", metavar="FIT.nc")
     add_prob(parser)
