@@ -13,7 +13,7 @@ exponents with ``‡`` and ``†``.
 Example
 -------
 >>> result = summarise(load_fit("fit.nc"), prob=0.9)  # doctest: +SKIP
->>> result["exponents"]["population"]["env"]["mean"]  # doctest: +SKIP
+>>> result["exponents"]["population"]["env"]["median"]  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
 
 
 def _fmt(i: dict[str, Any]) -> str:
-    return f"{i['mean']:.3f} [{i['lower']:.3f}, {i['upper']:.3f}]{marker(i)}"
+    return f"{i['median']:.3f} [{i['lower']:.3f}, {i['upper']:.3f}]{marker(i)}"
 
 
 def marker(entry: dict[str, Any]) -> str:
@@ -187,7 +187,7 @@ def format_text(result: dict[str, Any]) -> str:
         f"model {result['model']!r}, data {result['data']['source']} (sha256 {str(result['data']['sha256'])[:12]}), "
         f"sampler {result['sampler']}, seed {result['seed']}",
         "",
-        f"Population exponents (mean [{prob:.0%} interval]):",
+        f"Population exponents (posterior median [{prob:.0%} equal-tailed interval]):",
     ]
     for a in axes:
         lines.append(f"  {a:>8}  {_fmt(result['exponents']['population'][a])}")
@@ -199,7 +199,10 @@ def format_text(result: dict[str, Any]) -> str:
     if ident:
         lines += ["", *ident]
     width = max(len(s) for s in result["exponents"]["settings"])
-    lines += ["", f"Per-setting exponents (mean [{prob:.0%} interval]) and P(ordering):"]
+    lines += [
+        "",
+        f"Per-setting exponents (median [{prob:.0%} equal-tailed interval]) and P(ordering):",
+    ]
     lines.append("  " + "setting".ljust(width) + "".join(f"  {a:^23}" for a in axes) + "  P(order)")
     for s, values in result["exponents"]["settings"].items():
         cells = "".join(f"  {_fmt(values[a]):<23}" for a in axes)
