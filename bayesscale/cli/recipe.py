@@ -34,7 +34,11 @@ DESCRIPTION = (
     "credible intervals, the single decision that maximises expected success, local recipe "
     "exponents, and comparisons with trajectory-heavy and Chinchilla-style allocations. "
     "--cost compute allocates a compute budget c prod_i D_i^m_i instead (FLOPs grow with each "
-    "axis to the power m_i, default 1; --powers params_b=1 makes the model size an axis)."
+    "axis to the power m_i, default 1; --powers params_b=1 makes the model size an axis). "
+    "Units: env = distinct environments (structural signatures), task = distinct task "
+    "statements, traj = rollouts per task (the mean per task-environment cell, priced per unit "
+    "of it); the output adds the trajectories bought (tasks x rollouts per task) and, per axis, "
+    "how many times the largest swept value the recipe asks for."
 )
 
 
