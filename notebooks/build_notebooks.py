@@ -113,12 +113,12 @@ NOTEBOOKS = {
         ),
         new_code_cell(
             "from bayesscale.check import check, format_text, load_heldout, summary\n"
+            "from bayesscale.inference import diagnose\n"
             "from bayesscale.observations import setting_labels\n\n"
             "heldout = load_heldout(DATA / 'reference' / 'heldout.csv', tree)\n"
             "known = setting_labels(heldout.frame, spec).isin(tree['posterior'].setting.values)\n"
             "heldout_frame = heldout.frame[known.to_numpy()].reset_index(drop=True)\n"
             "rows = check(tree, heldout_frame, prob=0.9, source=heldout.source)\n"
-            "from bayesscale.inference import diagnose\n\n"
             "print(diagnose(tree).headline() or 'diagnostics: converged')\n"
             "print(format_text(summary(rows)))\n"
             "rows.head()"
