@@ -43,7 +43,7 @@ from bayesscale import names
 Array = NDArray[np.float64]
 
 WARN_FACTOR = 4.0
-"""Default threshold: a value more than this many times outside the swept range is flagged."""
+"""The default warning threshold (a value more than this many times outside the swept range)."""
 
 
 @dataclass(frozen=True)

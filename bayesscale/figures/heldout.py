@@ -155,7 +155,7 @@ def plot_heldout(
 
 def design_points(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per design point, the runs that differ only by seed: the columns of the frame
-    that are not per run (:data:`PER_RUN`) are the key; ``predicted``, ``lower`` and
+    that are not per run (``PER_RUN``) are the key; ``predicted``, ``lower`` and
     ``upper`` are the means over the point's runs (they differ only by Monte Carlo noise,
     at most 0.0025 on the reference held-out set) and ``runs`` their count.
     ``attrs["point_of_run"]``: the point of each run of ``frame``, in its order.

@@ -15,7 +15,7 @@ and the panel shows the median over draws of ``p_d`` (or ``L_d`` for a loss outc
 nested credible bands (equal-tailed by default). The sizes outside the setting's swept range
 of the axis (stored in the fit, :class:`bayesscale.extrapolation.SweptRange`) are shaded: the
 curve there is an extrapolation. Tick labels are the swept sizes (all of them up to
-:data:`MAX_TICKS`, always the smallest and largest). A fit whose diagnostics failed, or a
+``MAX_TICKS``, always the smallest and largest). A fit whose diagnostics failed, or a
 preview fit, is stamped in red (:mod:`bayesscale.figures.marks`). Observed points are the mean over seeds at each swept size, with a bar
 from the lowest to the highest seed. Dense-reward runs (a spec with ``[dense_reward]``) are a
 second series whose curve multiplies the dense axis by the fitted ``dense_multiplier``.

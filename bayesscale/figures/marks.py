@@ -94,7 +94,7 @@ def stamp(fig: Figure, text: str | None) -> None:
     makes room for a legend's title); otherwise it is the figure's suptitle. The figure grows
     by the stamp's height, so the panels keep their size. The text is
     broken after its first colon and its semicolons, and to lines of at most
-    :data:`STAMP_WIDTH` characters, so that it fits a narrow figure."""
+    ``STAMP_WIDTH`` characters, so that it fits a narrow figure."""
     if text is None:
         return
     head, sep, rest = text.partition(": ")
