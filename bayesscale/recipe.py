@@ -295,10 +295,8 @@ def bounds_within_data(
     >>> bounds_within_data(fit, 4.0, {"env": (2, None)})["env"]
     (2, 1024.0)
     """
-    try:
-        factor = check_threshold(factor)
-    except ValueError as exc:
-        raise RecipeError(f"within-data factor: {exc}") from None
+    if not (np.isfinite(factor) and factor >= 1):
+        raise RecipeError(f"within_data must be a number >= 1, got {factor:g}")
     swept = SweptRange.from_fit(fit)
     if swept is None:
         raise RecipeError(

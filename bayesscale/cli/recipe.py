@@ -217,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_prob(args.prob)
     warn_beyond = check_warn_beyond(args.warn_beyond)
+    if args.within_data is not None and not args.within_data >= 1:
+        raise CommandError(f"--within-data must be a number >= 1, got {args.within_data:g}")
     budgets = parse_budgets(args.budget)
     kappa = parse_kappa(args.kappa) if args.kappa else None
     bounds = parse_bounds(args.bounds) if args.bounds else None
