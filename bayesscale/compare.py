@@ -17,7 +17,7 @@ of (re-read from its ``data_source`` or given, and checked against its ``data_sh
 Verdict: ``|Delta| > 2 SE(Delta)`` is a clear difference ("A is better than B by ..."); otherwise
 the fits cannot be told apart by LOO, and the text says so instead of naming a better one; two
 fits with the same pointwise LOO terms (the same fit twice) are reported as the same. Each fit's
-convergence verdict (:func:`bayesscale.inference.diagnose`) is part of the result: a fit whose
+convergence verdict (:func:`bayesscale.fitfile.diagnose`) is part of the result: a fit whose
 diagnostics failed, or a preview, is named on the first line of the text. Each row with Pareto ``k`` above ArviZ's threshold
 (``min(1 - 1/log10 S, 0.7)``) is named: its LOO term is unreliable.
 
@@ -350,8 +350,8 @@ def compare_fits(
 
 
 def diagnostics_of(fits: Mapping[str, xr.DataTree]) -> dict[str, dict[str, Any]]:
-    """Each fit's :meth:`~bayesscale.inference.Diagnostics.to_dict` (``ok``, ``headline``, ...)."""
-    from bayesscale.inference import diagnose
+    """Each fit's :meth:`~bayesscale.fitfile.Diagnostics.to_dict` (``ok``, ``headline``, ...)."""
+    from bayesscale.fitfile import diagnose
 
     return {name: diagnose(fit).to_dict() for name, fit in fits.items()}
 

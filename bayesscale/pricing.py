@@ -59,7 +59,7 @@ from bayesscale.observations import (
 from bayesscale.spec import SPEC_DIR, LogNormalPrior, SpecError, _Reader, open_spec
 
 if TYPE_CHECKING:
-    from bayesscale.inference import Diagnostics
+    from bayesscale.fitfile import Diagnostics
 
 DEFAULT_PRICING_SPEC: Final = "pricing"
 POOLING_MODES: Final = ("axis", "none")
@@ -723,7 +723,8 @@ def fit_pricing(
     ``config`` is an :class:`bayesscale.sampling.config.FitConfig` (default: its defaults).
     """
     from bayesscale import __version__
-    from bayesscale.inference import ATTR_FORMAT, FORMAT_VERSION, FitConfig, sample, sampler_attrs
+    from bayesscale.fitfile import ATTR_FORMAT, FORMAT_VERSION
+    from bayesscale.inference import FitConfig, sample, sampler_attrs
     from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
     config = config or FitConfig(target_accept=PRICING_TARGET_ACCEPT)
@@ -869,7 +870,7 @@ def r_star_notes(r_star_median: float, ratios: np.ndarray) -> list[str]:
 def pricing_diagnostics(tree: xr.DataTree) -> Diagnostics:
     """Convergence of the sampled and deterministic variables; r* and the peak ratio are
     computed per draw after sampling (and may be infinite), so they are left out."""
-    from bayesscale.inference import diagnose
+    from bayesscale.fitfile import diagnose
 
     groups = {"posterior": tree["posterior"].to_dataset().drop_vars(list(DERIVED), errors="ignore")}
     if "sample_stats" in tree.children:
@@ -969,7 +970,7 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
 
 def format_pricing_text(result: Mapping[str, Any]) -> str:
     """The pricing table as aligned text."""
-    from bayesscale.inference import format_diagnostics
+    from bayesscale.fitfile import format_diagnostics
 
     def iv(d: Mapping[str, Any] | None, digits: int = 2) -> str:
         if d is None:

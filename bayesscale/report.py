@@ -40,7 +40,8 @@ import xarray as xr
 
 from bayesscale import __version__, names
 from bayesscale.extrapolation import WARN_FACTOR
-from bayesscale.inference import FitConfig, FitFileError, diagnose, fit, load_fit, save_fit
+from bayesscale.fitfile import FitFileError, diagnose, load_fit, save_fit
+from bayesscale.inference import FitConfig, fit
 from bayesscale.observations import load_observations, read_table, validate
 from bayesscale.report_dir import building, prepare
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
@@ -321,7 +322,7 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
         "* `fits/law.nc`"
         + (", `fits/pricing.nc`" if pricing is not None else "")
         + (f", `fits/{SENSITIVITY_FIT}`" if wide_spec is not None else "")
-        + ": posteriors (ArviZ DataTree, netCDF; `bayesscale.inference.load_fit`)",
+        + ": posteriors (ArviZ DataTree, netCDF; `bayesscale.fitfile.load_fit`)",
         "* `figures/`: PNG, with the data's file name and SHA-256, the spec, sampler and seed "
         "in their metadata (`bayesscale.figures.read_provenance`)",
         "* `tables/`: every table as Markdown and as LaTeX (booktabs)",

@@ -210,7 +210,7 @@ def assess(tree: xr.DataTree, spec: ModelSpec | None = None) -> dict[str, Any]:
     prior_sensitivity, likelihood_sensitivity, flag}`` (sensitivities ``None`` when the fit
     lacks the log densities), with the rule and the prior it was measured against."""
     if spec is None:
-        from bayesscale.inference import fit_spec
+        from bayesscale.fitfile import fit_spec
 
         spec = fit_spec(tree)
     pop_c, set_c = contraction(tree, spec)

@@ -24,7 +24,7 @@ import numpy as np
 import xarray as xr
 
 from bayesscale import laws, names
-from bayesscale.inference import diagnose, fit_spec, format_diagnostics
+from bayesscale.fitfile import diagnose, fit_spec, format_diagnostics
 from bayesscale.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS, assess
 
 SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)

@@ -58,7 +58,8 @@ COLUMNS = [
 def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, object]:
     """One fit in this process; returns its measurements."""
     start = time.perf_counter()
-    from bayesscale.inference import FitConfig, diagnose, fit
+    from bayesscale.fitfile import diagnose
+    from bayesscale.inference import FitConfig, fit
     from bayesscale.observations import Table, load_observations, validate
     from bayesscale.spec import load_spec
 

@@ -59,7 +59,8 @@ NOTEBOOKS = {
             "has an effective sample size of 400)."
         ),
         new_code_cell(
-            "from bayesscale.inference import diagnose, fit\n\n"
+            "from bayesscale.fitfile import diagnose\n"
+            "from bayesscale.inference import fit\n\n"
             "tree = fit(table, spec, CONFIG)\n"
             "diagnostics = diagnose(tree)\n"
             "print(diagnostics.to_dict())\n"
@@ -89,7 +90,7 @@ NOTEBOOKS = {
         ),
         new_code_cell(
             "import tempfile\n\n"
-            "from bayesscale.inference import load_fit, save_fit\n\n"
+            "from bayesscale.fitfile import load_fit, save_fit\n\n"
             "path = save_fit(tree, Path(tempfile.mkdtemp()) / 'fit.nc')\n"
             "assert load_fit(path).attrs['data_sha256'] == table.sha256\n"
             "path"
@@ -113,7 +114,7 @@ NOTEBOOKS = {
         ),
         new_code_cell(
             "from bayesscale.check import check, format_text, load_heldout, summary\n"
-            "from bayesscale.inference import diagnose\n"
+            "from bayesscale.fitfile import diagnose\n"
             "from bayesscale.observations import setting_labels\n\n"
             "heldout = load_heldout(DATA / 'reference' / 'heldout.csv', tree)\n"
             "known = setting_labels(heldout.frame, spec).isin(tree['posterior'].setting.values)\n"
@@ -207,7 +208,7 @@ NOTEBOOKS = {
             "says little far beyond its range). `within_data=4` keeps every axis within 4x."
         ),
         new_code_cell(
-            "from bayesscale.inference import diagnose\n\n"
+            "from bayesscale.fitfile import diagnose\n\n"
             "print(diagnose(tree).headline() or 'diagnostics: converged')\n"
             "summarize(ds)['extrapolation'].sel(quantile=0.5).isel(setting=0).to_pandas()"
         ),

@@ -28,7 +28,8 @@ os.environ.setdefault("BAYESSCALE_CACHE_DIR", tempfile.mkdtemp(prefix="bayesscal
 
 import bayesscale.inference
 from bayesscale import __version__
-from bayesscale.inference import FitConfig, fit, load_fit, save_fit
+from bayesscale.fitfile import load_fit, save_fit
+from bayesscale.inference import FitConfig, fit
 from bayesscale.observations import load_observations
 from bayesscale.pricing import fit_pricing, load_pricing, load_pricing_spec
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT

@@ -21,7 +21,7 @@ from testdata import REFERENCE
 from bayesscale import laws, names
 from bayesscale.check import by_setting, check, load_heldout, summary
 from bayesscale.cli import main
-from bayesscale.inference import ATTR_FORMAT, save_fit
+from bayesscale.fitfile import ATTR_FORMAT, save_fit
 from bayesscale.observations import ObservationError
 from bayesscale.recipe import synthetic_fit
 

@@ -28,7 +28,7 @@ from bayesscale.compare import (
     loo,
     with_log_likelihood,
 )
-from bayesscale.inference import diagnose, save_fit
+from bayesscale.fitfile import diagnose, save_fit
 from bayesscale.models import build_law_model
 from bayesscale.observations import prepare
 

@@ -15,7 +15,8 @@ from bayesscale import laws, names
 from bayesscale.baseline import bootstrap_fit
 from bayesscale.cli import main
 from bayesscale.external import PUBLISHED_FITS, read_chinchilla
-from bayesscale.inference import FitConfig, FitFileError, diagnose, fit, load_fit, save_fit
+from bayesscale.fitfile import FitFileError, diagnose, load_fit, save_fit
+from bayesscale.inference import FitConfig, fit
 from bayesscale.observations import Table, validate
 from bayesscale.simulate import Truth
 from bayesscale.spec import load_spec

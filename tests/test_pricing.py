@@ -15,13 +15,7 @@ from testdata import PRICING, ROOT
 
 from bayesscale import collapse, names
 from bayesscale.cli import main
-from bayesscale.inference import (
-    ATTR_FORMAT,
-    FORMAT_VERSION,
-    FitFileError,
-    load_fit,
-    save_fit,
-)
+from bayesscale.fitfile import ATTR_FORMAT, FORMAT_VERSION, FitFileError, load_fit, save_fit
 from bayesscale.pricing import (
     PricingError,
     PricingWarning,

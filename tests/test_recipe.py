@@ -459,7 +459,7 @@ def test_other_bad_input(point_fit: xr.DataTree) -> None:
 def _save(tree: xr.DataTree, path: Path) -> Path:
     tree = tree.copy()
     try:
-        from bayesscale.inference import ATTR_FORMAT, FORMAT_VERSION
+        from bayesscale.fitfile import ATTR_FORMAT, FORMAT_VERSION
     except ImportError:  # the loader falls back to plain xarray without the fitting module
         pass
     else:

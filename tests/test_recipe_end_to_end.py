@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from bayesscale import allocate, laws, names
-from bayesscale.inference import FitConfig, diagnose, fit
+from bayesscale.fitfile import diagnose
+from bayesscale.inference import FitConfig, fit
 from bayesscale.observations import Table, frame_sha256, validate
 from bayesscale.prices import parse_prices
 from bayesscale.recipe import recipe, summarize

@@ -13,7 +13,8 @@ from testdata import PRICING, REFERENCE
 from bayesscale import names
 from bayesscale.cli import main
 from bayesscale.figures import read_provenance
-from bayesscale.inference import FitConfig, load_fit, save_fit
+from bayesscale.fitfile import load_fit, save_fit
+from bayesscale.inference import FitConfig
 from bayesscale.report import ReportError, ReportOptions, build_report
 from bayesscale.report_dir import MANIFEST, ReportDirError
 

@@ -18,7 +18,8 @@ from testdata import REFERENCE
 
 from bayesscale import names
 from bayesscale.cli import main
-from bayesscale.inference import FitConfig, fit, save_fit
+from bayesscale.fitfile import save_fit
+from bayesscale.inference import FitConfig, fit
 from bayesscale.models import build_law_model, top_level_priors
 from bayesscale.observations import load_observations, prepare
 from bayesscale.predict import pointwise_log_likelihood

@@ -86,7 +86,7 @@ def add_warn_beyond(parser: argparse.ArgumentParser) -> None:
 
 
 class Verdict(Protocol):
-    """A fit's diagnostics (``bayesscale.inference.Diagnostics`` and the pricing fit's)."""
+    """A fit's diagnostics (``bayesscale.fitfile.Diagnostics`` and the pricing fit's)."""
 
     def headline(self) -> str | None: ...
 

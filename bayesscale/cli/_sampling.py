@@ -22,7 +22,7 @@ from bayesscale.sampling.config import (
 )
 
 if TYPE_CHECKING:
-    from bayesscale.inference import Diagnostics
+    from bayesscale.fitfile import Diagnostics
     from bayesscale.spec import ModelSpec
 
 EXIT_DIAGNOSTICS = 3

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args.out, args.force)
 
     from bayesscale.check import check, format_text, load_heldout, summary
-    from bayesscale.inference import diagnose, load_fit
+    from bayesscale.fitfile import diagnose, load_fit
     from bayesscale.observations import write_table
 
     fit = load_fit(args.fit)

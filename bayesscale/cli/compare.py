@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"fit names must be distinct, got {labels}; pass --name per fit")
 
     from bayesscale.compare import compare_fits, diagnostics_of, format_text
-    from bayesscale.inference import load_fit
+    from bayesscale.fitfile import load_fit
 
     fits = {label: load_fit(path) for label, path in zip(labels, args.fits, strict=True)}
     if args.strict:

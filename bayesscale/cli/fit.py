@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args.out, args.force)
     assert out is not None  # --out is required
 
-    from bayesscale.inference import diagnose, fit, save_fit
+    from bayesscale.fitfile import diagnose, save_fit
+    from bayesscale.inference import fit
     from bayesscale.observations import load_observations
     from bayesscale.spec import load_spec
 

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     assert out is not None  # --out is required
 
     from bayesscale import names
-    from bayesscale.inference import load_fit, save_fit
+    from bayesscale.fitfile import load_fit, save_fit
     from bayesscale.pricing import (
         PricingWarning,
         exponent_priors_from_law_fit,

@@ -196,17 +196,8 @@ def parse_bounds(text: str) -> dict[str, tuple[float | None, float | None]]:
 
 
 def _load(path: str, kind: str) -> Any:
-    try:
-        from bayesscale.inference import load_fit
-    except ImportError:  # the fitting module is optional for reading
-        import xarray as xr
+    from bayesscale.fitfile import load_fit  # no PyMC: reading a fit is quick
 
-        from bayesscale import names
-
-        tree = xr.open_datatree(path).load()
-        if tree.attrs.get(names.ATTR_KIND) != kind:
-            raise CommandError(f"{path}: not a bayesscale {kind!r} file") from None
-        return tree
     return load_fit(path, kind=kind)
 
 
@@ -306,7 +297,7 @@ def _run_compute(
 def _fit_diagnostics(args: argparse.Namespace, fit: Any, pricing: Any) -> dict[str, Any]:
     """The fits' diagnostics verdicts (refused with ``--strict`` when one failed), for the
     JSON and the first line of the text."""
-    from bayesscale.inference import diagnose
+    from bayesscale.fitfile import diagnose
 
     law = diagnose(fit)
     refuse_failed(args.fit, law, args.strict)

@@ -31,12 +31,13 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from bayesscale.cli import check_prob, refuse_failed
-    from bayesscale.inference import diagnose, load_fit
+    from bayesscale.fitfile import diagnose, load_fit
     from bayesscale.summary import format_text, summarise
 
     check_prob(args.prob)
     fit = load_fit(args.fit)
-    refuse_failed(args.fit, diagnose(fit), args.strict)
+    if args.strict:
+        refuse_failed(args.fit, diagnose(fit), strict=True)
     result = summarise(fit, prob=args.prob)
     print(json.dumps(result, indent=2) if args.json else format_text(result))
     return 0

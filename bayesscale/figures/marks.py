@@ -3,7 +3,7 @@
 **The verdict stamp.** A figure drawn from a fit whose diagnostics failed, or from a preview
 fit (``--preview``, draws from a Laplace approximation), carries the verdict in red at its top,
 e.g. ``FAILED DIAGNOSTICS: max R-hat 1.300 > 1.01, ...`` or ``PREVIEW FIT: Laplace
-approximation, not a posterior sample; ...``. The verdict is the one of :func:`bayesscale.inference.diagnose` (the same
+approximation, not a posterior sample; ...``. The verdict is the one of :func:`bayesscale.fitfile.diagnose` (the same
 statistics and thresholds: R-hat <= 1.01, bulk and tail ESS >= 400, no divergent transitions),
 computed here from :mod:`bayesscale.sampling.diagnostics` so that drawing a figure never
 imports PyMC.
@@ -42,11 +42,9 @@ from matplotlib.text import Text
 from bayesscale import names
 from bayesscale.extrapolation import SweptRange
 from bayesscale.figures.style import Array
-from bayesscale.sampling.config import ESS_TARGET
+from bayesscale.fitfile import ESS_MIN, RHAT_MAX
 from bayesscale.sampling.diagnostics import convergence_of
 
-RHAT_MAX: Final = 1.01  # bayesscale.inference.RHAT_MAX (a test holds them equal)
-ESS_MIN: Final = ESS_TARGET  # bayesscale.inference.ESS_MIN
 STAMP_GID: Final = "stamp"
 EXTRAPOLATED_GID: Final = "extrapolated"
 EXTRAPOLATED_TEXT: Final = "beyond the swept range (extrapolated)"

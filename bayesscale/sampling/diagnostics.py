@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
-from scipy import fft, special, stats
+from scipy import fft, special
 
 SAMPLE_DIMS = ("chain", "draw")
 
@@ -59,6 +59,8 @@ def _average_ranks(flat: np.ndarray) -> np.ndarray:
     ordered = np.take_along_axis(flat, order, axis=1)
     tied = np.flatnonzero(np.any(ordered[:, 1:] == ordered[:, :-1], axis=1))
     if tied.size:
+        from scipy import stats  # about 1 s to import: only when some draws tie
+
         ranks[tied] = stats.rankdata(flat[tied], axis=1, method="average")
     return ranks
 
