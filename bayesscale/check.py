@@ -39,7 +39,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.extrapolation import WARN_FACTOR, SweptRange, check_threshold
+from bayesscale.extrapolation import WARN_FACTOR, SweptRange, check_threshold, times
 from bayesscale.observations import Table, axis_sizes, read_table
 from bayesscale.predict import Prediction, fit_layout, predict, validate_rows
 
@@ -256,7 +256,7 @@ def format_text(result: dict[str, Any]) -> str:
         )
     extent = result.get("extrapolation")
     if extent:
-        axes = ", ".join(f"{a} {_times(f)}" for a, f in extent["largest_over_max"].items())
+        axes = ", ".join(f"{a} {times(f)}" for a, f in extent["largest_over_max"].items())
         lines.append(f"  largest size over the largest swept value: {axes}")
         for part, label in (("within", "within"), ("beyond", "beyond")):
             rows = extent[part]
@@ -277,7 +277,3 @@ def format_text(result: dict[str, Any]) -> str:
             f"{s[names.MEAN_PERCENTILE]:>8.3f}  {s[names.MAE]:>7.4f}"
         )
     return "\n".join(lines)
-
-
-def _times(x: float) -> str:
-    return f"{x:.2g}x" if x < 10 else f"{x:,.0f}x"

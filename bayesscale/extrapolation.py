@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
 
@@ -112,11 +112,8 @@ class SweptRange:
             return np.asarray(values / self.hi, dtype=float)
 
     def outside(self, values: Array) -> Array:
-        """How many times outside the range on either side (1 inside):
-        ``max(values / hi, lo / values, 1)``."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = np.fmax(np.fmax(values / self.hi, self.lo / values), 1.0)
-        return np.asarray(out, dtype=float)
+        """How many times outside the range on either side (1 inside): :func:`outside`."""
+        return outside(values, self.lo, self.hi)
 
     def dataset(self) -> xr.Dataset:
         """``swept_min`` / ``swept_max`` (setting, axis) for a fit's ``constant_data``."""
@@ -127,8 +124,30 @@ class SweptRange:
         )
 
 
+def outside(values: ArrayLike, lo: ArrayLike, hi: ArrayLike) -> Array:
+    """How many times outside ``[lo, hi]`` each value lies, on either side (1 inside):
+    ``max(values / hi, lo / values, 1)``.
+
+    >>> outside([1024.0, 16.0, 2.0], 8.0, 256.0).tolist()
+    [4.0, 1.0, 4.0]
+    """
+    v = np.asarray(values, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.fmax(np.fmax(v / np.asarray(hi), np.asarray(lo) / v), 1.0)
+    return np.asarray(out, dtype=float)
+
+
+def times(factor: float) -> str:
+    """A factor for text and tables: ``0.5x``, ``4x``, ``45x``, ``7,600x``.
+
+    >>> times(0.5), times(4.0), times(45.2), times(7600.0)
+    ('0.5x', '4x', '45x', '7,600x')
+    """
+    return f"{factor:.2g}x" if factor < 10 else f"{factor:,.0f}x"
+
+
 def describe(outside: float) -> str:
-    """Words for an :meth:`SweptRange.outside` factor.
+    """Words for an :func:`outside` factor.
 
     >>> describe(1.0), describe(2.5)
     ('inside the swept range', '2.5x beyond the swept range')
@@ -137,11 +156,7 @@ def describe(outside: float) -> str:
         return "outside the swept range (no finite factor)"
     if outside <= 1.0:
         return "inside the swept range"
-    return (
-        f"{outside:.2g}x beyond the swept range"
-        if outside < 10
-        else (f"{outside:,.0f}x beyond the swept range")
-    )
+    return f"{times(outside)} beyond the swept range"
 
 
 def check_threshold(threshold: float) -> float:

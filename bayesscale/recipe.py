@@ -43,7 +43,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import optimize
 
 from bayesscale import allocate, laws, names
-from bayesscale.extrapolation import WARN_FACTOR, SweptRange, check_threshold
+from bayesscale.extrapolation import WARN_FACTOR, SweptRange, check_threshold, outside
 from bayesscale.prices import Prices, check_kappa, default_prices
 from bayesscale.spec import parse_spec
 
@@ -340,9 +340,6 @@ def add_data_extent(ds: xr.Dataset, fit: xr.DataTree) -> xr.Dataset:
     ds.attrs["units_short_json"] = json.dumps(
         {a: names.UNIT_SHORT.get(c, c) for a, c in columns.items()}
     )
-    sample = (names.CHAIN_DIM, names.DRAW_DIM)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        kappa = ds[names.ALLOCATION] / ds[names.PURCHASED]  # per draw: 1 for real data
     by_column = {c: a for a, c in columns.items()}
     task, traj = by_column.get(names.N_TASKS), by_column.get(names.ROLLOUTS)
     if task is not None and traj is not None:
@@ -367,7 +364,9 @@ def add_data_extent(ds: xr.Dataset, fit: xr.DataTree) -> xr.Dataset:
     ds[names.SWEPT_MAX] = (dims, swept.hi)
     ds[names.EXTRAPOLATION] = ds[names.ALLOCATION] / ds[names.SWEPT_MAX]
     if names.DECISION in ds:
-        seen = (ds[names.DECISION] * kappa).median(sample)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            kappa = ds[names.ALLOCATION] / ds[names.PURCHASED]  # per draw: 1 for real data
+        seen = (ds[names.DECISION] * kappa).median((names.CHAIN_DIM, names.DRAW_DIM))
         ds[names.DECISION_EXTRAPOLATION] = seen / ds[names.SWEPT_MAX]
     return ds
 
@@ -967,9 +966,9 @@ def _extent_json(
         if names.DECISION_EXTRAPOLATION in s:
             factor = float(s[names.DECISION_EXTRAPOLATION].sel(at))
             entry["decision_over_max"] = _json_number(factor)
-        outside = max(factor, (lo / hi) / factor if factor > 0 else np.inf, 1.0)
-        entry["outside"] = _json_number(outside)
-        if outside > warn_factor:
+        far = float(outside(factor * hi, lo, hi))
+        entry["outside"] = _json_number(far)
+        if far > warn_factor:
             beyond.append(a)
         per_axis[a] = entry
     return {"axes": per_axis, "beyond": beyond}

@@ -39,7 +39,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.atomic import write_atomically
-from bayesscale.extrapolation import WARN_FACTOR
+from bayesscale.extrapolation import WARN_FACTOR, outside, times
 
 if TYPE_CHECKING:
     from bayesscale.figures.provenance import Provenance
@@ -625,14 +625,11 @@ def _beyond_text(s: xr.Dataset, j: int, setting: str, axes: Sequence[str], warn:
     parts = []
     for a in axes:
         factor = float(median.sel({names.AXIS_DIM: a}))
-        below = float(lo.sel({names.AXIS_DIM: a}) / hi.sel({names.AXIS_DIM: a})) / factor
-        if max(factor, below) > warn:
-            parts.append((max(factor, below), f"{a} {_times(factor)}"))
+        top = float(hi.sel({names.AXIS_DIM: a}))
+        far = float(outside(factor * top, float(lo.sel({names.AXIS_DIM: a})), top))
+        if far > warn:
+            parts.append((far, f"{a} {times(factor)}"))
     return ", ".join(text for _, text in sorted(parts, reverse=True)) or "-"
-
-
-def _times(x: float) -> str:
-    return f"{x:.2g}x" if x < 10 else f"{x:,.0f}x"
 
 
 def with_verdict(table: PaperTable, headline: str | None) -> PaperTable:

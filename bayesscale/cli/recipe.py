@@ -438,16 +438,10 @@ def _interval(t: dict[str, float | str | None]) -> str:
     return f"{_fmt(t['median'])} [{_fmt(t['lower'])}, {_fmt(t['upper'])}]"
 
 
-def _times(x: float | str | None) -> str:
-    """An extrapolation factor: ``0.5x``, ``45x``, ``7,600x``."""
-    if x is None:
-        return "n/a"
-    v = float(x)
-    return f"{v:.2g}x" if v < 10 else f"{v:,.0f}x"
-
-
 def format_table(summary: dict[str, Any]) -> str:
     """Plain-text report of :func:`bayesscale.recipe.to_json` output."""
+    from bayesscale.extrapolation import times
+
     pct = round(100 * summary["prob"])
     cur = summary["currency"]
     powers = summary.get("cost_powers")
@@ -483,7 +477,8 @@ def format_table(summary: dict[str, Any]) -> str:
             factor = "n/a"
             if extent:
                 e = extent["axes"][axis]
-                factor = _times(e.get("decision_over_max", e["optimum_over_max"]["median"]))
+                over_max = e.get("decision_over_max", e["optimum_over_max"]["median"])
+                factor = "n/a" if over_max is None else times(float(over_max))
                 factor += " !" if axis in extent["beyond"] else ""
             lines.append(f"   {axis:<10} {_interval(t):<28} {dec:>9}  {factor:<12} {expo}")
         if "trajectories" in row:
