@@ -40,7 +40,7 @@ import xarray as xr
 
 from bayesscale import __version__, names
 from bayesscale.extrapolation import WARN_FACTOR
-from bayesscale.fitfile import FitFileError, diagnose, load_fit, save_fit
+from bayesscale.fitfile import Diagnostics, FitFileError, diagnose, load_fit, save_fit
 from bayesscale.inference import FitConfig, fit
 from bayesscale.observations import load_observations, read_table, validate
 from bayesscale.report_dir import building, prepare
@@ -288,13 +288,14 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
 
     # --- pricing ---------------------------------------------------------------------------
     pricing = None
+    verdicts = {"law_fit": law_diag}
     if priced is not None:
-        pricing = _pricing_section(options, priced, tmp, md, step)
+        pricing, verdicts["pricing_fit"] = _pricing_section(options, priced, tmp, md, step)
 
     # --- the recipe ------------------------------------------------------------------------
     step(f"the recipe at {len(options.budgets)} budgets")
     prov = provenance(law) if pricing is None else provenance(law, pricing)
-    ds = _recipe_section(options, tmp, law, pricing, prov, md)
+    ds = _recipe_section(options, tmp, law, pricing, verdicts, prov, md)
 
     # --- prior sensitivity -------------------------------------------------------------------
     if wide_spec is not None:
@@ -313,7 +314,7 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     # --- held-out check --------------------------------------------------------------------
     if heldout is not None:
         step(f"held-out check on {options.heldout}")
-        _heldout_section(options, heldout, tmp, law, md)
+        _heldout_section(options, heldout, tmp, law, law_diag, md)
 
     step("writing report.md")
     md.add(
@@ -415,7 +416,7 @@ def _pricing_section(
     tmp: Path,
     md: _Sections,
     step: Callable[[str], None],
-) -> xr.DataTree:
+) -> tuple[xr.DataTree, Diagnostics]:
     from bayesscale.figures import plot_collapse, save_figure
     from bayesscale.pricing import fit_pricing, pricing_diagnostics, summarise_pricing
     from bayesscale.tables import pricing_table, with_verdict
@@ -450,7 +451,7 @@ def _pricing_section(
     md.add(_figure(tmp, "collapse_kappa", plot_collapse(pricing, quantity="kappa"), save_figure))
     fig = plot_collapse(pricing, quantity="success", table=table)
     md.add(_figure(tmp, "collapse_success", fig, save_figure))
-    return pricing
+    return pricing, verdict
 
 
 def _recipe_section(
@@ -458,6 +459,7 @@ def _recipe_section(
     tmp: Path,
     law: xr.DataTree,
     pricing: xr.DataTree | None,
+    verdicts: dict[str, Diagnostics],
     prov: Any,
     md: _Sections,
 ) -> xr.Dataset:
@@ -477,11 +479,6 @@ def _recipe_section(
         within_data=options.within_data,
     )
     summary = to_json(ds, options.prob, options.warn_beyond)
-    verdicts = {"law_fit": diagnose(law)}
-    if pricing is not None:
-        from bayesscale.pricing import pricing_diagnostics
-
-        verdicts["pricing_fit"] = pricing_diagnostics(pricing)
     summary["fit_diagnostics"] = {k: v.to_dict() for k, v in verdicts.items()}
     headline = "; ".join(
         f"{k.replace('_', ' ')}: {v.headline()}" for k, v in verdicts.items() if v.headline()
@@ -698,7 +695,7 @@ def _sensitivity_section(
 def _extent_text(summary: dict[str, Any], options: ReportOptions) -> str:
     """How far the recipe lies beyond the data, in words: the worst factor per axis over the
     largest swept value, and how many rows pass the warning factor."""
-    from bayesscale.extrapolation import describe
+    from bayesscale.extrapolation import times
 
     rows = [r for r in cast(list[dict[str, Any]], summary["results"]) if r.get("extrapolation")]
     if not rows:
@@ -713,17 +710,17 @@ def _extent_text(summary: dict[str, Any], options: ReportOptions) -> str:
             factor = float(e.get("decision_over_max", e["optimum_over_max"]["median"]))
             worst[axis] = max(worst.get(axis, 0.0), factor)
             ranges.setdefault(axis, set()).add((e["swept_min"], e["swept_max"]))
-    swept = "; ".join(
-        f"{a} {lo:,g}-{hi:,g}" if len(r) == 1 else f"{a} varies by setting"
-        for a, r in ranges.items()
-        for lo, hi in [sorted(r)[-1]]
-    )
+    parts = []
+    for a, found in ranges.items():
+        if len(found) == 1:
+            ((lo, hi),) = found
+            parts.append(f"{a} {lo:,g}-{hi:,g}")
+        else:
+            parts.append(f"{a} varies by setting")
+    swept = "; ".join(parts)
     beyond = sum(1 for r in rows if r["extrapolation"]["beyond"])
     factor = options.warn_beyond
-    axes = ", ".join(
-        f"{a} {describe(f).removesuffix(' the swept range').replace(' beyond', '')}"
-        for a, f in sorted(worst.items(), key=lambda kv: -kv[1])
-    )
+    axes = ", ".join(f"{a} {times(f)}" for a, f in sorted(worst.items(), key=lambda kv: -kv[1]))
     text = (
         f"**How far beyond the data.** Swept ranges: {swept}. Over all settings and budgets the "
         f"decision reaches, per axis, up to this many times the largest swept value: {axes}. "
@@ -754,6 +751,7 @@ def _heldout_section(
     heldout: tuple[Any, pd.DataFrame],
     tmp: Path,
     law: xr.DataTree,
+    law_diag: Diagnostics,
     md: _Sections,
 ) -> None:
     from bayesscale.check import summary as check_summary
@@ -789,7 +787,7 @@ def _heldout_section(
             "further.",
             "",
         )
-    table_md = with_verdict(heldout_table(frame), diagnose(law).headline())
+    table_md = with_verdict(heldout_table(frame), law_diag.headline())
     md.add(*_tables(tmp, "heldout", [("", table_md)]))
     fig = plot_heldout(frame, provenance=provenance(law, table), fit=law)
     md.add(_figure(tmp, "heldout", fig, save_figure))
