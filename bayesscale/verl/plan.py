@@ -235,7 +235,22 @@ def to_verl_rows(cells: pd.DataFrame, split: str) -> pd.DataFrame:
 
 
 def grid_runs(spec: SweepSpec) -> list[dict[str, Any]]:
-    """One dict per distinct (n_envs, n_tasks, rollouts), with the sweep axes it serves."""
+    """One dict per distinct (n_envs, n_tasks, rollouts), with the sweep axes it serves; with
+    ``[[grid.point]]`` entries, one per entry, in the spec's order, with its own seeds,
+    models and algorithms (``None``: the spec's)."""
+    if spec.explicit_points:
+        return [
+            {
+                names.N_ENVS: p.n_envs,
+                names.N_TASKS: p.n_tasks,
+                names.ROLLOUTS: p.rollouts,
+                names.SWEEP_AXIS: p.label,
+                "seeds": p.seeds,
+                "models": p.models,
+                "algorithms": p.algorithms,
+            }
+            for p in spec.explicit_points
+        ]
     points: dict[tuple[int, int, int], list[str]] = {}
     for axis in spec.axes:
         for value in spec.grid_points(axis):
@@ -307,8 +322,12 @@ def build_plan(
     for model in spec.models:
         for algorithm in spec.algorithms:
             for point in points:
+                if model.name not in (point.get("models") or [model.name]) or algorithm not in (
+                    point.get("algorithms") or [algorithm]
+                ):
+                    continue
                 dp = data_points[(point[names.N_ENVS], point[names.N_TASKS])]
-                for seed in spec.seeds:
+                for seed in point.get("seeds") or spec.seeds:
                     rid = run_id(
                         model.name,
                         algorithm,
@@ -410,7 +429,11 @@ def build_plan(
                 for dp in differ
             ],
         },
-        "grid": {axis: list(spec.grid_points(axis)) for axis in spec.axes},
+        "grid": (
+            {"point": [f"e{p.n_envs}-t{p.n_tasks}-r{p.rollouts}" for p in spec.explicit_points]}
+            if spec.explicit_points
+            else {axis: list(spec.grid_points(axis)) for axis in spec.axes}
+        ),
         "anchors": dict(spec.anchors),
         "alignment": {
             "cells_per_run": spec.cells,

@@ -34,6 +34,18 @@ Example spec::
     span = 32
     # env = [8, 16, 32, 64, 128, 256]   # explicit points override
 
+    # Or, instead of per-axis sweeps, an explicit list of grid points (what `bayesscale next`
+    # writes); each is crossed with its own seeds, models and algorithms (default: the
+    # spec's), and `label` becomes the manifest's sweep_axis:
+    # [[grid.point]]
+    # n_envs = 512
+    # n_tasks = 10240
+    # rollouts = 8
+    # seeds = [3, 4]
+    # models = ["qwen3-8b"]
+    # algorithms = ["grpo"]
+    # label = "next:env"
+
     [alignment]                    # same cells and updates at every grid point
     cells = 256000
     updates = 1000
@@ -139,6 +151,20 @@ class VerlSettings:
 
 
 @dataclass(frozen=True)
+class GridPoint:
+    """One explicit grid point (``[[grid.point]]``): its sizes (ids selected), and the seeds,
+    models and algorithms it runs with (``None``: the spec's)."""
+
+    n_envs: int
+    n_tasks: int
+    rollouts: int
+    seeds: tuple[int, ...] | None = None
+    models: tuple[str, ...] | None = None
+    algorithms: tuple[str, ...] | None = None
+    label: str = "point"
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     """A parsed, checked sweep spec; ``source`` is the file it came from."""
 
@@ -154,6 +180,7 @@ class SweepSpec:
     points: int = DEFAULT_POINTS
     span: float = DEFAULT_SPAN
     explicit_grid: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    explicit_points: tuple[GridPoint, ...] = ()
     cells: int = DEFAULT_CELLS
     updates: int = DEFAULT_UPDATES
     holdout: Holdout = field(default_factory=Holdout)
@@ -281,6 +308,7 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
 
     grid = dict(_take(top, "grid", dict, source, {}))
     where = f"{source}: [grid]"
+    given = sorted(k for k in grid if k != "point")
     axes = tuple(_take(grid, "axes", list, where, list(AXIS_COLUMNS)))
     bad = [a for a in axes if a not in AXIS_COLUMNS]
     if not axes or bad:
@@ -298,7 +326,10 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
             if not isinstance(values, list) or not values:
                 raise SpecError(f"{where}: key {axis!r} must be a list of positive integers")
             explicit[axis] = tuple(sorted({_positive_int(v, where, axis) for v in values}))
-    _no_leftovers(grid, where, ["axes", "points", "span", *AXIS_COLUMNS])
+    point_list = _grid_point_list(grid, where, given, seeds, algorithms, models)
+    if point_list:
+        axes = ()
+    _no_leftovers(grid, where, ["axes", "points", "span", "point", *AXIS_COLUMNS])
 
     align = dict(_take(top, "alignment", dict, source, {}))
     where = f"{source}: [alignment]"
@@ -405,6 +436,7 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
         points=points,
         span=float(span),
         explicit_grid=explicit,
+        explicit_points=point_list,
         cells=cells,
         updates=updates,
         holdout=Holdout(by=by, fraction=fraction, count=count, max_val_cells=max_val),
@@ -414,6 +446,84 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
         source=source,
         text=text,
     )
+
+
+def _grid_point_list(
+    grid: dict[str, Any],
+    where: str,
+    given: list[str],
+    seeds: list[int],
+    algorithms: list[str],
+    models: list[ModelEntry],
+) -> tuple[GridPoint, ...]:
+    """``[[grid.point]]`` entries, checked; they replace the per-axis sweeps, so the per-axis
+    keys may not accompany them."""
+    if "point" not in grid:
+        return ()
+    raw = grid.pop("point")
+    if not isinstance(raw, list) or not raw or not all(isinstance(e, dict) for e in raw):
+        raise SpecError(f"{where}: [[grid.point]] must be a non-empty list of tables")
+    if given:
+        raise SpecError(
+            f"{where}: [[grid.point]] lists the grid points explicitly; remove {given} "
+            "(per-axis sweep keys)"
+        )
+    model_names = [m.name for m in models]
+    out = []
+    seen: set[tuple[str, str, int, int, int, int]] = set()
+    for i, entry in enumerate(raw):
+        at = f"{where}: [[grid.point]] #{i + 1}"
+        entry = dict(entry)
+        sizes = []
+        for column in (names.N_ENVS, names.N_TASKS, names.ROLLOUTS):
+            if column not in entry:
+                raise SpecError(f"{at}: key {column!r} is required")
+            sizes.append(_positive_int(entry.pop(column), at, column))
+        own_seeds = _take(entry, "seeds", list, at, None)
+        if own_seeds is not None and (
+            not own_seeds
+            or any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in own_seeds)
+            or len(set(own_seeds)) != len(own_seeds)
+        ):
+            raise SpecError(f"{at}: key 'seeds' must be a non-empty list of distinct integers >= 0")
+        own_models = _take(entry, "models", list, at, None)
+        if own_models is not None and (not own_models or set(own_models) - set(model_names)):
+            raise SpecError(
+                f"{at}: key 'models' must name [[models]] entries {model_names}, got {own_models}"
+            )
+        own_algs = _take(entry, "algorithms", list, at, None)
+        if own_algs is not None and (not own_algs or set(own_algs) - set(algorithms)):
+            raise SpecError(
+                f"{at}: key 'algorithms' must be among the spec's algorithms {algorithms}, "
+                f"got {own_algs}"
+            )
+        label = _take(entry, "label", str, at, "point")
+        _no_leftovers(
+            entry,
+            at,
+            [names.N_ENVS, names.N_TASKS, names.ROLLOUTS, "seeds", "models", "algorithms", "label"],
+        )
+        point = GridPoint(
+            n_envs=sizes[0],
+            n_tasks=sizes[1],
+            rollouts=sizes[2],
+            seeds=None if own_seeds is None else tuple(own_seeds),
+            models=None if own_models is None else tuple(own_models),
+            algorithms=None if own_algs is None else tuple(own_algs),
+            label=label,
+        )
+        for m in point.models or model_names:
+            for a in point.algorithms or algorithms:
+                for s in point.seeds or seeds:
+                    key = (m, a, sizes[0], sizes[1], sizes[2], s)
+                    if key in seen:
+                        raise SpecError(
+                            f"{at}: run {m} {a} n_envs={sizes[0]} n_tasks={sizes[1]} "
+                            f"rollouts={sizes[2]} seed {s} is listed twice"
+                        )
+                    seen.add(key)
+        out.append(point)
+    return tuple(out)
 
 
 def load_sweep_spec(path: str | Path) -> SweepSpec:
