@@ -1,0 +1,177 @@
+"""``bayesscale next FIT.nc --budget B --sweep BASE.toml --out NEXT.toml``: the next runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from bayesscale.cli import add_force
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from bayesscale.design import next_runs as nr
+
+    parser = subparsers.add_parser(
+        "next",
+        help="choose the next runs: where more GPU-hours change the recipe most",
+        description=(
+            "Value every candidate run (each setting, sizes on and beyond the swept grid one "
+            "axis at a time, and the recipe's decision point) by preposterior analysis on the "
+            "fit's draws: the expected reduction of the target once its outcome is seen. "
+            "Choose --runs of them greedily by value per cost, each valued given the runs "
+            "already chosen. With --sweep BASE.toml and --out, write a sweep file that "
+            "`bayesscale plan` accepts. See docs/next.md."
+        ),
+    )
+    parser.add_argument("fit", metavar="FIT.nc")
+    parser.add_argument(
+        "--budget", type=float, required=True, help="the recipe budget B the decision is for"
+    )
+    parser.add_argument("--runs", type=int, default=nr.DEFAULT_RUNS, help="batch size K")
+    parser.add_argument(
+        "--target",
+        choices=nr.TARGETS,
+        default=nr.TARGET_DECISION,
+        help="decision: expected value of perfect information of the recipe at B (default); "
+        "exponents: posterior variance of the population exponents",
+    )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=None,
+        help="a setting whose decision counts (repeatable; default: every setting)",
+    )
+    parser.add_argument("--costs", metavar="COSTS.toml", help="cost file (docs/next.md)")
+    parser.add_argument("--prices", metavar="PRICES.toml", help="unit prices for the recipe")
+    parser.add_argument(
+        "--sweep",
+        metavar="BASE.toml",
+        help="the sweep spec the runs extend: its pool, models and settings; needed for --out",
+    )
+    parser.add_argument("--out", metavar="NEXT.toml", help="write the batch as a sweep file")
+    add_force(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--figure", metavar="PNG", help="save value per cost over the grid")
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="held-out tasks per run (default: the base sweep's held-out cells, else "
+        f"{nr.DEFAULT_TRIALS})",
+    )
+    parser.add_argument(
+        "--beyond",
+        type=float,
+        default=nr.DEFAULT_BEYOND,
+        help="candidates reach this many times the largest swept size (default %(default)s)",
+    )
+    parser.add_argument(
+        "--simulations", type=int, default=nr.DEFAULT_SIMULATIONS, help="outer draws M"
+    )
+    parser.add_argument(
+        "--max-draws",
+        type=int,
+        default=nr.DEFAULT_MAX_DRAWS,
+        help="posterior draws per chain used (default %(default)s)",
+    )
+    parser.add_argument(
+        "--min-ess",
+        type=float,
+        default=nr.DEFAULT_MIN_ESS,
+        help="flag chosen runs whose importance weights' median ESS is below this",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from bayesscale.atomic import write_atomically
+    from bayesscale.cli import CommandError, output_path
+    from bayesscale.design import next_runs as nr
+    from bayesscale.design import sweep_file
+    from bayesscale.design.costs import Costs, load_costs
+    from bayesscale.fitfile import load_fit
+    from bayesscale.prices import load_prices
+    from bayesscale.recipe import law_draws
+
+    out = output_path(args.out, args.force)
+    figure = output_path(args.figure, args.force)
+    if out is not None and args.sweep is None:
+        raise CommandError(
+            "--out needs --sweep BASE.toml: the pool, models and verl settings of the runs"
+        )
+    fit = load_fit(args.fit)
+    prices = load_prices(args.prices)
+    costs = load_costs(args.costs, Costs(data=dict(prices.unit), currency=prices.currency))
+    settings = list(law_draws(fit, None, 1).settings)
+    keys = nr.setting_keys(fit, settings)
+    columns = nr.axis_columns(fit, law_draws(fit, None, 1).axes)
+    movers = None
+    max_sizes = None
+    updates = cells = None
+    trials = args.trials
+    spec = None
+    if args.sweep is not None:
+        from bayesscale.verl.plan import split_holdout
+        from bayesscale.verl.pool import read_pool
+        from bayesscale.verl.sweep import load_sweep_spec
+
+        spec = load_sweep_spec(args.sweep)
+        movers = sweep_file.runnable_settings(settings, keys, spec)
+        if not movers:
+            raise CommandError(
+                f"{args.sweep}: none of the fit's settings {settings} matches its models, "
+                "algorithms and domain"
+            )
+        split = split_holdout(read_pool(spec.pool), spec)
+        from bayesscale import names
+
+        pool_size = {
+            names.N_ENVS: split.train[names.ENV_ID].nunique(),
+            names.N_TASKS: split.train[names.TASK_ID].nunique(),
+        }
+        max_sizes = {a: float(pool_size[c]) for a, c in columns.items() if c in pool_size}
+        updates, cells = float(spec.updates), float(spec.cells)
+        if trials is None:
+            trials = len(split.val)
+    result = nr.next_runs(
+        fit,
+        args.budget,
+        runs=args.runs,
+        target=args.target,
+        target_settings=args.setting,
+        candidate_settings=movers,
+        costs=costs,
+        prices=prices,
+        trials=trials or nr.DEFAULT_TRIALS,
+        simulations=args.simulations,
+        max_draws=args.max_draws,
+        beyond=args.beyond,
+        max_sizes=max_sizes,
+        updates=updates,
+        cells=cells,
+        min_ess=args.min_ess,
+        seed=args.seed,
+    )
+    if out is not None and spec is not None:
+        points = sweep_file.sweep_points(result.chosen, result.axes, columns, keys, spec)
+        note = (
+            f"written by `bayesscale next {args.fit} --budget {args.budget:g} --runs {args.runs} "
+            f"--target {args.target}` from {args.sweep}"
+        )
+        text = sweep_file.next_sweep_text(spec, points, note)
+        write_atomically(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), args.force)
+    if figure is not None:
+        from bayesscale.design.figure import value_per_cost_figure
+
+        fig = value_per_cost_figure(result)
+        write_atomically(figure, lambda tmp: fig.savefig(tmp, format="png"), args.force)
+    if args.json:
+        print(json.dumps(nr.to_json(result), indent=2))
+    else:
+        print(nr.format_text(result))
+        if out is not None:
+            print(f"wrote {out}\nnext: bayesscale plan {out} --out SWEEP_DIR")
+    return 0

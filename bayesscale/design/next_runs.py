@@ -1,0 +1,654 @@
+"""Which runs next: the batch of runs whose outcomes are expected to change the recipe most.
+
+For each candidate run (a setting, sizes on and beyond the swept grid, one more seed), the
+**value** is the expected reduction of a target once its outcome is seen, computed by
+preposterior analysis on the fit's posterior draws (:mod:`bayesscale.design.preposterior`):
+
+1. ``M`` outer draws ``s_m`` of the posterior; for each, the run's outcome is simulated from
+   the beta-binomial the fit assumes, ``y_m ~ BetaBinomial(n, p_{s_m}(D) phi, ...)``;
+2. every posterior draw ``s`` is reweighted by ``p(y_m | theta_s)``;
+3. the target is recomputed under the weights and averaged over ``m``.
+
+Targets: ``decision`` (default), the expected value of perfect information of the recipe's
+decision at budget ``B`` (``success_at_optimum - success_at_decision``, here over a finite
+action set: the recipe's decision and the per-draw optima of ``J - 1`` draws), averaged over
+the target settings; ``exponents``, the summed posterior variance of the population exponents.
+
+The **batch** is chosen greedily: each step adds the run with the largest value per cost,
+where the value is *marginal*, the batch's joint preposterior value with the run minus
+without it (the outcomes of the runs already chosen are simulated from the same outer draw and
+condition the weights): a second run that answers the same question is worth less. Costs
+(:mod:`bayesscale.design.costs`) are marginal too: data bought for one run is not paid again.
+
+Example
+-------
+>>> from bayesscale.recipe import synthetic_fit
+>>> fit = with_concentration(synthetic_fit(draws=100, spread=0.1), 800.0)
+>>> result = next_runs(fit, budget=2e4, runs=2, simulations=16, max_draws=100, actions=16)
+>>> len(result.chosen)
+2
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from numpy.typing import NDArray
+
+from bayesscale import allocate, laws, names
+from bayesscale.design.costs import Costs
+from bayesscale.design.preposterior import (
+    beta_binomial_logpmf,
+    kish_ess,
+    normalized_weights,
+    regret,
+    simulate_beta_binomial,
+    weighted_variance,
+)
+from bayesscale.extrapolation import SweptRange
+from bayesscale.prices import Prices
+from bayesscale.recipe import LawDraws, law_draws, recipe
+from bayesscale.simulate import AXIS_COLUMNS, PAPER_ANCHORS
+from bayesscale.spec import parse_spec
+
+Array = NDArray[np.float64]
+TARGET_DECISION = "decision"
+TARGET_EXPONENTS = "exponents"
+TARGETS = (TARGET_DECISION, TARGET_EXPONENTS)
+DECISION_AXIS = "decision"  # the candidate at the recipe's decision (every axis moves)
+DEFAULT_RUNS = 8
+DEFAULT_SIMULATIONS = 64
+DEFAULT_MAX_DRAWS = 400
+DEFAULT_ACTIONS = 64
+DEFAULT_BEYOND = 4.0
+DEFAULT_STEP = 2.0
+DEFAULT_TRIALS = 1000
+DEFAULT_MIN_ESS = 20.0
+
+
+class DesignError(ValueError):
+    """Inputs the design cannot use; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate run: a setting of the fit and a size per axis (purchased units)."""
+
+    setting: str
+    sizes: tuple[int, ...]
+    axis: str  # the axis varied from the anchors, or "decision"
+    beyond: float  # max over axes of size / largest swept size (<= 1: inside the data)
+
+
+@dataclass(frozen=True)
+class RunCost:
+    data: float
+    gpu: float
+    gpu_hours: float
+
+    @property
+    def total(self) -> float:
+        return self.data + self.gpu
+
+
+@dataclass(frozen=True)
+class Valued:
+    """A candidate's marginal value at one greedy step, and its cost there."""
+
+    candidate: int
+    value: float  # clipped at 0
+    raw: float  # Monte Carlo estimate, may dip below 0
+    se: float
+    cost: RunCost
+    ess_median: float
+    ess_min: float
+    by_target: tuple[float, ...]  # decision: per target setting; exponents: per axis
+
+    @property
+    def per_cost(self) -> float:
+        return self.value / self.cost.total if self.cost.total > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class ChosenRun:
+    """A run of the batch, in the order chosen."""
+
+    candidate: Candidate
+    repeat: int  # 0 for the first run at this setting and size, 1 for the second, ...
+    valued: Valued
+    why: str
+
+
+@dataclass
+class NextRuns:
+    """The chosen batch, the first step's value of every candidate, and the target."""
+
+    target: str
+    budget: float
+    axes: tuple[str, ...]
+    candidates: list[Candidate]
+    chosen: list[ChosenRun]
+    first_step: list[Valued]
+    target_now: float
+    target_after: float
+    target_settings: tuple[str, ...]
+    currency: str
+    trials: int
+    simulations: int
+    draws: int
+    notes: list[str] = field(default_factory=list)
+    recipe_gap: dict[str, float] = field(default_factory=dict)
+
+
+# --- reading the fit ---------------------------------------------------------------------------
+
+
+def with_concentration(fit: xr.DataTree, value: float) -> xr.DataTree:
+    """A copy of ``fit`` whose posterior has a constant beta-binomial ``concentration``
+    (for hand-made fits such as :func:`bayesscale.recipe.synthetic_fit`)."""
+    post = fit["posterior"].to_dataset()
+    shape = (post.sizes[names.CHAIN_DIM], post.sizes[names.DRAW_DIM])
+    post[names.CONCENTRATION] = ((names.CHAIN_DIM, names.DRAW_DIM), np.full(shape, float(value)))
+    out = fit.copy()
+    out["posterior"] = xr.DataTree(post)
+    return out
+
+
+def _array(fit: xr.DataTree, name: str) -> xr.DataArray:
+    value = fit["posterior"][name]
+    if not isinstance(value, xr.DataArray):
+        raise DesignError(f"{name!r} in the fit is not a variable")
+    return value
+
+
+def _thinned(da: xr.DataArray, max_draws: int | None) -> Array:
+    """``(chain, draw, ...)`` flattened to ``(S, ...)`` with :func:`law_draws`' thinning."""
+    n = da.sizes[names.DRAW_DIM]
+    keep = np.arange(n)
+    if max_draws is not None and max_draws < n:
+        keep = np.unique(np.linspace(0, n - 1, max_draws).round().astype(int))
+    arr = da.isel({names.DRAW_DIM: keep}).transpose(names.CHAIN_DIM, names.DRAW_DIM, ...)
+    values = arr.to_numpy().astype(float)
+    return values.reshape(-1, *values.shape[2:])
+
+
+def setting_keys(fit: xr.DataTree, settings: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per setting: model, algorithm, domain (from constant_data, else the label) and
+    params_b (None when the fit has no model size)."""
+    const = fit["constant_data"].to_dataset() if "constant_data" in fit.children else xr.Dataset()
+    out: dict[str, dict[str, Any]] = {}
+    for s in settings:
+        parts = [p.strip() for p in s.split("|")]
+        keys: dict[str, Any] = dict(zip(names.SETTING_KEYS, parts, strict=False))
+        for key in names.SETTING_KEYS:
+            if key in const and names.SETTING_DIM in const[key].dims:
+                keys[key] = str(const[key].sel({names.SETTING_DIM: s}).item())
+        keys[names.PARAMS_B] = (
+            float(const[names.PARAMS_B].sel({names.SETTING_DIM: s}))
+            if names.PARAMS_B in const
+            else None
+        )
+        out[s] = keys
+    return out
+
+
+def axis_columns(fit: xr.DataTree, axes: Sequence[str]) -> dict[str, str]:
+    """The observation column each axis counts (``n_envs``, ``n_tasks``, ``rollouts``, ...)."""
+    text = fit.attrs.get(names.ATTR_SPEC)
+    columns = {names.ENV: names.N_ENVS, names.TASK: names.N_TASKS, names.TRAJ: names.ROLLOUTS}
+    if text:
+        columns.update({a.name: a.column for a in parse_spec(str(text), "fit attribute").axes})
+    return {a: columns.get(a, a) for a in axes}
+
+
+# --- candidates --------------------------------------------------------------------------------
+
+
+def default_anchors(swept: SweptRange, axes: Sequence[str], columns: Mapping[str, str]) -> Array:
+    """Per setting and axis (G, n): the paper's anchors (256 / 10,240 / 8) where they lie
+    inside the setting's swept range, else the largest swept value."""
+    out = np.array(swept.hi, dtype=float, copy=True)
+    paper = {AXIS_COLUMNS[a]: v for a, v in PAPER_ANCHORS.items()}
+    for i, axis in enumerate(axes):
+        value = paper.get(columns.get(axis, axis))
+        if value is not None:
+            inside = (swept.lo[:, i] <= value) & (value <= swept.hi[:, i])
+            out[:, i] = np.where(inside, value, out[:, i])
+    return out
+
+
+def candidate_grid(
+    settings: Sequence[str],
+    axes: Sequence[str],
+    swept: SweptRange,
+    anchors: Array,
+    beyond: float = DEFAULT_BEYOND,
+    step: float = DEFAULT_STEP,
+    max_sizes: Mapping[str, float] | None = None,
+    extra: Mapping[str, Sequence[Sequence[float]]] | None = None,
+) -> list[Candidate]:
+    """Candidate runs, one axis at a time as ``plan`` sweeps: per setting and axis, sizes from
+    the smallest swept value up to ``beyond`` times the largest, a factor ``step`` apart (the
+    top always included), the other axes at ``anchors`` (G, n); plus ``extra`` points per
+    setting (e.g. the recipe's decision). Sizes are whole numbers, capped at ``max_sizes``
+    (e.g. what the pool holds)."""
+    if not (beyond >= 1 and step > 1):
+        raise DesignError(f"beyond must be >= 1 and step > 1, got {beyond:g}, {step:g}")
+    cap = np.array([float((max_sizes or {}).get(a, np.inf)) for a in axes])
+    out: list[Candidate] = []
+    seen: set[tuple[str, tuple[int, ...]]] = set()
+    sel = swept.select(list(settings), list(axes))
+
+    def add(setting: str, g: int, sizes: Array, axis: str) -> None:
+        s = tuple(int(v) for v in np.maximum(np.round(np.minimum(sizes, cap)), 1))
+        if (setting, s) in seen:
+            return
+        seen.add((setting, s))
+        out.append(Candidate(setting, s, axis, float(np.max(np.asarray(s) / sel.hi[g]))))
+
+    for g, setting in enumerate(settings):
+        for i, axis in enumerate(axes):
+            lo, hi = float(sel.lo[g, i]), float(sel.hi[g, i])
+            top = min(beyond * hi, cap[i])
+            k = np.arange(int(np.floor(np.log(top / lo) / np.log(step) + 1e-9)) + 1)
+            values = np.unique(np.append(lo * step**k, top))
+            for v in values:
+                sizes = anchors[g].astype(float).copy()
+                sizes[i] = v
+                add(setting, g, sizes, axis)
+        for point in (extra or {}).get(setting, ()):
+            add(setting, g, np.asarray(point, dtype=float), DECISION_AXIS)
+    return out
+
+
+# --- the preposterior engine -------------------------------------------------------------------
+
+
+@dataclass
+class _Engine:
+    draws: LawDraws
+    phi: Array  # (S,)
+    trials: int
+    outer: NDArray[np.int64]  # (M,) outer draw indices
+    seed: int
+    target: str
+    regret: list[Array]  # decision: per target setting (S, J), see preposterior.regret
+    exponents: Array | None  # exponents: (S, n)
+
+    def p_at(self, cand: Candidate) -> Array:
+        g = self.draws.settings.index(cand.setting)
+        d = self.draws
+        law = allocate.PowerLaw(
+            d.coef[:, g],
+            d.alpha[:, g],
+            d.floor[:, g],
+            None if d.gamma is None else d.gamma[:, g],
+            None if d.beta is None else d.beta[:, 0],
+            d.pair,
+        )
+        loss = law.loss(np.asarray(cand.sizes, dtype=float)[None, :])
+        return np.asarray(laws.success_from_loss(loss), dtype=float)
+
+    def loglik(self, index: int, cand: Candidate, repeat: int, p: Array) -> Array:
+        """(M, S): the log-likelihood under every draw of the outcome simulated from each
+        outer draw for this candidate's ``repeat``-th run (its own seeded stream)."""
+        rng = np.random.default_rng([self.seed, 7, index, repeat])
+        k = simulate_beta_binomial(rng, self.trials, p[self.outer], self.phi[self.outer])
+        return beta_binomial_logpmf(k[:, None], self.trials, p[None, :], self.phi[None, :])
+
+    def score(self, ll: Array) -> tuple[Array, Array, Array]:
+        """Per outer draw: the target's reduction so far (M,), per target part (M, T), and
+        the Kish ESS of the weights (M,)."""
+        w = normalized_weights(ll)
+        ess = kish_ess(w)
+        if self.target == TARGET_DECISION:
+            parts = np.stack(
+                [np.min(R.mean(axis=0)) - np.min(w @ R, axis=-1) for R in self.regret], axis=-1
+            )
+        else:
+            assert self.exponents is not None
+            now = np.var(self.exponents, axis=0)
+            parts = now[None, :] - weighted_variance(self.exponents, w)
+        total = parts.mean(axis=-1) if self.target == TARGET_DECISION else parts.sum(axis=-1)
+        return total, parts, ess
+
+
+def _cost(
+    cand: Candidate,
+    axes: Sequence[str],
+    columns: Mapping[str, str],
+    owned: Mapping[str, float],
+    costs: Costs,
+    params_b: float | None,
+    updates: float | None,
+    cells: float | None,
+) -> RunCost:
+    data = sum(
+        costs.data_price(a) * max(0.0, s - owned.get(a, 0.0))
+        for a, s in zip(axes, cand.sizes, strict=True)
+    )
+    rollouts = next(
+        (s for a, s in zip(axes, cand.sizes, strict=True) if columns[a] == names.ROLLOUTS), None
+    )
+    hours = costs.gpu_hours(params_b, rollouts, updates, cells)
+    return RunCost(data=float(data), gpu=hours * costs.price_per_hour, gpu_hours=hours)
+
+
+def next_runs(
+    fit: xr.DataTree,
+    budget: float,
+    *,
+    runs: int = DEFAULT_RUNS,
+    target: str = TARGET_DECISION,
+    target_settings: Sequence[str] | None = None,
+    candidate_settings: Sequence[str] | None = None,
+    costs: Costs | None = None,
+    prices: Prices | None = None,
+    bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
+    trials: int = DEFAULT_TRIALS,
+    simulations: int = DEFAULT_SIMULATIONS,
+    max_draws: int | None = DEFAULT_MAX_DRAWS,
+    actions: int = DEFAULT_ACTIONS,
+    beyond: float = DEFAULT_BEYOND,
+    step: float = DEFAULT_STEP,
+    anchors: Mapping[str, float] | None = None,
+    max_sizes: Mapping[str, float] | None = None,
+    updates: float | None = None,
+    cells: float | None = None,
+    min_ess: float = DEFAULT_MIN_ESS,
+    seed: int = 0,
+) -> NextRuns:
+    """Choose ``runs`` next runs greedily by marginal value per cost (see the module docstring).
+
+    ``budget`` is the recipe's budget ``B`` at which the decision target is measured
+    (``prices``, ``bounds`` as in :func:`bayesscale.recipe.recipe`); ``target_settings`` the
+    settings whose decisions count (default: all), ``candidate_settings`` those that may run
+    (default: all). ``trials`` held-out tasks per run; ``simulations`` outer draws ``M``;
+    ``max_draws`` thins the posterior per chain; ``actions`` the size ``J`` of the finite action
+    set. Candidates: :func:`candidate_grid` with ``beyond``, ``step``, ``anchors`` (axis ->
+    size, for every setting; default :func:`default_anchors`) and ``max_sizes``, plus the
+    recipe's decision per setting. ``updates`` and ``cells`` of a run enter the GPU-hours
+    (default: the cost model's reference run). ``min_ess``: below this median Kish ESS a chosen
+    run's value is flagged unreliable (refit to check it).
+    """
+    if target not in TARGETS:
+        raise DesignError(f"target must be one of {TARGETS}, got {target!r}")
+    if runs < 1 or simulations < 2 or actions < 1 or trials < 1:
+        raise DesignError("runs, actions and trials must be >= 1 and simulations >= 2")
+    if not (np.isfinite(budget) and budget > 0):
+        raise DesignError(f"budget must be finite and > 0, got {budget}")
+    costs = costs or Costs()
+    rng = np.random.default_rng([seed, 1])
+    draws = law_draws(fit, None, max_draws)
+    all_settings = list(draws.settings)
+    for label, named in (("target", target_settings), ("candidate", candidate_settings)):
+        unknown = [s for s in named or () if s not in all_settings]
+        if unknown:
+            raise DesignError(
+                f"{label} setting(s) {unknown} not in the fit; its settings: {all_settings}"
+            )
+    targets = list(target_settings or all_settings)
+    movers = list(candidate_settings or all_settings)
+    axes = draws.axes
+    columns = axis_columns(fit, axes)
+    swept = SweptRange.from_fit(fit)
+    if swept is None:
+        raise DesignError("the fit stores no swept range (written by an older version): refit it")
+    post = fit["posterior"]
+    if names.CONCENTRATION not in post:
+        raise DesignError(
+            f"the fit's posterior has no {names.CONCENTRATION!r}: the value of a run needs the "
+            "beta-binomial likelihood of a success-count fit"
+        )
+    phi = _thinned(_array(fit, names.CONCENTRATION), max_draws)
+    S = draws.samples
+    M = min(simulations, S)
+    outer = rng.permutation(S)[:M]
+
+    ds = recipe(
+        fit,
+        [budget],
+        prices=prices,
+        bounds=bounds,
+        settings=all_settings,
+        max_draws=max_draws,
+        multipliers=False,
+        seed=seed,
+    )
+    decision = ds[names.DECISION].isel({names.BUDGET_DIM: 0})  # (setting, axis) purchased
+    per_draw = ds[names.PURCHASED].isel({names.BUDGET_DIM: 0})
+    gap = (ds[names.SUCCESS_OPTIMUM] - ds[names.SUCCESS_DECISION]).isel({names.BUDGET_DIM: 0})
+    recipe_gap = {s: float(gap.sel({names.SETTING_DIM: s}).mean()) for s in targets}
+
+    success: list[Array] = []
+    exponents = None
+    if target == TARGET_DECISION:
+        pick = np.unique(np.linspace(0, S - 1, max(actions - 1, 1)).round().astype(int))
+        for s in targets:
+            g = all_settings.index(s)
+            opt = per_draw.sel({names.SETTING_DIM: s}).transpose(..., names.AXIS_DIM).to_numpy()
+            opt = opt.reshape(-1, len(axes))[pick]
+            act = np.vstack([decision.sel({names.SETTING_DIM: s}).to_numpy()[None, :], opt])
+            law = allocate.PowerLaw(
+                draws.coef[:, g, None],
+                draws.alpha[:, g, None],
+                draws.floor[:, g, None],
+                None if draws.gamma is None else draws.gamma[:, g, None],
+                None if draws.beta is None else draws.beta,
+                draws.pair,
+            )
+            success.append(regret(laws.success_from_loss(law.loss(act[None]))))
+    else:
+        if names.ALPHA_POP not in post:
+            raise DesignError(f"the fit's posterior has no {names.ALPHA_POP!r}")
+        exponents = _thinned(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), max_draws)
+
+    engine = _Engine(draws, phi, int(trials), outer, seed, target, success, exponents)
+    if anchors:
+        unknown = sorted(set(anchors) - set(axes))
+        if unknown:
+            raise DesignError(f"anchors name axis/axes {unknown} the fit does not have: {axes}")
+    anchor = default_anchors(swept.select(movers, list(axes)), axes, columns)
+    for a, v in (anchors or {}).items():
+        anchor[:, list(axes).index(a)] = float(v)
+    extra: dict[str, Sequence[Sequence[float]]] = {
+        s: [decision.sel({names.SETTING_DIM: s}).to_numpy().tolist()]
+        for s in movers
+        if s in targets
+    }
+    cands = candidate_grid(movers, axes, swept, anchor, beyond, step, max_sizes, extra)
+    if not cands:
+        raise DesignError("no candidate runs")
+
+    keys = setting_keys(fit, all_settings)
+    owned: dict[str, dict[str, float]] = {}
+    swept_all = swept.select(all_settings, list(axes))
+    for g, s in enumerate(all_settings):
+        dom = str(keys[s].get(names.DOMAIN, s))
+        have = owned.setdefault(dom, {a: 0.0 for a in axes})
+        for i, a in enumerate(axes):
+            have[a] = max(have[a], float(swept_all.hi[g, i]))
+
+    p_cache = [engine.p_at(c) for c in cands]
+    repeats = [0] * len(cands)
+    ll_cache: dict[tuple[int, int], Array] = {}
+    ll_batch = np.zeros((M, S))
+    base_total, _, _ = engine.score(ll_batch)  # zero reduction before anything is seen
+    chosen: list[ChosenRun] = []
+    first: list[Valued] = []
+    notes: list[str] = []
+    for step_no in range(runs):
+        current, current_parts, _ = engine.score(ll_batch)
+        valued = []
+        for i, c in enumerate(cands):
+            key = (i, repeats[i])
+            if key not in ll_cache:
+                ll_cache[key] = engine.loglik(i, c, repeats[i], p_cache[i])
+            total, parts, ess = engine.score(ll_batch + ll_cache[key])
+            gain = total - current
+            raw = float(gain.mean())
+            se = float(gain.std(ddof=1) / np.sqrt(M))
+            dom = str(keys[c.setting].get(names.DOMAIN, c.setting))
+            cost = _cost(
+                c, axes, columns, owned[dom], costs, keys[c.setting][names.PARAMS_B], updates, cells
+            )
+            by = tuple((parts - current_parts).mean(axis=0).tolist())
+            valued.append(
+                Valued(i, max(raw, 0.0), raw, se, cost, float(np.median(ess)), float(ess.min()), by)
+            )
+        if step_no == 0:
+            first = valued
+        best = max(valued, key=lambda v: (v.per_cost, v.raw))
+        c = cands[best.candidate]
+        chosen.append(
+            ChosenRun(c, repeats[best.candidate], best, _why(c, best, target, targets, axes))
+        )
+        ll_batch = ll_batch + ll_cache[(best.candidate, repeats[best.candidate])]
+        repeats[best.candidate] += 1
+        dom = str(keys[c.setting].get(names.DOMAIN, c.setting))
+        for a, v in zip(axes, c.sizes, strict=True):
+            owned[dom][a] = max(owned[dom][a], float(v))
+        for k in [k for k in ll_cache if k[0] == best.candidate]:
+            del ll_cache[k]
+    total, _, _ = engine.score(ll_batch)
+    reduction = float(total.mean() - base_total.mean())
+    if target == TARGET_DECISION:
+        now = float(np.mean([np.min(R.mean(axis=0)) for R in success]))
+    else:
+        assert exponents is not None
+        now = float(np.var(exponents, axis=0).sum())
+    low = [r for r in chosen if r.valued.ess_median < min_ess]
+    if low:
+        notes.append(
+            f"{len(low)} chosen run(s) have a median importance-weight ESS below {min_ess:g} "
+            f"(of {S} draws): their outcomes would move the posterior further than {S} draws "
+            "can represent, so their values are rough; refit after them (or rerun with more "
+            "draws) before trusting the ranking"
+        )
+    if any(r.valued.raw < 0 for r in chosen) or any(v.raw < 0 for v in first):
+        notes.append(
+            "values are Monte Carlo estimates clipped at 0 (the raw estimate and its standard "
+            "error are in the JSON); a negative raw value is sampling noise around 0"
+        )
+    return NextRuns(
+        target=target,
+        budget=float(budget),
+        axes=tuple(axes),
+        candidates=cands,
+        chosen=chosen,
+        first_step=first,
+        target_now=now,
+        target_after=max(now - reduction, 0.0),
+        target_settings=tuple(targets),
+        currency=costs.currency,
+        trials=int(trials),
+        simulations=M,
+        draws=S,
+        notes=notes,
+        recipe_gap=recipe_gap,
+    )
+
+
+def _why(c: Candidate, v: Valued, target: str, targets: Sequence[str], axes: Sequence[str]) -> str:
+    """Which axis and setting the run varies, and which part of the target it informs most."""
+    where = "inside the swept range" if c.beyond <= 1 + 1e-9 else f"{c.beyond:.3g}x swept max"
+    what = "the recipe's decision point" if c.axis == DECISION_AXIS else f"{c.axis} axis"
+    k = int(np.argmax(v.by_target))
+    if target == TARGET_DECISION:
+        return f"{what} of {c.setting} ({where}); informs the decision for {targets[k]} most"
+    return f"{what} of {c.setting} ({where}); informs alpha_pop[{axes[k]}] most"
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+def _number(x: float) -> float | str | None:
+    if math.isnan(x):
+        return None
+    if math.isinf(x):
+        return "inf"
+    return float(x)
+
+
+def to_json(result: NextRuns) -> dict[str, object]:
+    """A JSON-ready summary: the chosen runs in order and every candidate's first-step value."""
+
+    def sizes(c: Candidate) -> dict[str, int]:
+        return dict(zip(result.axes, c.sizes, strict=True))
+
+    def entry(v: Valued) -> dict[str, object]:
+        c = result.candidates[v.candidate]
+        return {
+            "setting": c.setting,
+            "sizes": sizes(c),
+            "axis": c.axis,
+            "beyond_swept_max": c.beyond,
+            "value": v.value,
+            "value_raw": v.raw,
+            "value_se": _number(v.se),
+            "cost": v.cost.total,
+            "cost_data": v.cost.data,
+            "cost_gpu": v.cost.gpu,
+            "gpu_hours": v.cost.gpu_hours,
+            "value_per_cost": _number(v.per_cost),
+            "ess_median": v.ess_median,
+            "ess_min": v.ess_min,
+        }
+
+    return {
+        "target": result.target,
+        "budget": result.budget,
+        "currency": result.currency,
+        "target_settings": list(result.target_settings),
+        "target_now": result.target_now,
+        "target_after_batch": result.target_after,
+        "recipe_gap": result.recipe_gap,
+        "trials_per_run": result.trials,
+        "simulations": result.simulations,
+        "draws": result.draws,
+        "total_cost": sum(r.valued.cost.total for r in result.chosen),
+        "chosen": [
+            {**entry(r.valued), "repeat": r.repeat, "why": r.why, "rank": k + 1}
+            for k, r in enumerate(result.chosen)
+        ],
+        "candidates": [entry(v) for v in result.first_step],
+        "notes": list(result.notes),
+    }
+
+
+def format_text(result: NextRuns) -> str:
+    """The batch as a table, with the target before and after."""
+    what = (
+        f"expected value of perfect information at budget {result.budget:g} {result.currency}"
+        if result.target == TARGET_DECISION
+        else "summed posterior variance of the population exponents"
+    )
+    lines = [
+        f"next {len(result.chosen)} run(s), chosen greedily by value per cost "
+        f"({len(result.candidates)} candidates, {result.draws} draws, "
+        f"{result.simulations} simulated outcomes each, {result.trials} trials per run)",
+        f"target: {what}: {result.target_now:.4g} now, {result.target_after:.4g} expected after "
+        "the batch",
+    ]
+    head = (
+        f"{'#':>2}  {'setting':<28} {'sizes':<24} {'value':>9} {'cost':>9} {'value/cost':>10} "
+        f"{'ESS':>6}  why"
+    )
+    lines.append(head)
+    for k, r in enumerate(result.chosen):
+        c, v = r.candidate, r.valued
+        sz = " ".join(f"{a}={s}" for a, s in zip(result.axes, c.sizes, strict=True))
+        lines.append(
+            f"{k + 1:>2}  {c.setting[:28]:<28} {sz[:24]:<24} {v.value:>9.3g} {v.cost.total:>9.4g} "
+            f"{v.per_cost:>10.3g} {v.ess_median:>6.0f}  {r.why}"
+        )
+    total = sum(r.valued.cost.total for r in result.chosen)
+    hours = sum(r.valued.cost.gpu_hours for r in result.chosen)
+    lines.append(f"total cost {total:.4g} {result.currency} ({hours:.4g} GPU-hours)")
+    lines.extend(f"note: {n}" for n in result.notes)
+    return "\n".join(lines)

@@ -1,0 +1,367 @@
+"""Which runs next, by simulation: regret of the recipe's decision against what the runs cost.
+
+    PYTHONPATH=. python benchmarks/next_study.py [--rounds 4] [--runs 6] [--out out/next_study]
+
+A declared truth (three settings of ``simulate.paper_truth``: Qwen3-8B GRPO on math+code, SWE
+and web), a small initial sweep (3 points per axis over 4x, one seed), then rounds of ``runs``
+runs chosen by three strategies, each followed by a refit on everything seen so far:
+
+* ``next``: :func:`bayesscale.design.next_runs.next_runs` (decision target at the budget);
+* ``paper``: the paper's one-axis-at-a-time grid (6 points over 32x, anchors 256 / 10,240 / 8,
+  3 seeds) in ``plan``'s order (per setting, grid points sorted, seeds innermost), skipping
+  runs already made;
+* ``random``: runs drawn uniformly from ``next``'s candidate grid.
+
+After every round: the regret of the recipe's decision under the truth (success at the
+truth's optimum minus the truth's success at the decision, at budget ``--budget``, within
+fixed bounds, averaged over the settings) against the cumulative cost of the chosen runs
+(:mod:`bayesscale.design.costs` defaults: data beyond what is owned plus GPU-hours). The
+reference is the paper's full grid, fitted together with the initial sweep. Target: the full
+grid's regret at half of its cost or less. Prints the curves, saves ``regret.png`` and
+``study.json`` in ``--out``. Seeded throughout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bayesscale import laws, names
+from bayesscale.design.costs import Costs
+from bayesscale.design.next_runs import (
+    axis_columns,
+    candidate_grid,
+    default_anchors,
+    next_runs,
+)
+from bayesscale.extrapolation import SweptRange
+from bayesscale.inference import FitConfig, fit
+from bayesscale.observations import Table, frame_sha256, validate
+from bayesscale.recipe import recipe, synthetic_fit
+from bayesscale.simulate import (
+    AXIS_COLUMNS,
+    PAPER_ANCHORS,
+    PAPER_GRIDS,
+    Truth,
+    paper_truth,
+    per_axis_design,
+    simulate,
+)
+from bayesscale.spec import parse_spec
+
+SPEC_TEXT = """
+[model]
+name = "next-study"
+[outcome]
+kind = "success"
+concentration = { median = 200.0, log_sd = 1.0 }
+[settings]
+keys = ["model", "algorithm", "domain"]
+[[axes]]
+name = "env"
+column = "n_envs"
+exponent = { median = 0.25, log_sd = 0.75 }
+[[axes]]
+name = "task"
+column = "n_tasks"
+exponent = { median = 0.25, log_sd = 0.75 }
+[[axes]]
+name = "traj"
+column = "rollouts"
+exponent = { median = 0.25, log_sd = 0.75 }
+[level]
+prior = { median = 1.0, log_sd = 1.0 }
+[slope]
+prior = { median = 0.03, log_sd = 1.5 }
+"""
+SPEC = parse_spec(SPEC_TEXT, "next-study")
+AXES = (names.ENV, names.TASK, names.TRAJ)
+PICK = (1, 7, 13)  # Qwen3-8B grpo: math+code, swe, web
+INITIAL_GRIDS = {names.ENV: (8, 16, 32), names.TASK: (320, 640, 1280), names.TRAJ: (2, 4, 8)}
+INITIAL_ANCHORS = {names.ENV: 32, names.TASK: 1280, names.TRAJ: 8}
+BOUNDS = {names.ENV: (1.0, 1024.0), names.TASK: (1.0, 40960.0), names.TRAJ: (1.0, 256.0)}
+CONFIG = FitConfig(chains=2, draws=300, tune=300, seed=1, progress=False, ess_target=0)
+COSTS = Costs()
+STRATEGIES = ("next", "paper", "random")
+
+
+def small_truth() -> Truth:
+    t = paper_truth(seed=20261129)
+    return dataclasses.replace(
+        t,
+        settings=[t.settings[i] for i in PICK],
+        alpha=[t.alpha[i] for i in PICK],
+        amplitude=[t.amplitude[i] for i in PICK],
+        loss_floor=[t.loss_floor[i] for i in PICK],
+    )
+
+
+def label(row: dict[str, Any]) -> str:
+    return " | ".join(str(row[k]) for k in names.SETTING_KEYS)
+
+
+def truth_optimum(truth: Truth, budget: float) -> np.ndarray:
+    """Success at the truth's own optimum per setting (a point-mass fit through the recipe)."""
+    floor = np.asarray(truth.loss_floor) + laws.size_term(
+        np.array([s[names.PARAMS_B] for s in truth.settings]),
+        truth.size_amplitude,
+        truth.alpha_size,
+        truth.size_reference,
+    )
+    point = synthetic_fit(
+        draws=2,
+        chains=1,
+        spread=0.0,
+        alpha=truth.alpha,
+        amplitude=truth.amplitude,
+        floor=floor.tolist(),
+        reference=truth.reference_scale,
+    )
+    ds = recipe(point, [budget], bounds=BOUNDS, decision=False, multipliers=False)
+    return np.asarray(ds[names.SUCCESS_OPTIMUM].isel(chain=0, draw=0, budget=0).to_numpy())
+
+
+def truth_success(truth: Truth, sizes: np.ndarray) -> np.ndarray:
+    """The truth's success per setting at sizes (G, 3) (axes in AXES order)."""
+    frame = pd.DataFrame(
+        [
+            {**s, **{AXIS_COLUMNS[a]: sizes[g, i] for i, a in enumerate(AXES)}}
+            for g, s in enumerate(truth.settings)
+        ]
+    )
+    return np.asarray(laws.success_from_loss(truth.expected_loss(frame)))
+
+
+def fit_frame(frame: pd.DataFrame) -> Any:
+    table = Table(validate(frame, SPEC, "study"), "study", frame_sha256(frame))
+    return fit(table, SPEC, CONFIG)
+
+
+def regret(truth: Truth, tree: Any, budget: float, optimum: np.ndarray) -> float:
+    ds = recipe(tree, [budget], bounds=BOUNDS, multipliers=False)
+    order = [label(s) for s in truth.settings]
+    dec = ds[names.DECISION].isel(budget=0).sel(setting=order).transpose("setting", "axis")
+    return float(np.mean(optimum - truth_success(truth, dec.to_numpy())))
+
+
+def run_cost(
+    row: dict[str, Any], owned: dict[str, dict[str, float]]
+) -> tuple[float, dict[str, float]]:
+    """Cost of one run given what its domain owns; the domain's inventory after it."""
+    have = dict(owned[row[names.DOMAIN]])
+    data = 0.0
+    for a in AXES:
+        size = float(row[AXIS_COLUMNS[a]])
+        data += COSTS.data_price(a) * max(0.0, size - have[a])
+        have[a] = max(have[a], size)
+    gpu = COSTS.gpu_hours(row[names.PARAMS_B], row[names.ROLLOUTS]) * COSTS.price_per_hour
+    return data + gpu, have
+
+
+def rows_for(truth: Truth, picks: list[tuple[str, tuple[int, ...], int]]) -> pd.DataFrame:
+    by_label = {label(s): s for s in truth.settings}
+    rows = []
+    for setting, sizes, seed in picks:
+        point = {AXIS_COLUMNS[a]: int(v) for a, v in zip(AXES, sizes, strict=True)}
+        rows.append({**by_label[setting], **point, names.REWARD: "sparse", names.SEED: seed})
+    frame = pd.DataFrame(rows)
+    frame[names.TRIALS] = truth.trials
+    return frame
+
+
+def paper_queue(truth: Truth, initial: pd.DataFrame) -> list[tuple[str, tuple[int, ...], int]]:
+    """The paper's full grid in plan's order, without the runs the initial sweep made."""
+    done = {
+        (label(r), tuple(int(r[AXIS_COLUMNS[a]]) for a in AXES), int(r[names.SEED]))
+        for r in initial.to_dict("records")
+    }
+    points: set[tuple[int, ...]] = set()
+    for axis in AXES:
+        for v in PAPER_GRIDS[axis]:
+            p = dict(PAPER_ANCHORS)
+            p[axis] = v
+            points.add(tuple(p[a] for a in AXES))
+    queue = []
+    for s in truth.settings:
+        for p in sorted(points):
+            for seed in (0, 1, 2):
+                if (label(s), p, seed) not in done:
+                    queue.append((label(s), p, seed))
+    return queue
+
+
+def random_picks(
+    tree: Any, k: int, rng: np.random.Generator, used: dict[tuple[str, tuple[int, ...]], int]
+) -> list[tuple[str, tuple[int, ...], int]]:
+    swept = SweptRange.from_fit(tree)
+    assert swept is not None
+    settings = list(swept.settings)
+    columns = axis_columns(tree, AXES)
+    anchors = default_anchors(swept.select(settings, list(AXES)), AXES, columns)
+    cap = {a: BOUNDS[a][1] for a in AXES}
+    cands = candidate_grid(settings, AXES, swept, anchors, max_sizes=cap)
+    out = []
+    for i in rng.choice(len(cands), size=k, replace=True):
+        c = cands[int(i)]
+        key = (c.setting, c.sizes)
+        out.append((c.setting, c.sizes, 100 + used.get(key, 0)))
+        used[key] = used.get(key, 0) + 1
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument("--budget", type=float, default=5000.0)
+    parser.add_argument("--out", default="out/next_study")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    truth = small_truth()
+    optimum = truth_optimum(truth, args.budget)
+    initial = simulate(
+        truth,
+        per_axis_design(truth, grids=INITIAL_GRIDS, anchors=INITIAL_ANCHORS, seeds=(0,)),
+        seed=1,
+    )
+    owned0 = {
+        s[names.DOMAIN]: {a: float(max(INITIAL_GRIDS[a])) for a in AXES} for s in truth.settings
+    }
+    t0 = time.perf_counter()
+    tree0 = fit_frame(initial)
+    r0 = regret(truth, tree0, args.budget, optimum)
+    print(
+        f"initial sweep: {len(initial)} runs, regret {r0:.4f} (fit {time.perf_counter() - t0:.0f} s)"
+    )
+
+    queue = paper_queue(truth, initial)
+    full_cost, owned = 0.0, {d: dict(v) for d, v in owned0.items()}
+    for setting, sizes, seed in queue:
+        c, owned[setting.split(" | ")[2]] = run_cost(
+            rows_for(truth, [(setting, sizes, seed)]).iloc[0].to_dict(), owned
+        )
+        full_cost += c
+    full_frame = pd.concat([initial, simulate(truth, rows_for(truth, queue), seed=2)])
+    t0 = time.perf_counter()
+    full_regret = regret(truth, fit_frame(full_frame), args.budget, optimum)
+    print(
+        f"paper full grid: {len(queue)} runs beyond the initial sweep, cost {full_cost:,.0f} "
+        f"{COSTS.currency}, regret {full_regret:.4f} (fit {time.perf_counter() - t0:.0f} s)"
+    )
+
+    curves: dict[str, list[dict[str, float]]] = {}
+    for si, strategy in enumerate(STRATEGIES):
+        frame, tree = initial.copy(), tree0
+        owned = {d: dict(v) for d, v in owned0.items()}
+        spent, used = 0.0, {}
+        rng = np.random.default_rng([7, si])
+        pos = 0
+        curve = [{"runs": 0, "cost": 0.0, "regret": r0, "seconds": 0.0}]
+        for rnd in range(args.rounds):
+            t0 = time.perf_counter()
+            if strategy == "next":
+                res = next_runs(
+                    tree,
+                    args.budget,
+                    runs=args.runs,
+                    bounds=BOUNDS,
+                    max_sizes={a: BOUNDS[a][1] for a in AXES},
+                    trials=truth.trials,
+                    max_draws=200,
+                    seed=rnd,
+                )
+                picks = []
+                for r in res.chosen:
+                    key = (r.candidate.setting, r.candidate.sizes)
+                    picks.append((*key, 100 + used.get(key, 0)))
+                    used[key] = used.get(key, 0) + 1
+            elif strategy == "paper":
+                picks = queue[pos : pos + args.runs]
+                pos += args.runs
+            else:
+                picks = random_picks(tree, args.runs, rng, used)
+            chose = time.perf_counter() - t0
+            new = rows_for(truth, picks)
+            for row in new.to_dict("records"):
+                c, owned[row[names.DOMAIN]] = run_cost(row, owned)
+                spent += c
+            frame = pd.concat([frame, simulate(truth, new, seed=1000 + 10 * rnd + si)])
+            tree = fit_frame(frame)
+            reg = regret(truth, tree, args.budget, optimum)
+            curve.append(
+                {
+                    "runs": (rnd + 1) * args.runs,
+                    "cost": spent,
+                    "regret": reg,
+                    "seconds": time.perf_counter() - t0,
+                    "choose_seconds": chose,
+                }
+            )
+            print(
+                f"{strategy:<6} round {rnd + 1}: {len(frame) - len(initial):>3} runs, cost "
+                f"{spent:>9,.0f}, regret {reg:.4f} (choose {chose:.1f} s, round "
+                f"{time.perf_counter() - t0:.0f} s)"
+            )
+        curves[strategy] = curve
+
+    half = full_cost / 2
+    print(f"\nreference: paper full grid regret {full_regret:.4f} at cost {full_cost:,.0f}")
+    for strategy, curve in curves.items():
+        hit = [p for p in curve if p["regret"] <= full_regret and p["cost"] <= half]
+        first = f"reached at cost {hit[0]['cost']:,.0f}" if hit else "not reached"
+        pts = ", ".join(f"{p['cost']:,.0f}:{p['regret']:.4f}" for p in curve)
+        print(
+            f"  {strategy:<6} (cost:regret) {pts}; target (<= {full_regret:.4f} by {half:,.0f}) {first}"
+        )
+    print(f"total {time.perf_counter() - start:.0f} s")
+    (out / "study.json").write_text(
+        json.dumps(
+            {
+                "budget": args.budget,
+                "initial_regret": r0,
+                "full_grid": {"cost": full_cost, "regret": full_regret, "runs": len(queue)},
+                "curves": curves,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    plot(curves, full_cost, full_regret, out / "regret.png")
+
+
+def plot(
+    curves: dict[str, list[dict[str, float]]], full_cost: float, full_regret: float, path: Path
+) -> None:
+    from bayesscale.figures.style import PALETTE, new_figure, paper_style
+
+    with paper_style():
+        fig, axes = new_figure(1, 1, panel=(4.0, 2.8))
+        ax = axes[0, 0]
+        for k, (strategy, curve) in enumerate(curves.items()):
+            ax.plot(
+                [p["cost"] for p in curve],
+                [p["regret"] for p in curve],
+                "o-",
+                color=PALETTE[k],
+                label=strategy,
+            )
+        ax.axhline(full_regret, color="grey", ls="--", lw=0.8, label="paper full grid")
+        ax.axvline(full_cost / 2, color="grey", ls=":", lw=0.8, label="half its cost")
+        ax.set_xlabel("cumulative cost of the chosen runs")
+        ax.set_ylabel("regret of the decision under the truth")
+        ax.legend()
+        fig.savefig(path)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""`bayesscale next`: preposterior values against known answers, the greedy batch, the cost
+file, the sweep file it writes, and the loop next -> plan -> launch --dry-run on the bundled
+example. Every fit here is hand-made (no sampling)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from scipy import stats
+from testdata import ROOT
+
+from bayesscale import names
+from bayesscale.cli import main
+from bayesscale.design import preposterior as pp
+from bayesscale.design.costs import Costs, CostsError, load_costs, parse_costs
+from bayesscale.design.next_runs import (
+    DesignError,
+    candidate_grid,
+    next_runs,
+    to_json,
+    with_concentration,
+)
+from bayesscale.design.sweep_file import next_sweep_text, toml_text
+from bayesscale.extrapolation import SweptRange
+from bayesscale.fitfile import ATTR_FORMAT, FORMAT_VERSION, save_fit
+from bayesscale.recipe import synthetic_fit
+from bayesscale.verl import manifest as mf
+from bayesscale.verl.sweep import SpecError, load_sweep_spec, parse_sweep_spec
+
+EXAMPLE = ROOT / "data" / "verl_example" / "sweep.toml"
+
+
+# --- the math, against known answers ---------------------------------------------------------
+
+
+def test_reweighting_matches_the_exact_posterior_of_a_tiny_model() -> None:
+    """Beta(2, 5) prior draws of a success probability, reweighted by one beta-binomial
+    outcome, against the exact posterior refitted on that outcome (phi huge: binomial, so the
+    posterior is Beta(2 + k, 5 + n - k))."""
+    rng = np.random.default_rng(3)
+    p = rng.beta(2.0, 5.0, 200_000)
+    n, k, phi = 40, 17, 1e9
+    w = pp.normalized_weights(pp.beta_binomial_logpmf(k, n, p, phi)[None, :])[0]
+    exact = stats.beta(2 + k, 5 + n - k)
+    assert np.sum(w * p) == pytest.approx(exact.mean(), abs=2e-3)
+    assert np.sum(w * (p - np.sum(w * p)) ** 2) == pytest.approx(exact.var(), rel=0.05)
+    assert 0.1 * p.size < pp.kish_ess(w) < p.size
+
+
+def test_beta_binomial_matches_scipy_and_simulation_is_seeded() -> None:
+    k, n, p, phi = np.array([0, 3, 10]), 10, 0.3, 25.0
+    expected = stats.betabinom.logpmf(k, n, p * phi, (1 - p) * phi)
+    assert np.allclose(pp.beta_binomial_logpmf(k, n, p, phi), expected)
+    a = pp.simulate_beta_binomial(np.random.default_rng(1), 50, np.full(5, 0.4), np.full(5, 80.0))
+    b = pp.simulate_beta_binomial(np.random.default_rng(1), 50, np.full(5, 0.4), np.full(5, 80.0))
+    assert a.tolist() == b.tolist()
+
+
+def test_an_outcome_that_cannot_change_the_decision_is_worth_nothing() -> None:
+    rng = np.random.default_rng(0)
+    P = rng.uniform(0.3, 0.6, (300, 6))
+    P[:, 2] += 0.5  # action 2 is best in every draw: nothing to learn
+    loglik = rng.normal(0, 3, (64, 300))
+    value, _ = pp.evsi(P, loglik)
+    assert value == pytest.approx(0.0, abs=1e-15) and pp.evpi(P) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_evsi_is_nonnegative_and_at_most_evpi() -> None:
+    rng = np.random.default_rng(1)
+    P = rng.uniform(0.3, 0.6, (400, 8))
+    which = rng.integers(0, 400, 200)
+    for scale in (0.1, 1.0, 10.0):  # from uninformative to revealing outcomes
+        loglik = -scale * (np.arange(400)[None, :] - which[:, None]) ** 2 / 400.0
+        value, se = pp.evsi(P, loglik)
+        assert -2 * se <= value <= float(pp.evpi(P)) + 1e-12
+    value, _ = pp.variance_reduction(P[:, :2], loglik)
+    assert value >= 0
+
+
+# --- the greedy batch on a hand-made fit ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def toy_fit() -> xr.DataTree:
+    return with_concentration(synthetic_fit(draws=120, spread=0.2, seed=2), 800.0)
+
+
+def test_no_uncertainty_no_value(toy_fit: xr.DataTree) -> None:
+    """A point-mass posterior: every candidate is worth exactly 0, the batch still fills."""
+    point = with_concentration(synthetic_fit(draws=30, spread=0.0), 800.0)
+    result = next_runs(point, 2e4, runs=2, simulations=8, max_draws=30, actions=8)
+    assert result.target_now == pytest.approx(0.0, abs=1e-12)
+    assert all(v.value == 0 for v in result.first_step) and len(result.chosen) == 2
+
+
+def test_batch_values_costs_and_json(toy_fit: xr.DataTree) -> None:
+    result = next_runs(toy_fit, 2e4, runs=3, simulations=24, max_draws=120, actions=24, seed=1)
+    assert len(result.chosen) == 3 and result.target_now > 0
+    assert all(v.value >= 0 and v.cost.total > 0 for v in result.first_step)
+    assert 0 <= result.target_after <= result.target_now
+    first = result.chosen[0].valued
+    assert first.per_cost == max(v.per_cost for v in result.first_step)
+    doc = json.loads(json.dumps(to_json(result)))
+    assert doc["chosen"][0]["rank"] == 1 and "informs" in doc["chosen"][0]["why"]
+    assert {"value", "cost", "value_per_cost", "ess_median"} <= set(doc["chosen"][0])
+    again = next_runs(toy_fit, 2e4, runs=3, simulations=24, max_draws=120, actions=24, seed=1)
+    assert [r.candidate for r in again.chosen] == [r.candidate for r in result.chosen]
+
+
+def test_a_repeated_run_is_worth_less_the_second_time(toy_fit: xr.DataTree) -> None:
+    """Diminishing returns: after conditioning on a run's outcome, the same run again (another
+    seed) is worth less than it was."""
+    result = next_runs(toy_fit, 2e4, runs=2, simulations=32, max_draws=120, actions=24)
+    top = result.chosen[0]
+    second = next_runs(toy_fit, 2e4, runs=2, simulations=32, max_draws=120, actions=24, beyond=1.0)
+    assert top.valued.value > 0 and second.chosen[0].valued.value > 0
+    # the same candidate valued at step 2 (its second run) against step 1
+    assert all(
+        not (r.candidate == top.candidate and r.repeat == 1 and r.valued.value > top.valued.value)
+        for r in result.chosen
+    )
+
+
+def test_exponents_target(toy_fit: xr.DataTree) -> None:
+    result = next_runs(toy_fit, 2e4, runs=2, target="exponents", simulations=16, max_draws=60)
+    assert result.target_now > 0 and all(v.value >= 0 for v in result.first_step)
+    assert "alpha_pop" in result.chosen[0].why
+
+
+def test_candidate_grid_nests_sizes_and_respects_caps() -> None:
+    swept = SweptRange(("env", "traj"), ("S",), np.array([[8.0, 2.0]]), np.array([[64.0, 16.0]]))
+    cands = candidate_grid(["S"], ("env", "traj"), swept, np.array([[64.0, 8.0]]), 4.0, 2.0,
+                           max_sizes={"env": 100})  # fmt: skip
+    env = sorted(c.sizes[0] for c in cands if c.axis == "env")
+    assert env == [8, 16, 32, 64, 100] and all(c.sizes[1] == 8 for c in cands if c.axis == "env")
+    # the anchor itself is listed once (under the first axis)
+    assert sorted(c.sizes[1] for c in cands if c.axis == "traj") == [2, 4, 16, 32, 64]
+
+
+def test_bad_inputs(toy_fit: xr.DataTree) -> None:
+    with pytest.raises(DesignError, match="target must be one of"):
+        next_runs(toy_fit, 1e4, target="nope")
+    with pytest.raises(DesignError, match="not in the fit"):
+        next_runs(toy_fit, 1e4, target_settings=["nope"])
+    with pytest.raises(DesignError, match="concentration"):
+        next_runs(synthetic_fit(draws=10), 1e4)
+
+
+# --- costs ----------------------------------------------------------------------------------
+
+
+def test_costs_defaults_and_file(tmp_path: Path) -> None:
+    costs = Costs()
+    assert costs.gpu_hours() == 48.0 and costs.gpu_hours(params_b=4.0, rollouts=16) == 48.0
+    path = tmp_path / "costs.toml"
+    path.write_text('currency = "EUR"\n[data]\nenv = 5\n[gpu]\nprice_per_hour = 3.5\n')
+    loaded = load_costs(path)
+    assert (loaded.currency, loaded.data["env"], loaded.data["task"]) == ("EUR", 5.0, 0.18)
+    assert loaded.price_per_hour == 3.5
+    with pytest.raises(CostsError, match=r"costs.toml: \[gpu\]: unknown key\(s\) \['speed'\]"):
+        parse_costs("[gpu]\nspeed = 1", source=str(tmp_path / "costs.toml"))
+    with pytest.raises(CostsError, match=r"x.toml: \[data\] env: must be a finite number >= 0"):
+        parse_costs("[data]\nenv = -1", source="x.toml")
+    with pytest.raises(CostsError, match="reference_rollouts: must be > 0"):
+        parse_costs("[gpu]\nreference_rollouts = 0")
+
+
+# --- the sweep file and plan's [[grid.point]] ------------------------------------------------------
+
+
+def test_grid_point_spec_round_trip_and_errors(tmp_path: Path) -> None:
+    base = load_sweep_spec(EXAMPLE)
+    point = {"n_envs": 4, "n_tasks": 16, "rollouts": 8, "seeds": [3, 4], "models": ["qwen3-4b"],
+             "algorithms": ["grpo"], "label": "next:traj"}  # fmt: skip
+    text = next_sweep_text(base, [point], note="test")
+    spec = parse_sweep_spec(text, "next.toml", tmp_path)
+    assert spec.explicit_points[0].seeds == (3, 4) and spec.axes == ()
+    assert spec.pool == base.pool.resolve() and spec.cells == base.cells
+    raw = tomllib.loads(toml_text({"a": 1, "t": {"b": [1, 2], "c": "x"}}))
+    assert raw == {"a": 1, "t": {"b": [1, 2], "c": "x"}}
+    mixed = text.replace("[[grid.point]]", "[grid]\nspan = 4\n[[grid.point]]", 1)
+    with pytest.raises(SpecError, match=r"lists the grid points explicitly; remove \['span'\]"):
+        parse_sweep_spec(mixed, "next.toml", tmp_path)
+    bad = text.replace('models = ["qwen3-4b"]', 'models = ["other"]')
+    with pytest.raises(SpecError, match="key 'models' must name"):
+        parse_sweep_spec(bad, "next.toml", tmp_path)
+    twice = next_sweep_text(base, [point, point])
+    with pytest.raises(SpecError, match="is listed twice"):
+        parse_sweep_spec(twice, "next.toml", tmp_path)
+
+
+def example_fit(path: Path) -> Path:
+    """A hand-made fit of the example sweep's settings (qwen3-4b, grpo and ppo, math+code),
+    swept over the example's grid (envs 1-16, tasks 8-128, rollouts 1-16)."""
+    tree = synthetic_fit(
+        draws=80,
+        spread=0.15,
+        seed=4,
+        reference=(4.0, 32.0, 4.0),
+        swept=((1.0, 8.0, 1.0), (16.0, 128.0, 16.0)),
+    )
+    labels = ["qwen3-4b | grpo | math+code", "qwen3-4b | ppo | math+code"]
+    post = tree["posterior"].to_dataset().assign_coords({names.SETTING_DIM: labels})
+    const = tree["constant_data"].to_dataset().assign_coords({names.SETTING_DIM: labels})
+    const[names.MODEL] = (names.SETTING_DIM, ["qwen3-4b", "qwen3-4b"])
+    const[names.ALGORITHM] = (names.SETTING_DIM, ["grpo", "ppo"])
+    const[names.DOMAIN] = (names.SETTING_DIM, ["math+code", "math+code"])
+    out = xr.DataTree.from_dict({"posterior": post, "constant_data": const})
+    out.attrs = {**tree.attrs, ATTR_FORMAT: FORMAT_VERSION}
+    out = with_concentration(out, 300.0)
+    save_fit(out, path)
+    return path
+
+
+def test_next_plan_launch_dry_run_on_the_bundled_example(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fit = example_fit(tmp_path / "fit.nc")
+    nxt, png = tmp_path / "next.toml", tmp_path / "next.png"
+    args = ["next", str(fit), "--budget", "3000", "--runs", "3", "--sweep", str(EXAMPLE),
+            "--simulations", "16", "--max-draws", "40"]  # fmt: skip
+    assert main([*args, "--out", str(nxt), "--figure", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "next 3 run(s)" in out and f"next: bayesscale plan {nxt}" in out
+    assert png.stat().st_size > 0
+    assert main([*args, "--out", str(nxt)]) == 2
+    assert "exists; pass --force" in capsys.readouterr().err
+    spec = load_sweep_spec(nxt)
+    assert spec.explicit_points and all(min(p.seeds or ()) >= 3 for p in spec.explicit_points)
+    assert max(p.n_envs for p in spec.explicit_points) <= 20  # the pool's training envs
+
+    sweep = tmp_path / "sw"
+    assert main(["plan", str(nxt), "--out", str(sweep)]) == 0
+    capsys.readouterr()
+    manifest = mf.read_manifest(sweep)
+    assert len(manifest) == 3 and manifest[names.SWEEP_AXIS].str.startswith("next:").all()
+    assert main(["launch", str(sweep), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and all("verl.trainer.main_ppo" in line for line in lines)
+
+    assert main([*args[:-4], "--json"]) == 0  # no --out: print only
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["chosen"]) == 3 and doc["candidates"]
+
+
+def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fit = example_fit(tmp_path / "fit.nc")
+    assert main(["next", str(fit), "--budget", "100", "--out", str(tmp_path / "n.toml")]) == 2
+    assert "--out needs --sweep" in capsys.readouterr().err
+    costs = tmp_path / "c.toml"
+    costs.write_text("[gpu]\nprice = 1\n")
+    assert main(["next", str(fit), "--budget", "100", "--costs", str(costs)]) == 2
+    assert "c.toml: [gpu]: unknown key(s) ['price']" in capsys.readouterr().err
