@@ -4,31 +4,40 @@ example. Every fit here is hand-made (no sampling)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import tomllib
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from scipy import stats
 from testdata import ROOT
 
-from bayesscale import names
+from bayesscale import __version__, names
 from bayesscale.cli import main
 from bayesscale.design import preposterior as pp
 from bayesscale.design.costs import Costs, CostsError, load_costs, parse_costs
 from bayesscale.design.next_runs import (
     DesignError,
     candidate_grid,
+    format_text,
     next_runs,
+    refit_check,
+    simulated_rows,
     to_json,
     with_concentration,
 )
 from bayesscale.design.sweep_file import next_sweep_text, toml_text
 from bayesscale.extrapolation import SweptRange
-from bayesscale.fitfile import ATTR_FORMAT, FORMAT_VERSION, save_fit
-from bayesscale.recipe import synthetic_fit
+from bayesscale.fitfile import ATTR_FORMAT, FORMAT_VERSION, load_fit, save_fit
+from bayesscale.inference import FitConfig, fit
+from bayesscale.observations import Table, frame_sha256, validate
+from bayesscale.recipe import law_draws, synthetic_fit
+from bayesscale.spec import parse_spec
 from bayesscale.verl import manifest as mf
 from bayesscale.verl.sweep import SpecError, load_sweep_spec, parse_sweep_spec
 
@@ -256,3 +265,102 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     costs.write_text("[gpu]\nprice = 1\n")
     assert main(["next", str(fit), "--budget", "100", "--costs", str(costs)]) == 2
     assert "c.toml: [gpu]: unknown key(s) ['price']" in capsys.readouterr().err
+
+
+# --- a real fit of a tiny model: reweighting against refitting -------------------------------------
+
+TINY_SPEC_TEXT = """
+[model]
+name = "tiny"
+[outcome]
+kind = "success"
+concentration = { median = 800.0, log_sd = 0.05 }
+[settings]
+keys = ["model", "algorithm", "domain"]
+[[axes]]
+name = "env"
+column = "n_envs"
+exponent = { median = 0.4, log_sd = 0.5 }
+[[axes]]
+name = "traj"
+column = "rollouts"
+exponent = { median = 0.15, log_sd = 0.5 }
+[level]
+prior = { median = 1.0, log_sd = 1.0 }
+[slope]
+prior = { median = 0.05, log_sd = 1.0 }
+"""
+TINY_SETTING = {names.MODEL: "m", names.ALGORITHM: "grpo", names.DOMAIN: "d"}
+
+
+def _tiny_frame() -> pd.DataFrame:
+    """One setting, two axes, 3 points each over 4x, two seeds: success from a known law."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for envs, rollouts, seed in [(e, r, s) for e, r in
+                                 [(8, 8), (16, 8), (32, 8), (32, 2), (32, 4)] for s in (0, 1)]:
+        loss = 0.55 + 0.2 * (envs / 16) ** -0.4 + 0.08 * (rollouts / 4) ** -0.15
+        q = rng.beta(np.exp(-loss) * 800, (1 - np.exp(-loss)) * 800)
+        rows.append({**TINY_SETTING, names.N_ENVS: envs, names.ROLLOUTS: rollouts,
+                     names.SEED: seed, names.TRIALS: 2000,
+                     names.SUCCESSES: int(rng.binomial(2000, q))})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _fit_tiny(frame: pd.DataFrame) -> xr.DataTree:
+    """Fit (sampled once per frame; BAYESSCALE_FIT_CACHE=DIR keeps it between runs)."""
+    spec = parse_spec(TINY_SPEC_TEXT, "tiny")
+    config = FitConfig(chains=2, draws=400, tune=300, seed=3, progress=False, ess_target=0)
+    key = hashlib.sha256((frame.to_csv() + repr(config) + __version__).encode()).hexdigest()
+    cache = os.environ.get("BAYESSCALE_FIT_CACHE")
+    path = Path(cache) / f"next-tiny-{key[:16]}.nc" if cache else None
+    if path is not None and path.exists():
+        return load_fit(path)
+    table = Table(validate(frame, spec, "tiny"), "tiny", frame_sha256(frame))
+    tree = fit(table, spec, config)
+    if path is not None:
+        save_fit(tree, path, overwrite=True)
+    return tree
+
+
+def test_reweighting_matches_a_refit_on_a_tiny_model() -> None:
+    """The package's law on 10 runs; one candidate run's simulated outcome. Reweighting the
+    draws by its likelihood and refitting on the 11 runs give the same posterior of success at
+    the candidate and of the exponents (within Monte Carlo error); refit_check reports the
+    refit's target."""
+    frame = _tiny_frame()
+    tree = _fit_tiny(frame)
+    result = next_runs(tree, 500.0, runs=1, trials=2000, simulations=16, max_draws=400,
+                       actions=32, beyond=2.0)  # fmt: skip
+    run = result.chosen[0]
+    refits: dict[str, xr.DataTree] = {}
+
+    def refit(rows: list[dict[str, object]]) -> xr.DataTree:
+        extra = pd.DataFrame(rows).assign(**{names.SEED: 2})
+        both = pd.concat([frame, extra[frame.columns]], ignore_index=True)
+        key = both.to_csv()
+        if key not in refits:
+            refits[key] = _fit_tiny(both)
+        return refits[key]
+
+    after = refit(simulated_rows(result, tree, 0))
+    draws = law_draws(tree, max_draws=400)
+    sizes = np.asarray(run.candidate.sizes, dtype=float)
+    p = np.exp(-(draws.floor[:, 0] + np.sum(draws.coef[:, 0] * sizes ** -draws.alpha[:, 0], -1)))
+    phi = tree["posterior"][names.CONCENTRATION].to_numpy().reshape(-1)
+    w = pp.normalized_weights(pp.beta_binomial_logpmf(run.outcomes[0], 2000, p, phi)[None])[0]
+    new = law_draws(after, max_draws=400)
+    p_new = np.exp(-(new.floor[:, 0] + np.sum(new.coef[:, 0] * sizes ** -new.alpha[:, 0], -1)))
+    sd = float(np.sqrt(np.sum(w * (p - np.sum(w * p)) ** 2)))
+    assert pp.kish_ess(w) > 30
+    assert np.sum(w * p) == pytest.approx(p_new.mean(), abs=0.5 * sd)
+    assert sd == pytest.approx(p_new.std(), rel=0.35)
+    assert p.std() > 1.05 * sd  # the outcome was informative (one run: modestly)
+    for a in range(2):
+        alpha_w = float(np.sum(w * draws.alpha[:, 0, a]))
+        spread = float(draws.alpha[:, 0, a].std())
+        assert alpha_w == pytest.approx(new.alpha[:, 0, a].mean(), abs=0.35 * spread)
+
+    check = refit_check(result, tree, refit, outcomes=1, max_draws=400, reason="test")
+    assert check.now > 0 and len(check.after) == 1 and result.refit is check
+    assert "refit check (test)" in format_text(result)

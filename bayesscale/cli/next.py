@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from bayesscale.cli import add_force
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -79,6 +84,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=nr.DEFAULT_MIN_ESS,
         help="flag chosen runs whose importance weights' median ESS is below this",
     )
+    parser.add_argument(
+        "--refit-below",
+        type=float,
+        default=None,
+        metavar="ESS",
+        help="when a chosen run's median ESS is below ESS, check the batch by refitting the "
+        "law (needs --observations) on the observations plus the batch's simulated outcomes",
+    )
+    parser.add_argument(
+        "--observations", metavar="OBS.csv", help="the observations the fit was made from"
+    )
+    parser.add_argument(
+        "--refit-outcomes",
+        type=int,
+        default=4,
+        help="simulated outcomes (refits) of the refit check (default %(default)s)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(func=run)
 
@@ -96,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.prices import load_prices
     from bayesscale.recipe import law_draws
 
+    if args.refit_below is not None and args.observations is None:
+        raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
     out = output_path(args.out, args.force)
     figure = output_path(args.figure, args.force)
     if out is not None and args.sweep is None:
@@ -155,6 +179,13 @@ def run(args: argparse.Namespace) -> int:
         min_ess=args.min_ess,
         seed=args.seed,
     )
+    low = [r for r in result.chosen if r.valued.ess_median < (args.refit_below or 0.0)]
+    if low:
+        refit = _refitter(fit, args.observations, args.seed)
+        reason = (
+            f"{len(low)} chosen run(s) with median ESS below --refit-below {args.refit_below:g}"
+        )
+        nr.refit_check(result, fit, refit, args.refit_outcomes, prices, reason=reason)
     if out is not None and spec is not None:
         points = sweep_file.sweep_points(result.chosen, result.axes, columns, keys, spec)
         note = (
@@ -175,3 +206,36 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             print(f"wrote {out}\nnext: bayesscale plan {out} --out SWEEP_DIR")
     return 0
+
+
+def _refitter(
+    fit: xr.DataTree, observations: str, seed: int
+) -> Callable[[list[dict[str, Any]]], xr.DataTree]:
+    """``rows -> fit``: the law of ``fit``'s spec refitted to the observations plus ``rows``
+    (columns the rows lack are taken from the same setting's first observed row)."""
+    import pandas as pd
+
+    from bayesscale import names
+    from bayesscale.fitfile import fit_spec
+    from bayesscale.inference import FitConfig
+    from bayesscale.inference import fit as fit_law
+    from bayesscale.observations import Table, frame_sha256, read_table, validate
+
+    spec = fit_spec(fit)
+    frame, _ = read_table(observations)
+    keys = list(spec.setting_keys)
+    config = FitConfig(seed=seed, progress=False, draws=500, ess_target=0)
+
+    def refit(rows: list[dict[str, Any]]) -> xr.DataTree:
+        extra = pd.DataFrame(rows)
+        first = frame.groupby(keys, sort=False).head(1).set_index(keys)
+        for column in frame.columns:
+            if column not in extra.columns:
+                index = pd.MultiIndex.from_frame(extra[keys].astype(str))
+                extra[column] = first[column].reindex(index).to_numpy()
+        extra[names.SEED] = extra[names.SEED] + int(frame[names.SEED].max()) + 1
+        both = pd.concat([frame, extra[frame.columns]], ignore_index=True)
+        table = Table(validate(both, spec, "refit check"), "refit check", frame_sha256(both))
+        return fit_law(table, spec, config)
+
+    return refit

@@ -32,7 +32,7 @@ Example
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,6 +122,8 @@ class ChosenRun:
     repeat: int  # 0 for the first run at this setting and size, 1 for the second, ...
     valued: Valued
     why: str
+    outcomes: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Successes of the run simulated from each outer draw (the preposterior's ``y_m``)."""
 
 
 @dataclass
@@ -143,6 +145,22 @@ class NextRuns:
     draws: int
     notes: list[str] = field(default_factory=list)
     recipe_gap: dict[str, float] = field(default_factory=dict)
+    refit: RefitCheck | None = None
+
+
+@dataclass(frozen=True)
+class RefitCheck:
+    """The batch's effect on the target estimated by refitting instead of reweighting: the
+    recipe's own target before (``now``) and after refits on the observations plus the
+    batch's outcomes simulated from ``outcomes`` outer draws (``after``, one per refit)."""
+
+    now: float
+    after: tuple[float, ...]
+    reason: str
+
+    @property
+    def reduction(self) -> float:
+        return self.now - float(np.mean(self.after))
 
 
 # --- reading the fit ---------------------------------------------------------------------------
@@ -294,11 +312,15 @@ class _Engine:
         loss = law.loss(np.asarray(cand.sizes, dtype=float)[None, :])
         return np.asarray(laws.success_from_loss(loss), dtype=float)
 
-    def loglik(self, index: int, cand: Candidate, repeat: int, p: Array) -> Array:
-        """(M, S): the log-likelihood under every draw of the outcome simulated from each
-        outer draw for this candidate's ``repeat``-th run (its own seeded stream)."""
+    def outcomes(self, index: int, repeat: int, p: Array) -> NDArray[np.int64]:
+        """(M,): the outcome of this candidate's ``repeat``-th run simulated from each outer
+        draw (its own seeded stream, so every call gives the same outcomes)."""
         rng = np.random.default_rng([self.seed, 7, index, repeat])
-        k = simulate_beta_binomial(rng, self.trials, p[self.outer], self.phi[self.outer])
+        return simulate_beta_binomial(rng, self.trials, p[self.outer], self.phi[self.outer])
+
+    def loglik(self, index: int, repeat: int, p: Array) -> Array:
+        """(M, S): the log-likelihood under every draw of :meth:`outcomes`."""
+        k = self.outcomes(index, repeat, p)
         return beta_binomial_logpmf(k[:, None], self.trials, p[None, :], self.phi[None, :])
 
     def score(self, ll: Array) -> tuple[Array, Array, Array]:
@@ -488,7 +510,7 @@ def next_runs(
         for i, c in enumerate(cands):
             key = (i, repeats[i])
             if key not in ll_cache:
-                ll_cache[key] = engine.loglik(i, c, repeats[i], p_cache[i])
+                ll_cache[key] = engine.loglik(i, repeats[i], p_cache[i])
             total, parts, ess = engine.score(ll_batch + ll_cache[key])
             gain = total - current
             raw = float(gain.mean())
@@ -506,7 +528,13 @@ def next_runs(
         best = max(valued, key=lambda v: (v.per_cost, v.raw))
         c = cands[best.candidate]
         chosen.append(
-            ChosenRun(c, repeats[best.candidate], best, _why(c, best, target, targets, axes))
+            ChosenRun(
+                c,
+                repeats[best.candidate],
+                best,
+                _why(c, best, target, targets, axes),
+                engine.outcomes(best.candidate, repeats[best.candidate], p_cache[best.candidate]),
+            )
         )
         ll_batch = ll_batch + ll_cache[(best.candidate, repeats[best.candidate])]
         repeats[best.candidate] += 1
@@ -564,6 +592,84 @@ def _why(c: Candidate, v: Valued, target: str, targets: Sequence[str], axes: Seq
     return f"{what} of {c.setting} ({where}); informs alpha_pop[{axes[k]}] most"
 
 
+# --- the refit fallback ------------------------------------------------------------------------
+
+
+def fit_target(
+    fit: xr.DataTree,
+    target: str,
+    budget: float,
+    settings: Sequence[str],
+    prices: Prices | None = None,
+    bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
+    max_draws: int | None = DEFAULT_MAX_DRAWS,
+) -> float:
+    """The target of a fit, computed from scratch: the recipe's
+    ``mean(success_at_optimum - success_at_decision)`` at ``budget`` averaged over ``settings``
+    (decision), or the summed posterior variance of ``alpha_pop`` (exponents)."""
+    if target == TARGET_EXPONENTS:
+        alpha = _thinned(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), max_draws)
+        return float(np.var(alpha, axis=0).sum())
+    ds = recipe(
+        fit,
+        [budget],
+        prices=prices,
+        bounds=bounds,
+        settings=list(settings),
+        max_draws=max_draws,
+        multipliers=False,
+    )
+    gap = ds[names.SUCCESS_OPTIMUM] - ds[names.SUCCESS_DECISION]
+    return float(gap.mean())
+
+
+def simulated_rows(
+    result: NextRuns, fit: xr.DataTree, outer: int, first_seed: int = 1000
+) -> list[dict[str, Any]]:
+    """Observation rows of the batch with the outcomes simulated from outer draw ``outer``:
+    setting keys (and ``params_b``), axis columns, seed ``first_seed + repeat``, ``trials``,
+    ``successes``."""
+    keys = setting_keys(fit, list(dict.fromkeys(r.candidate.setting for r in result.chosen)))
+    columns = axis_columns(fit, result.axes)
+    rows = []
+    for r in result.chosen:
+        row: dict[str, Any] = {k: v for k, v in keys[r.candidate.setting].items() if v is not None}
+        row.update(
+            {columns[a]: int(v) for a, v in zip(result.axes, r.candidate.sizes, strict=True)}
+        )
+        row[names.SEED] = first_seed + r.repeat
+        row[names.TRIALS] = result.trials
+        row[names.SUCCESSES] = int(r.outcomes[outer])
+        rows.append(row)
+    return rows
+
+
+def refit_check(
+    result: NextRuns,
+    fit: xr.DataTree,
+    refit: Callable[[list[dict[str, Any]]], xr.DataTree],
+    outcomes: int = 4,
+    prices: Prices | None = None,
+    bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
+    max_draws: int | None = DEFAULT_MAX_DRAWS,
+    reason: str = "",
+) -> RefitCheck:
+    """Re-estimate the batch's effect on the target by refitting: for the first ``outcomes``
+    outer draws, ``refit(rows)`` fits the law to the fit's observations plus the batch's rows
+    simulated from that draw (:func:`simulated_rows`), and the target is recomputed from the
+    refit (:func:`fit_target`). The fallback when the importance weights collapse; it costs
+    ``outcomes`` fits. Stored in ``result.refit`` and returned."""
+    if outcomes < 1:
+        raise DesignError(f"outcomes must be >= 1, got {outcomes}")
+    args = (result.target, result.budget, result.target_settings, prices, bounds, max_draws)
+    now = fit_target(fit, *args)
+    after = []
+    for m in range(min(outcomes, result.simulations)):
+        after.append(fit_target(refit(simulated_rows(result, fit, m)), *args))
+    result.refit = RefitCheck(now, tuple(after), reason)
+    return result.refit
+
+
 # --- output ------------------------------------------------------------------------------------
 
 
@@ -618,6 +724,14 @@ def to_json(result: NextRuns) -> dict[str, object]:
         ],
         "candidates": [entry(v) for v in result.first_step],
         "notes": list(result.notes),
+        "refit": None
+        if result.refit is None
+        else {
+            "target_now": result.refit.now,
+            "target_after": list(result.refit.after),
+            "reduction": result.refit.reduction,
+            "reason": result.refit.reason,
+        },
     }
 
 
@@ -651,4 +765,13 @@ def format_text(result: NextRuns) -> str:
     hours = sum(r.valued.cost.gpu_hours for r in result.chosen)
     lines.append(f"total cost {total:.4g} {result.currency} ({hours:.4g} GPU-hours)")
     lines.extend(f"note: {n}" for n in result.notes)
+    if result.refit is not None:
+        ref = result.refit
+        lines.append(
+            f"refit check ({ref.reason}): the recipe's target {ref.now:.4g} now, "
+            f"{np.mean(ref.after):.4g} after the batch (mean of {len(ref.after)} refits on "
+            f"simulated outcomes: {', '.join(f'{a:.4g}' for a in ref.after)}); reduction "
+            f"{ref.reduction:.4g} against {result.target_now - result.target_after:.4g} by "
+            "reweighting"
+        )
     return "\n".join(lines)
