@@ -1,23 +1,27 @@
 """Which runs next, by simulation: regret of the recipe's decision against what the runs cost.
 
-    PYTHONPATH=. python benchmarks/next_study.py [--rounds 4] [--runs 6] [--out out/next_study]
+    PYTHONPATH=. python benchmarks/next_study.py [--rounds 4] [--spend 3000] [--replicates 2]
+        [--out out/next_study]
 
 A declared truth (three settings of ``simulate.paper_truth``: Qwen3-8B GRPO on math+code, SWE
-and web), a small initial sweep (3 points per axis over 4x, one seed), then rounds of ``runs``
-runs chosen by three strategies, each followed by a refit on everything seen so far:
+and web), a small initial sweep (3 points per axis over 4x, one seed: 21 runs), then rounds in
+which each of three strategies buys runs up to ``--spend`` (money, the
+:mod:`bayesscale.design.costs` defaults: data beyond what is owned plus GPU-hours), each round
+followed by a refit on everything seen so far (2 chains x 300 draws):
 
-* ``next``: :func:`bayesscale.design.next_runs.next_runs` (decision target at the budget);
+* ``next``: :func:`bayesscale.design.next_runs.next_runs` (decision target at the budget,
+  ``spend`` cap, up to ``--max-runs`` runs);
 * ``paper``: the paper's one-axis-at-a-time grid (6 points over 32x, anchors 256 / 10,240 / 8,
   3 seeds) in ``plan``'s order (per setting, grid points sorted, seeds innermost), skipping
-  runs already made;
+  runs the initial sweep made;
 * ``random``: runs drawn uniformly from ``next``'s candidate grid.
 
 After every round: the regret of the recipe's decision under the truth (success at the
-truth's optimum minus the truth's success at the decision, at budget ``--budget``, within
-fixed bounds, averaged over the settings) against the cumulative cost of the chosen runs
-(:mod:`bayesscale.design.costs` defaults: data beyond what is owned plus GPU-hours). The
-reference is the paper's full grid, fitted together with the initial sweep. Target: the full
-grid's regret at half of its cost or less. Prints the curves, saves ``regret.png`` and
+truth's optimum minus the truth's success at the decision, at budget ``--budget``, within fixed
+bounds, averaged over the settings), and the posterior's own EVPI, against the cumulative
+cost. The reference is the paper's full grid fitted with the initial sweep. Target: the full
+grid's regret at half of its cost or less. ``--replicates`` repeats everything with other
+simulated data (same truth) and averages. Prints the curves, saves ``regret.png`` and
 ``study.json`` in ``--out``. Seeded throughout.
 """
 
@@ -27,6 +31,7 @@ import argparse
 import dataclasses
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +48,7 @@ from bayesscale.design.next_runs import (
 )
 from bayesscale.extrapolation import SweptRange
 from bayesscale.inference import FitConfig, fit
-from bayesscale.observations import Table, frame_sha256, validate
+from bayesscale.observations import DataWarning, Table, frame_sha256, validate
 from bayesscale.recipe import recipe, synthetic_fit
 from bayesscale.simulate import (
     AXIS_COLUMNS,
@@ -87,6 +92,7 @@ PICK = (1, 7, 13)  # Qwen3-8B grpo: math+code, swe, web
 INITIAL_GRIDS = {names.ENV: (8, 16, 32), names.TASK: (320, 640, 1280), names.TRAJ: (2, 4, 8)}
 INITIAL_ANCHORS = {names.ENV: 32, names.TASK: 1280, names.TRAJ: 8}
 BOUNDS = {names.ENV: (1.0, 1024.0), names.TASK: (1.0, 40960.0), names.TRAJ: (1.0, 256.0)}
+MAX_SIZES = {a: BOUNDS[a][1] for a in AXES}
 CONFIG = FitConfig(chains=2, draws=300, tune=300, seed=1, progress=False, ess_target=0)
 COSTS = Costs()
 STRATEGIES = ("next", "paper", "random")
@@ -144,11 +150,14 @@ def fit_frame(frame: pd.DataFrame) -> Any:
     return fit(table, SPEC, CONFIG)
 
 
-def regret(truth: Truth, tree: Any, budget: float, optimum: np.ndarray) -> float:
+def regret(truth: Truth, tree: Any, budget: float, optimum: np.ndarray) -> tuple[float, float]:
+    """The decision's regret under the truth, and the posterior's EVPI (its own estimate of
+    the expected regret), both averaged over the settings."""
     ds = recipe(tree, [budget], bounds=BOUNDS, multipliers=False)
     order = [label(s) for s in truth.settings]
     dec = ds[names.DECISION].isel(budget=0).sel(setting=order).transpose("setting", "axis")
-    return float(np.mean(optimum - truth_success(truth, dec.to_numpy())))
+    evpi = float((ds[names.SUCCESS_OPTIMUM] - ds[names.SUCCESS_DECISION]).mean())
+    return float(np.mean(optimum - truth_success(truth, dec.to_numpy()))), evpi
 
 
 def run_cost(
@@ -198,83 +207,106 @@ def paper_queue(truth: Truth, initial: pd.DataFrame) -> list[tuple[str, tuple[in
 
 
 def random_picks(
-    tree: Any, k: int, rng: np.random.Generator, used: dict[tuple[str, tuple[int, ...]], int]
+    tree: Any,
+    cap: float,
+    rng: np.random.Generator,
+    used: dict[tuple[str, tuple[int, ...]], int],
+    truth: Truth,
+    owned: dict[str, dict[str, float]],
 ) -> list[tuple[str, tuple[int, ...], int]]:
+    """Random candidates from next's grid, one at a time, while they fit in ``cap``."""
     swept = SweptRange.from_fit(tree)
     assert swept is not None
     settings = list(swept.settings)
-    columns = axis_columns(tree, AXES)
-    anchors = default_anchors(swept.select(settings, list(AXES)), AXES, columns)
-    cap = {a: BOUNDS[a][1] for a in AXES}
-    cands = candidate_grid(settings, AXES, swept, anchors, max_sizes=cap)
-    out = []
-    for i in rng.choice(len(cands), size=k, replace=True):
-        c = cands[int(i)]
-        key = (c.setting, c.sizes)
-        out.append((c.setting, c.sizes, 100 + used.get(key, 0)))
-        used[key] = used.get(key, 0) + 1
+    anchors = default_anchors(swept.select(settings, list(AXES)), AXES, axis_columns(tree, AXES))
+    cands = candidate_grid(settings, AXES, swept, anchors, max_sizes=MAX_SIZES)
+    out: list[tuple[str, tuple[int, ...], int]] = []
+    have = {d: dict(v) for d, v in owned.items()}
+    spent, misses = 0.0, 0
+    while misses < 50:
+        c = cands[int(rng.integers(len(cands)))]
+        pick = (c.setting, c.sizes, 100 + used.get((c.setting, c.sizes), 0))
+        cost, after = run_cost(rows_for(truth, [pick]).iloc[0].to_dict(), have)
+        if spent + cost > cap and out:
+            misses += 1
+            continue
+        out.append(pick)
+        used[(c.setting, c.sizes)] = used.get((c.setting, c.sizes), 0) + 1
+        have[c.setting.split(" | ")[2]] = after
+        spent += cost
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--runs", type=int, default=6)
-    parser.add_argument("--budget", type=float, default=5000.0)
-    parser.add_argument("--out", default="out/next_study")
-    args = parser.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    truth = small_truth()
-    optimum = truth_optimum(truth, args.budget)
+def paper_picks(
+    queue: list[tuple[str, tuple[int, ...], int]],
+    pos: int,
+    cap: float,
+    truth: Truth,
+    owned: dict[str, dict[str, float]],
+) -> tuple[list[tuple[str, tuple[int, ...], int]], int]:
+    """The paper grid's next runs in plan's order while they fit in ``cap`` (at least one)."""
+    have = {d: dict(v) for d, v in owned.items()}
+    out, spent = [], 0.0
+    while pos < len(queue):
+        cost, after = run_cost(rows_for(truth, [queue[pos]]).iloc[0].to_dict(), have)
+        if spent + cost > cap and out:
+            break
+        out.append(queue[pos])
+        have[queue[pos][0].split(" | ")[2]] = after
+        spent += cost
+        pos += 1
+    return out, pos
+
+
+def replicate(args: argparse.Namespace, rep: int, truth: Truth, optimum: np.ndarray) -> dict:
     initial = simulate(
         truth,
         per_axis_design(truth, grids=INITIAL_GRIDS, anchors=INITIAL_ANCHORS, seeds=(0,)),
-        seed=1,
+        seed=1 + 100 * rep,
     )
     owned0 = {
         s[names.DOMAIN]: {a: float(max(INITIAL_GRIDS[a])) for a in AXES} for s in truth.settings
     }
     t0 = time.perf_counter()
     tree0 = fit_frame(initial)
-    r0 = regret(truth, tree0, args.budget, optimum)
+    r0, e0 = regret(truth, tree0, args.budget, optimum)
     print(
-        f"initial sweep: {len(initial)} runs, regret {r0:.4f} (fit {time.perf_counter() - t0:.0f} s)"
+        f"[rep {rep}] initial sweep: {len(initial)} runs, regret {r0:.4f}, posterior EVPI "
+        f"{e0:.4f} (fit {time.perf_counter() - t0:.0f} s)"
     )
-
     queue = paper_queue(truth, initial)
     full_cost, owned = 0.0, {d: dict(v) for d, v in owned0.items()}
-    for setting, sizes, seed in queue:
-        c, owned[setting.split(" | ")[2]] = run_cost(
-            rows_for(truth, [(setting, sizes, seed)]).iloc[0].to_dict(), owned
+    for pick in queue:
+        c, owned[pick[0].split(" | ")[2]] = run_cost(
+            rows_for(truth, [pick]).iloc[0].to_dict(), owned
         )
         full_cost += c
-    full_frame = pd.concat([initial, simulate(truth, rows_for(truth, queue), seed=2)])
+    full_frame = pd.concat([initial, simulate(truth, rows_for(truth, queue), seed=2 + 100 * rep)])
     t0 = time.perf_counter()
-    full_regret = regret(truth, fit_frame(full_frame), args.budget, optimum)
+    full_regret, full_evpi = regret(truth, fit_frame(full_frame), args.budget, optimum)
     print(
-        f"paper full grid: {len(queue)} runs beyond the initial sweep, cost {full_cost:,.0f} "
-        f"{COSTS.currency}, regret {full_regret:.4f} (fit {time.perf_counter() - t0:.0f} s)"
+        f"[rep {rep}] paper full grid: {len(queue)} runs beyond the initial sweep, cost "
+        f"{full_cost:,.0f} {COSTS.currency}, regret {full_regret:.4f}, posterior EVPI "
+        f"{full_evpi:.4f} (fit {time.perf_counter() - t0:.0f} s)"
     )
-
     curves: dict[str, list[dict[str, float]]] = {}
     for si, strategy in enumerate(STRATEGIES):
         frame, tree = initial.copy(), tree0
         owned = {d: dict(v) for d, v in owned0.items()}
         spent, used = 0.0, {}
-        rng = np.random.default_rng([7, si])
+        rng = np.random.default_rng([7, si, rep])
         pos = 0
-        curve = [{"runs": 0, "cost": 0.0, "regret": r0, "seconds": 0.0}]
+        curve = [{"runs": 0, "cost": 0.0, "regret": r0, "evpi": e0, "seconds": 0.0}]
         for rnd in range(args.rounds):
             t0 = time.perf_counter()
             if strategy == "next":
                 res = next_runs(
                     tree,
                     args.budget,
-                    runs=args.runs,
+                    runs=args.max_runs,
+                    spend=args.spend,
                     bounds=BOUNDS,
-                    max_sizes={a: BOUNDS[a][1] for a in AXES},
+                    max_sizes=MAX_SIZES,
                     trials=truth.trials,
                     max_draws=200,
                     seed=rnd,
@@ -285,55 +317,91 @@ def main() -> None:
                     picks.append((*key, 100 + used.get(key, 0)))
                     used[key] = used.get(key, 0) + 1
             elif strategy == "paper":
-                picks = queue[pos : pos + args.runs]
-                pos += args.runs
+                picks, pos = paper_picks(queue, pos, args.spend, truth, owned)
             else:
-                picks = random_picks(tree, args.runs, rng, used)
+                picks = random_picks(tree, args.spend, rng, used, truth, owned)
             chose = time.perf_counter() - t0
             new = rows_for(truth, picks)
             for row in new.to_dict("records"):
                 c, owned[row[names.DOMAIN]] = run_cost(row, owned)
                 spent += c
-            frame = pd.concat([frame, simulate(truth, new, seed=1000 + 10 * rnd + si)])
+            frame = pd.concat([frame, simulate(truth, new, seed=1000 + 10 * rnd + si + 100 * rep)])
             tree = fit_frame(frame)
-            reg = regret(truth, tree, args.budget, optimum)
+            reg, evpi = regret(truth, tree, args.budget, optimum)
             curve.append(
                 {
-                    "runs": (rnd + 1) * args.runs,
+                    "runs": len(frame) - len(initial),
                     "cost": spent,
                     "regret": reg,
+                    "evpi": evpi,
                     "seconds": time.perf_counter() - t0,
                     "choose_seconds": chose,
                 }
             )
             print(
-                f"{strategy:<6} round {rnd + 1}: {len(frame) - len(initial):>3} runs, cost "
-                f"{spent:>9,.0f}, regret {reg:.4f} (choose {chose:.1f} s, round "
-                f"{time.perf_counter() - t0:.0f} s)"
+                f"[rep {rep}] {strategy:<6} round {rnd + 1}: {len(frame) - len(initial):>3} runs, "
+                f"cost {spent:>9,.0f}, regret {reg:.4f}, posterior EVPI {evpi:.4f} (choose "
+                f"{chose:.1f} s, round {time.perf_counter() - t0:.0f} s)"
             )
         curves[strategy] = curve
+    return {
+        "initial_regret": r0,
+        "full_grid": {
+            "cost": full_cost,
+            "regret": full_regret,
+            "evpi": full_evpi,
+            "runs": len(queue),
+        },
+        "curves": curves,
+    }
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--spend", type=float, default=3000.0, help="spend cap per round")
+    parser.add_argument("--max-runs", type=int, default=24, help="most runs `next` picks a round")
+    parser.add_argument("--replicates", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=5000.0)
+    parser.add_argument("--out", default="out/next_study")
+    args = parser.parse_args()
+    # The initial sweep has one seed per point, on purpose (a small first sweep): say so once.
+    warnings.filterwarnings("ignore", message=".*have a single seed", category=DataWarning)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    truth = small_truth()
+    optimum = truth_optimum(truth, args.budget)
+    reps = [replicate(args, rep, truth, optimum) for rep in range(args.replicates)]
+    full_cost = float(np.mean([r["full_grid"]["cost"] for r in reps]))
+    full_regret = float(np.mean([r["full_grid"]["regret"] for r in reps]))
+    curves = {
+        s: [
+            {
+                k: float(np.mean([r["curves"][s][i][k] for r in reps]))
+                for k in ("runs", "cost", "regret", "evpi")
+            }
+            for i in range(args.rounds + 1)
+        ]
+        for s in STRATEGIES
+    }
     half = full_cost / 2
-    print(f"\nreference: paper full grid regret {full_regret:.4f} at cost {full_cost:,.0f}")
+    print(
+        f"\nmean of {args.replicates} replicate(s): paper full grid regret {full_regret:.4f} at "
+        f"cost {full_cost:,.0f}"
+    )
     for strategy, curve in curves.items():
         hit = [p for p in curve if p["regret"] <= full_regret and p["cost"] <= half]
         first = f"reached at cost {hit[0]['cost']:,.0f}" if hit else "not reached"
         pts = ", ".join(f"{p['cost']:,.0f}:{p['regret']:.4f}" for p in curve)
         print(
-            f"  {strategy:<6} (cost:regret) {pts}; target (<= {full_regret:.4f} by {half:,.0f}) {first}"
+            f"  {strategy:<6} (cost:regret) {pts}; target (<= {full_regret:.4f} by {half:,.0f}) "
+            f"{first}"
         )
+        print(f"  {'':<6} posterior EVPI {', '.join(f'{p["evpi"]:.4f}' for p in curve)}")
     print(f"total {time.perf_counter() - start:.0f} s")
     (out / "study.json").write_text(
-        json.dumps(
-            {
-                "budget": args.budget,
-                "initial_regret": r0,
-                "full_grid": {"cost": full_cost, "regret": full_regret, "runs": len(queue)},
-                "curves": curves,
-            },
-            indent=1,
-        )
-        + "\n"
+        json.dumps({"args": vars(args), "replicates": reps, "mean_curves": curves}, indent=1) + "\n"
     )
     plot(curves, full_cost, full_regret, out / "regret.png")
 

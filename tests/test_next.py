@@ -364,3 +364,11 @@ def test_reweighting_matches_a_refit_on_a_tiny_model() -> None:
     check = refit_check(result, tree, refit, outcomes=1, max_draws=400, reason="test")
     assert check.now > 0 and len(check.after) == 1 and result.refit is check
     assert "refit check (test)" in format_text(result)
+
+
+def test_spend_caps_the_batch(toy_fit: xr.DataTree) -> None:
+    result = next_runs(toy_fit, 2e4, runs=6, spend=250.0, simulations=16, max_draws=60)
+    assert 1 <= len(result.chosen) <= 6
+    assert sum(r.valued.cost.total for r in result.chosen) <= 250.0
+    with pytest.raises(DesignError, match="no candidate run fits in the spend cap"):
+        next_runs(toy_fit, 2e4, runs=2, spend=1.0, simulations=16, max_draws=60)

@@ -31,7 +31,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--budget", type=float, required=True, help="the recipe budget B the decision is for"
     )
-    parser.add_argument("--runs", type=int, default=nr.DEFAULT_RUNS, help="batch size K")
+    parser.add_argument(
+        "--runs", type=int, default=nr.DEFAULT_RUNS, help="batch size K (default %(default)s)"
+    )
+    parser.add_argument(
+        "--spend",
+        type=float,
+        default=None,
+        help="cap on the batch's total cost (money, as the costs file prices it): at most K "
+        "runs within it; the greedy by value per cost and by value are both run and the batch "
+        "worth more is kept",
+    )
     parser.add_argument(
         "--target",
         choices=nr.TARGETS,
@@ -177,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         updates=updates,
         cells=cells,
         min_ess=args.min_ess,
+        spend=args.spend,
         seed=args.seed,
     )
     low = [r for r in result.chosen if r.valued.ess_median < (args.refit_below or 0.0)]

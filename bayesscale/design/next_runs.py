@@ -62,13 +62,14 @@ TARGET_EXPONENTS = "exponents"
 TARGETS = (TARGET_DECISION, TARGET_EXPONENTS)
 DECISION_AXIS = "decision"  # the candidate at the recipe's decision (every axis moves)
 DEFAULT_RUNS = 8
-DEFAULT_SIMULATIONS = 64
+DEFAULT_SIMULATIONS = 128
 DEFAULT_MAX_DRAWS = 400
 DEFAULT_ACTIONS = 64
 DEFAULT_BEYOND = 4.0
 DEFAULT_STEP = 2.0
 DEFAULT_TRIALS = 1000
 DEFAULT_MIN_ESS = 20.0
+CACHE_BYTES = 256 * 2**20  # simulated log-likelihoods kept between greedy steps up to this size
 
 
 class DesignError(ValueError):
@@ -383,6 +384,7 @@ def next_runs(
     updates: float | None = None,
     cells: float | None = None,
     min_ess: float = DEFAULT_MIN_ESS,
+    spend: float | None = None,
     seed: int = 0,
 ) -> NextRuns:
     """Choose ``runs`` next runs greedily by marginal value per cost (see the module docstring).
@@ -396,14 +398,23 @@ def next_runs(
     size, for every setting; default :func:`default_anchors`) and ``max_sizes``, plus the
     recipe's decision per setting. ``updates`` and ``cells`` of a run enter the GPU-hours
     (default: the cost model's reference run). ``min_ess``: below this median Kish ESS a chosen
-    run's value is flagged unreliable (refit to check it).
+    run's value is flagged unreliable (refit to check it). ``spend`` caps the batch's total
+    cost (at most ``runs`` runs, fewer when the cap is reached): then the greedy by value per cost
+    and the greedy by value are both run and the batch worth more is kept.
     """
     if target not in TARGETS:
         raise DesignError(f"target must be one of {TARGETS}, got {target!r}")
+    if spend is not None and not (np.isfinite(spend) and spend > 0):
+        raise DesignError(f"spend must be finite and > 0, got {spend}")
     if runs < 1 or simulations < 2 or actions < 1 or trials < 1:
         raise DesignError("runs, actions and trials must be >= 1 and simulations >= 2")
     if not (np.isfinite(budget) and budget > 0):
         raise DesignError(f"budget must be finite and > 0, got {budget}")
+    if prices is not None and names.PARAMS_B in prices.explicit:
+        raise DesignError(
+            f"a price for {names.PARAMS_B!r} (the recipe choosing the model size) is not "
+            "supported by next: candidates keep each setting's model size"
+        )
     costs = costs or Costs()
     rng = np.random.default_rng([seed, 1])
     draws = law_draws(fit, None, max_draws)
@@ -437,7 +448,7 @@ def next_runs(
         [budget],
         prices=prices,
         bounds=bounds,
-        settings=all_settings,
+        settings=targets,
         max_draws=max_draws,
         multipliers=False,
         seed=seed,
@@ -497,52 +508,94 @@ def next_runs(
             have[a] = max(have[a], float(swept_all.hi[g, i]))
 
     p_cache = [engine.p_at(c) for c in cands]
-    repeats = [0] * len(cands)
-    ll_cache: dict[tuple[int, int], Array] = {}
-    ll_batch = np.zeros((M, S))
-    base_total, _, _ = engine.score(ll_batch)  # zero reduction before anything is seen
-    chosen: list[ChosenRun] = []
-    first: list[Valued] = []
-    notes: list[str] = []
-    for step_no in range(runs):
-        current, current_parts, _ = engine.score(ll_batch)
-        valued = []
-        for i, c in enumerate(cands):
-            key = (i, repeats[i])
-            if key not in ll_cache:
-                ll_cache[key] = engine.loglik(i, repeats[i], p_cache[i])
-            total, parts, ess = engine.score(ll_batch + ll_cache[key])
-            gain = total - current
-            raw = float(gain.mean())
-            se = float(gain.std(ddof=1) / np.sqrt(M))
+    cache_ok = len(cands) * M * S * 4 <= CACHE_BYTES
+    ll_cache: dict[tuple[int, int], NDArray[np.float32]] = {}
+
+    def loglik(i: int, repeat: int) -> Array:
+        if not cache_ok:
+            return engine.loglik(i, repeat, p_cache[i])
+        if (i, repeat) not in ll_cache:
+            ll_cache[(i, repeat)] = engine.loglik(i, repeat, p_cache[i]).astype(np.float32)
+        return np.asarray(ll_cache[(i, repeat)], dtype=float)
+
+    def greedy(by_ratio: bool) -> tuple[list[ChosenRun], list[Valued], Array]:
+        repeats = [0] * len(cands)
+        have = {d: dict(v) for d, v in owned.items()}
+        ll_batch = np.zeros((M, S))
+        batch: list[ChosenRun] = []
+        first_values: list[Valued] = []
+        spent = 0.0
+        for step_no in range(runs):
+            current, current_parts, _ = engine.score(ll_batch)
+            valued = []
+            for i, c in enumerate(cands):
+                total, parts, ess = engine.score(ll_batch + loglik(i, repeats[i]))
+                gain = total - current
+                raw = float(gain.mean())
+                se = float(gain.std(ddof=1) / np.sqrt(M))
+                dom = str(keys[c.setting].get(names.DOMAIN, c.setting))
+                cost = _cost(
+                    c,
+                    axes,
+                    columns,
+                    have[dom],
+                    costs,
+                    keys[c.setting][names.PARAMS_B],
+                    updates,
+                    cells,
+                )
+                by = tuple((parts - current_parts).mean(axis=0).tolist())
+                valued.append(
+                    Valued(
+                        i, max(raw, 0.0), raw, se, cost, float(np.median(ess)), float(ess.min()), by
+                    )
+                )
+            if step_no == 0:
+                first_values = valued
+            affordable = [v for v in valued if spend is None or spent + v.cost.total <= spend]
+            if not affordable:
+                break
+            rank = (
+                (lambda v: (v.per_cost, v.raw)) if by_ratio else (lambda v: (v.raw, -v.cost.total))
+            )
+            best = max(affordable, key=rank)
+            c = cands[best.candidate]
+            batch.append(
+                ChosenRun(
+                    c,
+                    repeats[best.candidate],
+                    best,
+                    _why(c, best, target, targets, axes),
+                    engine.outcomes(
+                        best.candidate, repeats[best.candidate], p_cache[best.candidate]
+                    ),
+                )
+            )
+            ll_batch = ll_batch + loglik(best.candidate, repeats[best.candidate])
+            repeats[best.candidate] += 1
+            spent += best.cost.total
             dom = str(keys[c.setting].get(names.DOMAIN, c.setting))
-            cost = _cost(
-                c, axes, columns, owned[dom], costs, keys[c.setting][names.PARAMS_B], updates, cells
+            for a, v in zip(axes, c.sizes, strict=True):
+                have[dom][a] = max(have[dom][a], float(v))
+        return batch, first_values, ll_batch
+
+    ll_zero = np.zeros((M, S))
+    base_total, _, _ = engine.score(ll_zero)  # zero reduction before anything is seen
+    notes: list[str] = []
+    chosen, first, ll_batch = greedy(by_ratio=True)
+    if spend is not None:
+        # Budgeted greedy by value per cost alone can fill the budget with cheap runs of little
+        # value; the greedy by value alone, kept when its batch is worth more, bounds the loss
+        # (Leskovec et al. 2007, "cost-effective outbreak detection", CELF).
+        alt, _, ll_alt = greedy(by_ratio=False)
+        if engine.score(ll_alt)[0].mean() > engine.score(ll_batch)[0].mean():
+            chosen, ll_batch = alt, ll_alt
+            notes.append(
+                "the batch is the greedy by value (not value per cost): within the spend cap it "
+                "is worth more"
             )
-            by = tuple((parts - current_parts).mean(axis=0).tolist())
-            valued.append(
-                Valued(i, max(raw, 0.0), raw, se, cost, float(np.median(ess)), float(ess.min()), by)
-            )
-        if step_no == 0:
-            first = valued
-        best = max(valued, key=lambda v: (v.per_cost, v.raw))
-        c = cands[best.candidate]
-        chosen.append(
-            ChosenRun(
-                c,
-                repeats[best.candidate],
-                best,
-                _why(c, best, target, targets, axes),
-                engine.outcomes(best.candidate, repeats[best.candidate], p_cache[best.candidate]),
-            )
-        )
-        ll_batch = ll_batch + ll_cache[(best.candidate, repeats[best.candidate])]
-        repeats[best.candidate] += 1
-        dom = str(keys[c.setting].get(names.DOMAIN, c.setting))
-        for a, v in zip(axes, c.sizes, strict=True):
-            owned[dom][a] = max(owned[dom][a], float(v))
-        for k in [k for k in ll_cache if k[0] == best.candidate]:
-            del ll_cache[k]
+    if not chosen:
+        raise DesignError(f"no candidate run fits in the spend cap {spend:g}")
     total, _, _ = engine.score(ll_batch)
     reduction = float(total.mean() - base_total.mean())
     if target == TARGET_DECISION:

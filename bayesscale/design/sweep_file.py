@@ -84,7 +84,8 @@ def sweep_points(
     spec: SweepSpec,
 ) -> list[dict[str, Any]]:
     """``[[grid.point]]`` tables for the chosen runs (one per setting and size, seeds
-    ``max(spec.seeds) + 1 + repeat``); raises :class:`DesignError` for a run the base spec
+    ``max(spec.seeds) + 1 + repeat``); raises
+    :class:`~bayesscale.design.next_runs.DesignError` for a run the base spec
     cannot launch (an axis plan does not sweep, or a setting outside its models, algorithms
     and domain)."""
     missing = [a for a in axes if columns[a] not in RUNNABLE]
