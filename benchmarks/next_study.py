@@ -362,6 +362,16 @@ def main() -> None:
     parser.add_argument("--spend", type=float, default=3000.0, help="spend cap per round")
     parser.add_argument("--max-runs", type=int, default=24, help="most runs `next` picks a round")
     parser.add_argument("--replicates", type=int, default=2)
+    parser.add_argument(
+        "--first-replicate", type=int, default=0, help="seed offset: replicates k, k+1, ..."
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="*",
+        default=[],
+        metavar="STUDY.json",
+        help="report these earlier runs' replicates (same settings) together with this run's",
+    )
     parser.add_argument("--budget", type=float, default=5000.0)
     parser.add_argument("--out", default="out/next_study")
     args = parser.parse_args()
@@ -372,7 +382,11 @@ def main() -> None:
     start = time.perf_counter()
     truth = small_truth()
     optimum = truth_optimum(truth, args.budget)
-    reps = [replicate(args, rep, truth, optimum) for rep in range(args.replicates)]
+    reps = [json.loads(Path(f).read_text())["replicates"] for f in args.merge]
+    reps = [r for batch in reps for r in batch]
+    first = args.first_replicate
+    reps += [replicate(args, rep, truth, optimum) for rep in range(first, first + args.replicates)]
+    rounds = min(len(r["curves"][STRATEGIES[0]]) for r in reps) - 1
     full_cost = float(np.mean([r["full_grid"]["cost"] for r in reps]))
     full_regret = float(np.mean([r["full_grid"]["regret"] for r in reps]))
     curves = {
@@ -381,29 +395,48 @@ def main() -> None:
                 k: float(np.mean([r["curves"][s][i][k] for r in reps]))
                 for k in ("runs", "cost", "regret", "evpi")
             }
-            for i in range(args.rounds + 1)
+            for i in range(rounds + 1)
         ]
         for s in STRATEGIES
     }
-    half = full_cost / 2
-    print(
-        f"\nmean of {args.replicates} replicate(s): paper full grid regret {full_regret:.4f} at "
-        f"cost {full_cost:,.0f}"
-    )
-    for strategy, curve in curves.items():
-        hit = [p for p in curve if p["regret"] <= full_regret and p["cost"] <= half]
-        first = f"reached at cost {hit[0]['cost']:,.0f}" if hit else "not reached"
-        pts = ", ".join(f"{p['cost']:,.0f}:{p['regret']:.4f}" for p in curve)
-        print(
-            f"  {strategy:<6} (cost:regret) {pts}; target (<= {full_regret:.4f} by {half:,.0f}) "
-            f"{first}"
-        )
-        print(f"  {'':<6} posterior EVPI {', '.join(f'{p["evpi"]:.4f}' for p in curve)}")
+    report(reps, curves, full_cost, full_regret)
     print(f"total {time.perf_counter() - start:.0f} s")
     (out / "study.json").write_text(
         json.dumps({"args": vars(args), "replicates": reps, "mean_curves": curves}, indent=1) + "\n"
     )
     plot(curves, full_cost, full_regret, out / "regret.png")
+
+
+def report(
+    reps: list[dict[str, Any]],
+    curves: dict[str, list[dict[str, float]]],
+    full_cost: float,
+    full_regret: float,
+) -> None:
+    """Print the mean curves and, per replicate, whether each strategy reached the full
+    grid's regret at half its cost or less."""
+    half = full_cost / 2
+    print(
+        f"\nmean of {len(reps)} replicate(s): paper full grid regret {full_regret:.4f} at "
+        f"cost {full_cost:,.0f}; target: that regret by {half:,.0f}"
+    )
+    for strategy, curve in curves.items():
+        hit = [p for p in curve if p["regret"] <= full_regret and p["cost"] <= half]
+        first = f"reached at cost {hit[0]['cost']:,.0f}" if hit else "not reached"
+        pts = ", ".join(f"{p['cost']:,.0f}:{p['regret']:.4f}" for p in curve)
+        evpi = ", ".join(f"{p['evpi']:.4f}" for p in curve)
+        print(f"  {strategy:<6} mean (cost:regret) {pts}; {first}")
+        print(f"  {'':<6} mean posterior EVPI {evpi}")
+        hits = []
+        for k, r in enumerate(reps):
+            ref = r["full_grid"]["regret"]
+            got = [
+                p
+                for p in r["curves"][strategy]
+                if p["regret"] <= ref and p["cost"] <= r["full_grid"]["cost"] / 2
+            ]
+            hits.append(f"rep {k}: " + (f"yes at {got[0]['cost']:,.0f}" if got else "no"))
+        print(f"  {'':<6} full grid's regret at half its cost, per replicate: {'; '.join(hits)}")
 
 
 def plot(
@@ -412,21 +445,26 @@ def plot(
     from bayesscale.figures.style import PALETTE, new_figure, paper_style
 
     with paper_style():
-        fig, axes = new_figure(1, 1, panel=(4.0, 2.8))
-        ax = axes[0, 0]
-        for k, (strategy, curve) in enumerate(curves.items()):
-            ax.plot(
-                [p["cost"] for p in curve],
-                [p["regret"] for p in curve],
-                "o-",
-                color=PALETTE[k],
-                label=strategy,
-            )
-        ax.axhline(full_regret, color="grey", ls="--", lw=0.8, label="paper full grid")
-        ax.axvline(full_cost / 2, color="grey", ls=":", lw=0.8, label="half its cost")
-        ax.set_xlabel("cumulative cost of the chosen runs")
-        ax.set_ylabel("regret of the decision under the truth")
-        ax.legend()
+        fig, axes = new_figure(1, 2, panel=(3.4, 2.6))
+        for j, (key, what) in enumerate(
+            (("regret", "regret of the decision under the truth"), ("evpi", "posterior EVPI"))
+        ):
+            ax = axes[0, j]
+            for k, (strategy, curve) in enumerate(curves.items()):
+                ax.plot(
+                    [p["cost"] for p in curve],
+                    [p[key] for p in curve],
+                    "o-",
+                    color=PALETTE[k],
+                    label=strategy,
+                )
+            if key == "regret":
+                ax.axhline(full_regret, color="grey", ls="--", lw=0.8, label="paper full grid")
+            ax.axvline(full_cost / 2, color="grey", ls=":", lw=0.8, label="half its cost")
+            ax.set_xlabel("cumulative cost of the chosen runs")
+            ax.set_ylabel(what + " (mean)")
+            if j == 0:
+                ax.legend()
         fig.savefig(path)
     print(f"wrote {path}")
 
