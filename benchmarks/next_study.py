@@ -1,7 +1,7 @@
 """Which runs next, by simulation: regret of the recipe's decision against what the runs cost.
 
-    PYTHONPATH=. python benchmarks/next_study.py [--rounds 4] [--spend 3000] [--replicates 2]
-        [--out out/next_study]
+    PYTHONPATH=. python benchmarks/next_study.py [--rounds 4] [--spend 3000] [--replicates 1]
+        [--first-replicate 0] [--merge STUDY.json ...] [--out out/next_study]
 
 A declared truth (three settings of ``simulate.paper_truth``: Qwen3-8B GRPO on math+code, SWE
 and web), a small initial sweep (3 points per axis over 4x, one seed: 21 runs), then rounds in
@@ -21,7 +21,8 @@ truth's optimum minus the truth's success at the decision, at budget ``--budget`
 bounds, averaged over the settings), and the posterior's own EVPI, against the cumulative
 cost. The reference is the paper's full grid fitted with the initial sweep. Target: the full
 grid's regret at half of its cost or less. ``--replicates`` repeats everything with other
-simulated data (same truth) and averages. Prints the curves, saves ``regret.png`` and
+simulated data (same truth) and averages (about 7 minutes per replicate on a shared 2-core
+machine); ``--merge`` adds the replicates of earlier runs' ``study.json`` to the report. Prints the curves, saves ``regret.png`` and
 ``study.json`` in ``--out``. Seeded throughout.
 """
 
@@ -361,7 +362,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--spend", type=float, default=3000.0, help="spend cap per round")
     parser.add_argument("--max-runs", type=int, default=24, help="most runs `next` picks a round")
-    parser.add_argument("--replicates", type=int, default=2)
+    parser.add_argument("--replicates", type=int, default=1)
     parser.add_argument(
         "--first-replicate", type=int, default=0, help="seed offset: replicates k, k+1, ..."
     )
@@ -447,7 +448,7 @@ def plot(
     with paper_style():
         fig, axes = new_figure(1, 2, panel=(3.4, 2.6))
         for j, (key, what) in enumerate(
-            (("regret", "regret of the decision under the truth"), ("evpi", "posterior EVPI"))
+            (("regret", "regret under the truth"), ("evpi", "posterior EVPI"))
         ):
             ax = axes[0, j]
             for k, (strategy, curve) in enumerate(curves.items()):

@@ -265,6 +265,10 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     costs.write_text("[gpu]\nprice = 1\n")
     assert main(["next", str(fit), "--budget", "100", "--costs", str(costs)]) == 2
     assert "c.toml: [gpu]: unknown key(s) ['price']" in capsys.readouterr().err
+    assert main(["next", str(fit), "--budget", "100", "--refit-below", "50"]) == 2
+    assert "--refit-below needs --observations" in capsys.readouterr().err
+    assert main(["next", str(fit), "--budget", "-1"]) == 2
+    assert "budget must be finite and > 0" in capsys.readouterr().err
 
 
 # --- a real fit of a tiny model: reweighting against refitting -------------------------------------
