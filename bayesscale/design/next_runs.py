@@ -298,6 +298,8 @@ class _Engine:
     target: str
     regret: list[Array]  # decision: per target setting (S, J), see preposterior.regret
     exponents: Array | None  # exponents: (S, n)
+    _stacked: NDArray[np.float32] | None = None
+    _now: Array | None = None
 
     def p_at(self, cand: Candidate) -> Array:
         g = self.draws.settings.index(cand.setting)
@@ -330,9 +332,12 @@ class _Engine:
         w = normalized_weights(ll)
         ess = kish_ess(w)
         if self.target == TARGET_DECISION:
-            parts = np.stack(
-                [np.min(R.mean(axis=0)) - np.min(w @ R, axis=-1) for R in self.regret], axis=-1
-            )
+            if self._stacked is None or self._now is None:
+                # one float32 product for every target (S, T * J): the cost of a step
+                self._stacked = np.hstack(self.regret).astype(np.float32)
+                self._now = np.array([np.min(R.mean(axis=0)) for R in self.regret])
+            after = (w.astype(np.float32) @ self._stacked).reshape(w.shape[0], len(self.regret), -1)
+            parts = self._now[None, :] - after.min(axis=-1).astype(float)
         else:
             assert self.exponents is not None
             now = np.var(self.exponents, axis=0)
@@ -803,7 +808,7 @@ def format_text(result: NextRuns) -> str:
         "the batch",
     ]
     head = (
-        f"{'#':>2}  {'setting':<28} {'sizes':<24} {'value':>9} {'cost':>9} {'value/cost':>10} "
+        f"{'#':>2}  {'setting':<28} {'sizes':<30} {'value':>9} {'cost':>9} {'value/cost':>10} "
         f"{'ESS':>6}  why"
     )
     lines.append(head)
@@ -811,7 +816,7 @@ def format_text(result: NextRuns) -> str:
         c, v = r.candidate, r.valued
         sz = " ".join(f"{a}={s}" for a, s in zip(result.axes, c.sizes, strict=True))
         lines.append(
-            f"{k + 1:>2}  {c.setting[:28]:<28} {sz[:24]:<24} {v.value:>9.3g} {v.cost.total:>9.4g} "
+            f"{k + 1:>2}  {c.setting[:28]:<28} {sz[:30]:<30} {v.value:>9.3g} {v.cost.total:>9.4g} "
             f"{v.per_cost:>10.3g} {v.ess_median:>6.0f}  {r.why}"
         )
     total = sum(r.valued.cost.total for r in result.chosen)
