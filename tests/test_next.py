@@ -301,8 +301,9 @@ def _tiny_frame() -> pd.DataFrame:
     """One setting, two axes, 3 points each over 4x, two seeds: success from a known law."""
     rng = np.random.default_rng(5)
     rows = []
-    for envs, rollouts, seed in [(e, r, s) for e, r in
-                                 [(8, 8), (16, 8), (32, 8), (32, 2), (32, 4)] for s in (0, 1)]:
+    for envs, rollouts, seed in [
+        (e, r, s) for e, r in [(8, 8), (16, 8), (32, 8), (32, 2), (32, 4)] for s in (0, 1)
+    ]:
         loss = 0.55 + 0.2 * (envs / 16) ** -0.4 + 0.08 * (rollouts / 4) ** -0.15
         q = rng.beta(np.exp(-loss) * 800, (1 - np.exp(-loss)) * 800)
         rows.append({**TINY_SETTING, names.N_ENVS: envs, names.ROLLOUTS: rollouts,
