@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayesscale import laws, names
+from bayesscale.core import laws
+from bayesscale import names
 from bayesscale.design.costs import Costs
 from bayesscale.design.next_runs import (
     axis_columns,
@@ -47,11 +48,12 @@ from bayesscale.design.next_runs import (
     default_anchors,
     next_runs,
 )
-from bayesscale.extrapolation import SweptRange
-from bayesscale.inference import FitConfig, fit
-from bayesscale.observations import DataWarning, Table, frame_sha256, validate
-from bayesscale.recipe import recipe, synthetic_fit
-from bayesscale.simulate import (
+from bayesscale.data.extrapolation import SweptRange
+from bayesscale.law.inference import FitConfig, fit
+from bayesscale.data.observations import DataWarning, Table, frame_sha256, validate
+from bayesscale.recipe.solve import recipe
+from bayesscale.recipe.synthetic import synthetic_fit
+from bayesscale.data.simulate import (
     AXIS_COLUMNS,
     PAPER_ANCHORS,
     PAPER_GRIDS,
@@ -60,7 +62,7 @@ from bayesscale.simulate import (
     per_axis_design,
     simulate,
 )
-from bayesscale.spec import parse_spec
+from bayesscale.data.spec import parse_spec
 
 SPEC_TEXT = """
 [model]
@@ -443,7 +445,7 @@ def report(
 def plot(
     curves: dict[str, list[dict[str, float]]], full_cost: float, full_regret: float, path: Path
 ) -> None:
-    from bayesscale.figures.style import PALETTE, new_figure, paper_style
+    from bayesscale.report.figures.style import PALETTE, new_figure, paper_style
 
     with paper_style():
         fig, axes = new_figure(1, 2, panel=(3.4, 2.6))

@@ -32,12 +32,13 @@ from bayesscale.design.next_runs import (
     with_concentration,
 )
 from bayesscale.design.sweep_file import next_sweep_text, toml_text
-from bayesscale.extrapolation import SweptRange
-from bayesscale.fitfile import ATTR_FORMAT, FORMAT_VERSION, load_fit, save_fit
-from bayesscale.inference import FitConfig, fit
-from bayesscale.observations import Table, frame_sha256, validate
-from bayesscale.recipe import law_draws, synthetic_fit
-from bayesscale.spec import parse_spec
+from bayesscale.data.extrapolation import SweptRange
+from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION, load_fit, save_fit
+from bayesscale.law.inference import FitConfig, fit
+from bayesscale.data.observations import Table, frame_sha256, validate
+from bayesscale.recipe.draws import law_draws
+from bayesscale.recipe.synthetic import synthetic_fit
+from bayesscale.data.spec import parse_spec
 from bayesscale.verl import manifest as mf
 from bayesscale.verl.sweep import SpecError, load_sweep_spec, parse_sweep_spec
 

@@ -124,9 +124,9 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.design import next_runs as nr
     from bayesscale.design import sweep_file
     from bayesscale.design.costs import Costs, load_costs
-    from bayesscale.fitfile import load_fit
-    from bayesscale.prices import load_prices
-    from bayesscale.recipe import law_draws
+    from bayesscale.data.fitfile import load_fit
+    from bayesscale.core.prices import load_prices
+    from bayesscale.recipe.draws import law_draws
 
     if args.refit_below is not None and args.observations is None:
         raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
@@ -227,10 +227,10 @@ def _refitter(
     import pandas as pd
 
     from bayesscale import names
-    from bayesscale.fitfile import fit_spec
-    from bayesscale.inference import FitConfig
-    from bayesscale.inference import fit as fit_law
-    from bayesscale.observations import Table, frame_sha256, read_table, validate
+    from bayesscale.data.fitfile import fit_spec
+    from bayesscale.law.inference import FitConfig
+    from bayesscale.law.inference import fit as fit_law
+    from bayesscale.data.observations import Table, frame_sha256, read_table, validate
 
     spec = fit_spec(fit)
     frame, _ = read_table(observations)

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bayesscale.prices import DEFAULT_CURRENCY, DEFAULT_PRICES
+from bayesscale.core.prices import DEFAULT_CURRENCY, DEFAULT_PRICES
 
 DEFAULT_PRICE_PER_HOUR = 2.0
 DEFAULT_HOURS_PER_RUN = 48.0

@@ -40,7 +40,8 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from bayesscale import allocate, laws, names
+from bayesscale.core import allocate, laws
+from bayesscale import names
 from bayesscale.design.costs import Costs
 from bayesscale.design.preposterior import (
     beta_binomial_logpmf,
@@ -50,11 +51,12 @@ from bayesscale.design.preposterior import (
     simulate_beta_binomial,
     weighted_variance,
 )
-from bayesscale.extrapolation import SweptRange
-from bayesscale.prices import Prices
-from bayesscale.recipe import LawDraws, law_draws, recipe
-from bayesscale.simulate import AXIS_COLUMNS, PAPER_ANCHORS
-from bayesscale.spec import parse_spec
+from bayesscale.data.extrapolation import SweptRange
+from bayesscale.core.prices import Prices
+from bayesscale.recipe.draws import LawDraws, law_draws
+from bayesscale.recipe.solve import recipe
+from bayesscale.data.simulate import AXIS_COLUMNS, PAPER_ANCHORS
+from bayesscale.data.spec import parse_spec
 
 Array = NDArray[np.float64]
 TARGET_DECISION = "decision"
@@ -169,7 +171,7 @@ class RefitCheck:
 
 def with_concentration(fit: xr.DataTree, value: float) -> xr.DataTree:
     """A copy of ``fit`` whose posterior has a constant beta-binomial ``concentration``
-    (for hand-made fits such as :func:`bayesscale.recipe.synthetic_fit`)."""
+    (for hand-made fits such as :func:`bayesscale.recipe.synthetic`)."""
     post = fit["posterior"].to_dataset()
     shape = (post.sizes[names.CHAIN_DIM], post.sizes[names.DRAW_DIM])
     post[names.CONCENTRATION] = ((names.CHAIN_DIM, names.DRAW_DIM), np.full(shape, float(value)))
@@ -395,7 +397,7 @@ def next_runs(
     """Choose ``runs`` next runs greedily by marginal value per cost (see the module docstring).
 
     ``budget`` is the recipe's budget ``B`` at which the decision target is measured
-    (``prices``, ``bounds`` as in :func:`bayesscale.recipe.recipe`); ``target_settings`` the
+    (``prices``, ``bounds`` as in :func:`bayesscale.recipe.solve`); ``target_settings`` the
     settings whose decisions count (default: all), ``candidate_settings`` those that may run
     (default: all). ``trials`` held-out tasks per run; ``simulations`` outer draws ``M``;
     ``max_draws`` thins the posterior per chain; ``actions`` the size ``J`` of the finite action

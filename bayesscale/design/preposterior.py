@@ -54,7 +54,7 @@ Array = NDArray[np.float64]
 
 def beta_binomial_logpmf(k: ArrayLike, n: ArrayLike, p: ArrayLike, phi: ArrayLike) -> Array:
     """Log pmf of ``k ~ BetaBinomial(n, p phi, (1 - p) phi)`` (the fit's likelihood, see
-    :mod:`bayesscale.likelihood`), broadcast over all arguments:
+    :mod:`bayesscale.law.likelihood`), broadcast over all arguments:
 
     .. math::
 
@@ -89,7 +89,7 @@ def simulate_beta_binomial(
     rng: np.random.Generator, n: int, p: ArrayLike, phi: ArrayLike
 ) -> NDArray[np.int64]:
     """One outcome per entry: ``q ~ Beta(p phi, (1-p) phi)``, ``k ~ Binomial(n, q)`` (as
-    :func:`bayesscale.simulate.simulate` draws a run).
+    :func:`bayesscale.data.simulate.simulate` draws a run).
 
     >>> k = simulate_beta_binomial(np.random.default_rng(0), 100, [0.5, 0.5], [1e6, 1e6])
     >>> bool(((k > 30) & (k < 70)).all())
