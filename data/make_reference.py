@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bayesscale import names
-from bayesscale.simulate import heldout_design, paper_truth, per_axis_design, simulate
+from bayesscale.data.simulate import heldout_design, paper_truth, per_axis_design, simulate
 
 OUT = Path(__file__).resolve().parent / "reference"
 TRUTH_SEED = 20261129

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bayesscale import names
-from bayesscale.extrapolation import SweptRange, check_threshold, describe
+from bayesscale.data.extrapolation import SweptRange, check_threshold, describe
 
 
 def test_of_rows_takes_min_and_max_per_setting_and_axis() -> None:

@@ -53,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
     warn_beyond = check_warn_beyond(args.warn_beyond)
     out = output_path(args.out, args.force)
 
-    from bayesscale.check import check, format_text, load_heldout, summary
-    from bayesscale.fitfile import diagnose, load_fit
-    from bayesscale.observations import write_table
+    from bayesscale.checks.heldout import check, format_text, load_heldout, summary
+    from bayesscale.data.fitfile import diagnose, load_fit
+    from bayesscale.data.observations import write_table
 
     fit = load_fit(args.fit)
     diagnostics = diagnose(fit)

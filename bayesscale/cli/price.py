@@ -56,17 +56,16 @@ def run(args: argparse.Namespace) -> int:
     assert out is not None  # --out is required
 
     from bayesscale import names
-    from bayesscale.fitfile import load_fit, save_fit
-    from bayesscale.pricing import (
-        PricingWarning,
-        exponent_priors_from_law_fit,
-        fit_pricing,
+    from bayesscale.data.fitfile import load_fit, save_fit
+    from bayesscale.pricing.fit import fit_pricing
+    from bayesscale.pricing.model import exponent_priors_from_law_fit
+    from bayesscale.pricing.spec import PricingWarning, load_pricing_spec
+    from bayesscale.pricing.summary import (
         format_pricing_text,
-        load_pricing,
-        load_pricing_spec,
         pricing_diagnostics,
         summarise_pricing,
     )
+    from bayesscale.pricing.table import load_pricing
 
     spec = load_pricing_spec(args.spec)
     with warnings.catch_warnings(record=True) as caught:

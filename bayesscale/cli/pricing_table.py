@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from bayesscale import names
-    from bayesscale.fitfile import load_fit
-    from bayesscale.pricing import format_pricing_text, json_ready, summarise_pricing
+    from bayesscale.data.fitfile import load_fit
+    from bayesscale.pricing.summary import format_pricing_text, json_ready, summarise_pricing
 
     result = summarise_pricing(load_fit(args.fit, kind=names.KIND_PRICING_FIT), prob=args.prob)
     if args.json:

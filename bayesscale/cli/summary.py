@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from bayesscale.cli import check_prob, refuse_failed
-    from bayesscale.fitfile import diagnose, load_fit
-    from bayesscale.summary import format_text, summarise
+    from bayesscale.data.fitfile import diagnose, load_fit
+    from bayesscale.report.summary import format_text, summarise
 
     check_prob(args.prob)
     fit = load_fit(args.fit)
