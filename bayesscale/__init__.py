@@ -15,9 +15,9 @@ The package is layered, imports pointing down only:
 
     cli/                   the command line, thin
     api, fits/             bs.fit, bs.load; LawFit, PricingFit (no PyMC to read a fit)
-    report/                summary, tables, figures, the report folder
+    report/                tables, figures, the recipe as text, the report folder
     checks/   recipe/      held-out checks, calibration   |  the KKT recipe over the posterior
-    law/      pricing/     the law's PyMC model and fit   |  the discount model and its fit
+    law/      pricing/     the law: model, fit, summary   |  the discount model, fit, summary
     data/                  specs, observation tables, simulation, swept ranges, fit files
     core/     sampling/    pure NumPy math               |  the package's NUTS driver (JAX)
     names                  every variable, dim and attribute name, once

@@ -99,6 +99,7 @@ SLOPE_SPREAD: Final = "slope_spread"  # (axis) sd of the settings' log slopes
 SLOPE_Z: Final = "slope_z"  # (setting, axis) standardised setting effects on log slope
 LOG_LEVEL_GROUP: Final = "log_level_group"  # (size_group) log loss level per size group
 LOG_LEVEL_POP: Final = "log_level_pop"  # log loss level of a law without a size term
+LEVEL: Final = "level"  # (setting) c_s, the loss at the reference point (size term included)
 LEVEL_SPREAD: Final = "level_spread"  # sd of the settings' log levels
 LOG_ALPHA_SIZE: Final = "log_alpha_size"  # log exponent of model size
 LOG_SIZE_SLOPE: Final = "log_size_slope"  # log slope of the size term

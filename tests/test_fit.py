@@ -21,7 +21,7 @@ from bayesscale.data.simulate import Truth
 from bayesscale.data.spec import load_spec
 from bayesscale.law.baseline import bootstrap_fit
 from bayesscale.law.inference import FitConfig, fit
-from bayesscale.report.summary import summarise
+from bayesscale.law.summary import summarise
 
 pytestmark = pytest.mark.slow
 SPEC = load_spec()

@@ -21,7 +21,7 @@ from bayesscale import names
 from bayesscale.core import laws
 from bayesscale.data.observations import ObservationError, Table, frame_sha256, prepare, validate
 from bayesscale.data.spec import load_spec, parse_spec
-from bayesscale.law.model import LEVEL, build_law_model
+from bayesscale.law.model import build_law_model
 from bayesscale.law.predict import (
     PredictError,
     beta_binomial_logpmf,
@@ -33,6 +33,7 @@ from bayesscale.law.predict import (
 )
 from bayesscale.names import (
     ALPHA_Z,
+    LEVEL,
     LEVEL_SPREAD,
     LOG_LEVEL_GROUP,
     LOG_LEVEL_POP,

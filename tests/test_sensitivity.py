@@ -39,7 +39,7 @@ from bayesscale.law.sensitivity import (
     psense_tree,
     sensitivity,
 )
-from bayesscale.report.summary import format_text, summarise
+from bayesscale.law.summary import format_text, summarise
 from bayesscale.report.tables import exponent_table
 
 N_SETTINGS = 4

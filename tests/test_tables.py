@@ -12,10 +12,10 @@ import pytest
 import xarray as xr
 
 from bayesscale import names
+from bayesscale.law.summary import marker, summarise
 from bayesscale.pricing.summary import summarise_pricing
 from bayesscale.recipe.solve import recipe
 from bayesscale.report.figures import provenance
-from bayesscale.report.summary import marker, summarise
 from bayesscale.report.tables import (
     Interval,
     PaperTable,

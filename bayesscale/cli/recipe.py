@@ -14,7 +14,7 @@ import argparse
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bayesscale.cli import (
     CommandError,
@@ -27,6 +27,10 @@ from bayesscale.cli import (
     output_path,
     refuse_failed,
 )
+
+if TYPE_CHECKING:
+    from bayesscale.fits.law import LawFit
+    from bayesscale.fits.pricing import PricingFit
 
 DESCRIPTION = (
     "Propagate a law fit's posterior through the budget allocator (additive linear cost "
@@ -195,15 +199,10 @@ def parse_bounds(text: str) -> dict[str, tuple[float | None, float | None]]:
     return out
 
 
-def _load(path: str, kind: str) -> Any:
-    from bayesscale.data.fitfile import load_fit  # no PyMC: reading a fit is quick
-
-    return load_fit(path, kind=kind)
-
-
 def run(args: argparse.Namespace) -> int:
-    from bayesscale import names
     from bayesscale.core.prices import load_prices
+    from bayesscale.fits.law import LawFit
+    from bayesscale.fits.pricing import PricingFit
     from bayesscale.recipe.output import to_json
     from bayesscale.recipe.solve import recipe
 
@@ -220,9 +219,10 @@ def run(args: argparse.Namespace) -> int:
     if args.powers or args.unit_cost != 1.0:
         raise CommandError("--powers and --unit-cost apply to --cost compute only")
     prices = load_prices(args.prices)
-    fit = _load(args.fit, names.KIND_LAW_FIT)
-    pricing = _load(args.pricing, names.KIND_PRICING_FIT) if args.pricing else None
-    verdicts = _fit_diagnostics(args, fit, pricing)
+    law = LawFit.load(args.fit)  # no PyMC: reading a fit is quick
+    priced = PricingFit.load(args.pricing) if args.pricing else None
+    verdicts = _fit_diagnostics(args, law, priced)
+    fit, pricing = law.tree, priced.tree if priced is not None else None
     ds = recipe(
         fit,
         budgets,
@@ -272,7 +272,7 @@ def _run_compute(
     bounds: dict[str, tuple[float | None, float | None]] | None,
     warn_beyond: float,
 ) -> int:
-    from bayesscale import names
+    from bayesscale.fits.law import LawFit
     from bayesscale.recipe.compute import compute_recipe
     from bayesscale.recipe.output import to_json
 
@@ -289,10 +289,10 @@ def _run_compute(
     ]
     if money_only:
         raise CommandError(f"{', '.join(money_only)} apply to the additive (money) cost only")
-    fit = _load(args.fit, names.KIND_LAW_FIT)
-    verdicts = _fit_diagnostics(args, fit, None)
+    law = LawFit.load(args.fit)
+    verdicts = _fit_diagnostics(args, law, None)
     ds = compute_recipe(
-        fit,
+        law.tree,
         budgets,
         powers=parse_kappa(args.powers, "--powers") if args.powers else None,
         unit_cost=args.unit_cost,
@@ -308,20 +308,16 @@ def _run_compute(
     return 0
 
 
-def _fit_diagnostics(args: argparse.Namespace, fit: Any, pricing: Any) -> dict[str, Any]:
+def _fit_diagnostics(
+    args: argparse.Namespace, law: LawFit, pricing: PricingFit | None
+) -> dict[str, Any]:
     """The fits' diagnostics verdicts (refused with ``--strict`` when one failed), for the
     JSON and the first line of the text."""
-    from bayesscale.data.fitfile import diagnose
-
-    law = diagnose(fit)
-    refuse_failed(args.fit, law, args.strict)
-    fits = {"law_fit": law.to_dict()}
+    refuse_failed(args.fit, law.diagnostics, args.strict)
+    fits = {"law_fit": law.diagnostics.to_dict()}
     if pricing is not None:
-        from bayesscale.pricing.summary import pricing_diagnostics
-
-        priced = pricing_diagnostics(pricing)
-        refuse_failed(args.pricing, priced, args.strict)
-        fits["pricing_fit"] = priced.to_dict()
+        refuse_failed(args.pricing, pricing.diagnostics, args.strict)
+        fits["pricing_fit"] = pricing.diagnostics.to_dict()
     return fits
 
 

@@ -253,6 +253,20 @@ def cached(tree: xr.DataTree, attr: str, key: str, compute: Callable[[], Any]) -
     return value
 
 
+def fit_attrs(kind: str, spec_text: str, data_sha256: str, data_source: str) -> dict[str, Any]:
+    """The root attributes every fit starts with: the file format, the kind of fit, the
+    package version, the spec it was made with and the data it was made from (the sampler's
+    are :func:`bayesscale.law.inference.sampler_attrs`)."""
+    return {
+        ATTR_FORMAT: FORMAT_VERSION,
+        names.ATTR_KIND: kind,
+        names.ATTR_VERSION: __version__,
+        names.ATTR_SPEC: spec_text,
+        names.ATTR_DATA_HASH: data_sha256,
+        names.ATTR_DATA_SOURCE: data_source,
+    }
+
+
 # --- saving and loading --------------------------------------------------------------------
 
 

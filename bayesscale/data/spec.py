@@ -164,7 +164,7 @@ class ModelSpec:
 # --- parsing -----------------------------------------------------------------------
 
 
-class _Reader:
+class SpecReader:
     """Pulls typed values out of a TOML table and names ``file: key`` on failure."""
 
     def __init__(self, table: dict[str, Any], where: str, source: str) -> None:
@@ -210,9 +210,15 @@ class _Reader:
             raise self._fail(key, f"must be a list of strings, got {value!r}")
         return tuple(value)
 
-    def sub(self, key: str) -> _Reader:
+    def sub(self, key: str) -> SpecReader:
+        """The reader of the sub-table ``key`` (required)."""
         value = self.get(key, dict)
-        return _Reader(value, f"{self.where}.{key}" if self.where else key, self.source)
+        return SpecReader(value, f"{self.where}.{key}" if self.where else key, self.source)
+
+    def optional(self, key: str) -> SpecReader:
+        """The reader of the sub-table ``key``, or of an empty table when the spec has none
+        (every key then takes its default)."""
+        return self.sub(key) if key in self.table else SpecReader({}, key, self.source)
 
     def finish(self) -> None:
         unknown = sorted(set(self.table) - self.used)
@@ -233,14 +239,14 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     }.get(kind if isinstance(kind, type) else str, str(kind))
 
 
-def open_spec(text: str, source: str) -> tuple[dict[str, Any], _Reader, str, str]:
+def open_spec(text: str, source: str) -> tuple[dict[str, Any], SpecReader, str, str]:
     """Parse TOML text and read its ``[model]`` table (name, description), which every
     bayesscale spec has. Returns the raw table, a reader over it, the name, the description."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: not valid TOML: {exc}") from exc
-    top = _Reader(raw, "", source)
+    top = SpecReader(raw, "", source)
     model = top.sub("model")
     name = model.get("name", str)
     description = model.get("description", str, "")
@@ -278,7 +284,7 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
     for i, table in enumerate(axes_raw):
         if not isinstance(table, dict):
             raise SpecError(f"{source}: [[axes]] entry {i + 1} must be a table")
-        r = _Reader(table, f"axes #{i + 1}", source)
+        r = SpecReader(table, f"axes #{i + 1}", source)
         axis_name = r.get("name", str)
         axes.append(
             Axis(
@@ -295,14 +301,14 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
     if len(set(axis_names)) != len(axis_names):
         raise SpecError(f"{source}: [[axes]] names must be distinct, got {axis_names}")
 
-    level_r = top.sub("level") if "level" in raw else _Reader({}, "level", source)
+    level_r = top.optional("level")
     top.used.add("level")
     level = level_r.prior("prior", LogNormalPrior(1.0, 1.0))
     level_spread = level_r.positive("spread", 0.5)
     floor_softness = level_r.positive("floor_softness", 0.02)
     level_r.finish()
 
-    slope_r = top.sub("slope") if "slope" in raw else _Reader({}, "slope", source)
+    slope_r = top.optional("slope")
     top.used.add("slope")
     slope = slope_r.prior("prior", LogNormalPrior(0.03, 1.5))
     slope_spread = slope_r.positive("spread", 1.0)

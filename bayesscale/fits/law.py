@@ -105,8 +105,8 @@ class LawFit:
 
     @cached_property
     def identification(self) -> dict[str, Any]:
-        """What the data identify: per exponent its prior contraction, power-scaling
-        sensitivity and flag (:func:`bayesscale.law.sensitivity.assess`)."""
+        """What the data identify of each exponent (its prior contraction, power-scaling
+        sensitivity and flag; :func:`bayesscale.law.sensitivity.assess`)."""
         from bayesscale.law.sensitivity import assess
 
         return assess(self.tree, self.spec)
@@ -141,13 +141,13 @@ class LawFit:
 
     def summary(self, prob: float = 0.9) -> dict[str, Any]:
         """Exponents with intervals, their ordering and identification (JSON-ready)."""
-        from bayesscale.report.summary import summarise
+        from bayesscale.law.summary import summarise
 
         return summarise(self.tree, prob)
 
     def summary_text(self, prob: float = 0.9) -> str:
         """:meth:`summary` as the text ``bayesscale summary`` prints."""
-        from bayesscale.report.summary import format_text
+        from bayesscale.law.summary import format_text
 
         return format_text(self.summary(prob))
 

@@ -26,12 +26,9 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 
-from bayesscale import __version__, names
+from bayesscale import names
 from bayesscale.data.extrapolation import SweptRange
-from bayesscale.data.fitfile import (
-    ATTR_FORMAT,
-    FORMAT_VERSION,
-)
+from bayesscale.data.fitfile import fit_attrs
 from bayesscale.data.observations import Design, Table, prepare
 from bayesscale.data.spec import ModelSpec
 from bayesscale.law.model import build_law_model, top_level_priors
@@ -261,14 +258,7 @@ def fit(table: Table, spec: ModelSpec, config: FitConfig | None = None) -> xr.Da
     }
     out = xr.DataTree.from_dict(keep)
     out.attrs = {
-        ATTR_FORMAT: FORMAT_VERSION,
-        names.ATTR_KIND: names.KIND_LAW_FIT,
-        names.ATTR_VERSION: __version__,
-        names.ATTR_SPEC: spec.text,
-        names.ATTR_DATA_HASH: table.sha256,
-        names.ATTR_DATA_SOURCE: table.source,
-        names.ATTR_SAMPLER: config.sampler,
-        names.ATTR_SEED: config.seed,
+        **fit_attrs(names.KIND_LAW_FIT, spec.text, table.sha256, table.source),
         names.ATTR_PRIOR_SCALE: spec.exponent_prior_scale,
         **sampler_attrs(config, draws, timing),
     }
@@ -303,6 +293,8 @@ def sampler_attrs(config: FitConfig, draws: int, timing: Timing) -> dict[str, An
     """How a fit was sampled, as root attributes: ``draws`` is what the posterior holds per
     chain (with an ESS target it can exceed ``config.draws``)."""
     return {
+        names.ATTR_SAMPLER: config.sampler,
+        names.ATTR_SEED: config.seed,
         names.ATTR_PREVIEW: int(config.preview),
         "chains": config.chains,
         "draws": draws,

@@ -36,7 +36,7 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pymc as pm
@@ -280,3 +280,40 @@ def log_loss_likelihood(loss: Any, observed: np.ndarray, sigma_scale: float, nu:
         observed=np.log(observed),
         dims=names.OBS_DIM,
     )
+
+
+class Outcomes(Protocol):
+    """What a design holds of the observed outcome (law and pricing designs alike)."""
+
+    @property
+    def trials(self) -> np.ndarray | None: ...
+    @property
+    def successes(self) -> np.ndarray | None: ...
+    @property
+    def loss(self) -> np.ndarray | None: ...
+
+
+class OutcomeModel(Protocol):
+    """What a spec says of the outcome's likelihood (law and pricing specs alike)."""
+
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def concentration(self) -> LogNormalPrior: ...
+    @property
+    def log_loss_sigma(self) -> float: ...
+    @property
+    def student_nu(self) -> float: ...
+
+
+def observe(loss: Any, index: np.ndarray, design: Outcomes, spec: OutcomeModel) -> None:
+    """The likelihood of the observed outcome around the law's ``loss`` per cell (``index``:
+    each row's cell): beta-binomial successes (:func:`success_likelihood`) or Student-t log
+    loss (:func:`log_loss_likelihood`), as ``spec.outcome`` says. The one switch both models
+    share."""
+    if spec.outcome == "success":
+        success_likelihood(loss, index, design.trials, design.successes, spec.concentration)
+        return
+    if design.loss is None:
+        raise ValueError("a loss outcome needs the table's loss column")
+    log_loss_likelihood(loss[index], design.loss, spec.log_loss_sigma, spec.student_nu)

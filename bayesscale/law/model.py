@@ -50,11 +50,10 @@ import pytensor.tensor as pt
 from bayesscale import names
 from bayesscale.data.observations import Cells, Design
 from bayesscale.data.spec import LogNormalPrior
-from bayesscale.law.likelihood import log_loss_likelihood, success_likelihood
+from bayesscale.law.likelihood import log_loss_likelihood, observe, success_likelihood
 
 AXIS = names.AXIS_DIM
 SETTING = names.SETTING_DIM
-LEVEL = "level"  # free RV: c_s, the loss at the reference point (size term included)
 
 GROUP_LEVEL_SUFFIX = "_z"  # non-centred standard-normal deviations: ``alpha_z``, ``slope_z``, ...
 
@@ -76,7 +75,7 @@ def top_level_priors(model: pm.Model) -> list[str]:
     return [
         rv.name
         for rv in model.free_RVs
-        if not rv.name.endswith(GROUP_LEVEL_SUFFIX) and rv.name != LEVEL
+        if not rv.name.endswith(GROUP_LEVEL_SUFFIX) and rv.name != names.LEVEL
     ]
 
 
@@ -93,16 +92,7 @@ def build_law_model(design: Design) -> pm.Model:
         log_slope, amplitude = _slopes(design, log_alpha_pop, log_alpha)
         level, floor = _level_and_floor(design, amplitude)
         loss = _law_at_cells(design, cells, alpha, log_slope, level, floor)
-        if spec.outcome == "success":
-            success_likelihood(
-                loss, cells.index, design.trials, design.successes, spec.concentration
-            )
-        else:
-            if design.loss is None:
-                raise ValueError("a loss-outcome design needs the loss column (prepare() fills it)")
-            log_loss_likelihood(
-                loss[cells.index], design.loss, spec.log_loss_sigma, spec.student_nu
-            )
+        observe(loss, cells.index, design, spec)
     return model
 
 
@@ -243,7 +233,7 @@ def _level_and_floor(
 
     if n_settings > 1:
         level_spread = pm.HalfNormal(names.LEVEL_SPREAD, sigma=spec.level_spread)
-        level = shifted_lognormal(LEVEL, log_level_mean, level_spread, shift, dims=SETTING)
+        level = shifted_lognormal(names.LEVEL, log_level_mean, level_spread, shift, dims=SETTING)
     else:
         level = pt.exp(log_level_mean) + shift
     floor = level - amplitude.sum(axis=1) - size_floor

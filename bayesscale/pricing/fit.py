@@ -103,8 +103,7 @@ def fit_pricing(
 
     ``config`` is an :class:`bayesscale.sampling.config.FitConfig` (default: its defaults).
     """
-    from bayesscale import __version__
-    from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION
+    from bayesscale.data.fitfile import fit_attrs
     from bayesscale.law.inference import FitConfig, sample, sampler_attrs
     from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
@@ -135,14 +134,7 @@ def fit_pricing(
         else:
             sources[a] = "spec override" if a in spec.exponents else "spec default"
     out.attrs = {
-        ATTR_FORMAT: FORMAT_VERSION,
-        names.ATTR_KIND: names.KIND_PRICING_FIT,
-        names.ATTR_VERSION: __version__,
-        names.ATTR_SPEC: spec.text,
-        names.ATTR_DATA_HASH: table.sha256,
-        names.ATTR_DATA_SOURCE: table.source,
-        names.ATTR_SAMPLER: config.sampler,
-        names.ATTR_SEED: config.seed,
+        **fit_attrs(names.KIND_PRICING_FIT, spec.text, table.sha256, table.source),
         names.ATTR_THRESHOLD: spec.threshold,
         names.ATTR_FRAME: spec.frame,
         names.ATTR_EXCLUSIONS: json.dumps([asdict(e) for e in table.exclusions]),

@@ -66,118 +66,144 @@ def build_pricing_model(
     spec: PricingSpec,
     exponent_priors: Mapping[str, LogNormalPrior] | None = None,
 ) -> Any:
-    """The pricing model as a ``pm.Model`` (see the module docstring for the equations).
+    """The pricing model as a ``pm.Model`` (see the module docstring for the equations), in
+    three steps: the law of each axis, the discount of each method, the loss of each cell
+    and its likelihood.
 
     ``exponent_priors`` (axis -> prior) win over the spec's, e.g. from
     :func:`exponent_priors_from_law_fit`.
     """
     import pymc as pm
-    import pytensor.tensor as pt
 
     from bayesscale.data.observations import cells_of
-    from bayesscale.law.likelihood import log_loss_likelihood, success_likelihood
+    from bayesscale.law.likelihood import observe
+
+    with pm.Model(coords=design.coords()) as model:
+        alpha, slope, level = _axis_law(design, spec, exponent_priors)
+        kappa0, r0 = _discounts(design, spec)
+        # a method's runs at one real and synthetic count share one cell; the seeds its rows
+        cells = cells_of(design.method_index, np.column_stack([design.real, design.synthetic]))
+        loss = _loss_at_cells(design, spec, cells.first_row, alpha, slope, level, kappa0, r0)
+        observe(loss, cells.index, design, spec)
+    return model
+
+
+def _axis_law(
+    design: PricingDesign, spec: PricingSpec, exponent_priors: Mapping[str, LogNormalPrior] | None
+) -> tuple[Any, Any, Any]:
+    """Exponent and slope per axis, the pure-real loss level per method, and the soft wall
+    that keeps each method's loss floor ``level - slope / alpha`` positive."""
+    import pymc as pm
+    import pytensor.tensor as pt
 
     axis_dim, method_dim = names.PRICED_AXIS_DIM, names.METHOD_DIM
     priors = [(exponent_priors or {}).get(a, spec.exponent_prior(a)) for a in design.axes]
-    ma, mi = design.method_axis, design.method_index
+    log_alpha = pm.Normal(
+        "log_pricing_alpha",
+        np.log([p.median for p in priors]),
+        np.array([p.log_sd for p in priors]),
+        dims=axis_dim,
+    )
+    alpha = pm.Deterministic(names.PRICING_ALPHA, pt.exp(log_alpha), dims=axis_dim)
+    log_slope = pm.Normal(
+        "log_pricing_slope", np.log(spec.slope.median), spec.slope.log_sd, dims=axis_dim
+    )
+    slope = pm.Deterministic(names.PRICING_SLOPE, pt.exp(log_slope), dims=axis_dim)
+    log_level = pm.Normal(
+        "log_pricing_level", np.log(spec.level.median), spec.level.log_sd, dims=method_dim
+    )
+    level = pm.Deterministic(names.PRICING_LEVEL, pt.exp(log_level), dims=method_dim)
+    floor = pm.Deterministic(
+        names.PRICING_FLOOR, level - (slope / alpha)[design.method_axis], dims=method_dim
+    )
+    # Soft wall on the floor: -softplus(-z)^2 / 2, z = floor / softness. Like log Phi(z)
+    # (about -z^2/2 below 0, about 0 above) but with finite JAX gradients everywhere.
+    z = floor / spec.floor_softness
+    pm.Potential(names.FLOOR_POSITIVE, (-0.5 * _softplus(-z) ** 2).sum())
+    return alpha, slope, level
+
+
+def _discounts(design: PricingDesign, spec: PricingSpec) -> tuple[Any, Any]:
+    """Each method's discount intercept kappa0 and zero crossing r_0, pooled within its axis
+    (``pooling = "axis"``) or not; the axis values and the collapse scale as deterministics."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    axis_dim, method_dim = names.PRICED_AXIS_DIM, names.METHOD_DIM
+    ma = design.method_axis
     n_methods, n_axes = len(design.methods), len(design.axes)
-    with pm.Model(coords=design.coords()) as model:
-        # --- the axis law -------------------------------------------------------------------
-        log_alpha = pm.Normal(
-            "log_pricing_alpha",
-            np.log([p.median for p in priors]),
-            np.array([p.log_sd for p in priors]),
+    if spec.pooling == "axis":
+        logit_axis = pm.Normal(
+            "logit_kappa0_axis", spec.kappa0_logit_mean, spec.kappa0_logit_sd, dims=axis_dim
+        )
+        spread = pm.HalfNormal(names.KAPPA0_SPREAD, sigma=spec.kappa0_spread)
+        logit_k0 = logit_axis[ma] + spread * pm.Normal("kappa0_z", 0.0, 1.0, dims=method_dim)
+        log_r0_axis = pm.Normal(
+            "log_kappa_zero_ratio_axis",
+            np.log(spec.zero_ratio.median),
+            spec.zero_ratio.log_sd,
             dims=axis_dim,
         )
-        alpha = pm.Deterministic(names.PRICING_ALPHA, pt.exp(log_alpha), dims=axis_dim)
-        log_slope = pm.Normal(
-            "log_pricing_slope", np.log(spec.slope.median), spec.slope.log_sd, dims=axis_dim
+        r0_spread = pm.HalfNormal(names.KAPPA_ZERO_SPREAD, sigma=spec.zero_ratio_spread)
+        # Centered: each method's collapse is placed sharply by its own runs, so the
+        # non-centered form (tried first) tied axis mean and z at correlation -0.78.
+        log_r0 = pm.Normal("log_kappa_zero_ratio", log_r0_axis[ma], r0_spread, dims=method_dim)
+    else:
+        logit_k0 = pm.Normal(
+            "logit_kappa0", spec.kappa0_logit_mean, spec.kappa0_logit_sd, dims=method_dim
         )
-        slope = pm.Deterministic(names.PRICING_SLOPE, pt.exp(log_slope), dims=axis_dim)
-        log_level = pm.Normal(
-            "log_pricing_level", np.log(spec.level.median), spec.level.log_sd, dims=method_dim
+        log_r0 = pm.Normal(
+            "log_kappa_zero_ratio",
+            np.log(spec.zero_ratio.median),
+            spec.zero_ratio.log_sd,
+            dims=method_dim,
         )
-        level = pm.Deterministic(names.PRICING_LEVEL, pt.exp(log_level), dims=method_dim)
-        floor = pm.Deterministic(names.PRICING_FLOOR, level - (slope / alpha)[ma], dims=method_dim)
-        # Soft wall on the floor: -softplus(-z)^2 / 2, z = floor / softness. Like log Phi(z)
-        # (about -z^2/2 below 0, about 0 above) but with finite JAX gradients everywhere.
-        z = floor / spec.floor_softness
-        wall = -0.5 * _softplus(-z) ** 2
-        pm.Potential("floor_positive", wall.sum())
+        # Unpooled: an axis's value is the median (logit / log mean) of its methods'.
+        member = np.zeros((n_axes, n_methods))
+        member[ma, np.arange(n_methods)] = 1.0
+        member /= member.sum(axis=1, keepdims=True)
+        logit_axis = pt.dot(pt.as_tensor(member), logit_k0)
+        log_r0_axis = pt.dot(pt.as_tensor(member), log_r0)
+    pm.Deterministic(names.KAPPA0_AXIS, pm.math.sigmoid(logit_axis), dims=axis_dim)
+    pm.Deterministic(names.KAPPA_ZERO_AXIS, pt.exp(log_r0_axis), dims=axis_dim)
+    kappa0 = pm.Deterministic(names.KAPPA0, pm.math.sigmoid(logit_k0), dims=method_dim)
+    r0 = pm.Deterministic(names.KAPPA_ZERO, pt.exp(log_r0), dims=method_dim)
+    # c = r_0 (1 - kappa0) / kappa0, i.e. logit-free: exp(log r_0 - logit kappa0)
+    pm.Deterministic(names.COLLAPSE_SCALE, pt.exp(log_r0 - logit_k0), dims=method_dim)
+    return kappa0, r0
 
-        # --- discount intercepts and collapse scales ------------------------------------------
-        if spec.pooling == "axis":
-            logit_axis = pm.Normal(
-                "logit_kappa0_axis", spec.kappa0_logit_mean, spec.kappa0_logit_sd, dims=axis_dim
-            )
-            spread = pm.HalfNormal(names.KAPPA0_SPREAD, sigma=spec.kappa0_spread)
-            logit_k0 = logit_axis[ma] + spread * pm.Normal("kappa0_z", 0.0, 1.0, dims=method_dim)
-            log_r0_axis = pm.Normal(
-                "log_kappa_zero_ratio_axis",
-                np.log(spec.zero_ratio.median),
-                spec.zero_ratio.log_sd,
-                dims=axis_dim,
-            )
-            r0_spread = pm.HalfNormal(names.KAPPA_ZERO_SPREAD, sigma=spec.zero_ratio_spread)
-            # Centered: each method's collapse is placed sharply by its own runs, so the
-            # non-centered form (tried first) tied axis mean and z at correlation -0.78.
-            log_r0 = pm.Normal("log_kappa_zero_ratio", log_r0_axis[ma], r0_spread, dims=method_dim)
-        else:
-            logit_k0 = pm.Normal(
-                "logit_kappa0", spec.kappa0_logit_mean, spec.kappa0_logit_sd, dims=method_dim
-            )
-            log_r0 = pm.Normal(
-                "log_kappa_zero_ratio",
-                np.log(spec.zero_ratio.median),
-                spec.zero_ratio.log_sd,
-                dims=method_dim,
-            )
-            # Unpooled: an axis's value is the median (logit / log mean) of its methods'.
-            member = np.zeros((n_axes, n_methods))
-            member[ma, np.arange(n_methods)] = 1.0
-            member /= member.sum(axis=1, keepdims=True)
-            logit_axis = pt.dot(pt.as_tensor(member), logit_k0)
-            log_r0_axis = pt.dot(pt.as_tensor(member), log_r0)
-        pm.Deterministic(names.KAPPA0_AXIS, pm.math.sigmoid(logit_axis), dims=axis_dim)
-        pm.Deterministic(names.KAPPA_ZERO_AXIS, pt.exp(log_r0_axis), dims=axis_dim)
-        kappa0 = pm.Deterministic(names.KAPPA0, pm.math.sigmoid(logit_k0), dims=method_dim)
-        r0 = pm.Deterministic(names.KAPPA_ZERO, pt.exp(log_r0), dims=method_dim)
-        # c = r_0 (1 - kappa0) / kappa0, i.e. logit-free: exp(log r_0 - logit kappa0)
-        pm.Deterministic(names.COLLAPSE_SCALE, pt.exp(log_r0 - logit_k0), dims=method_dim)
 
-        # --- effective data and the law, once per cell (a method's runs at one real and
-        # synthetic count; the seeds share it) ----------------------------------------------------
-        cells = cells_of(mi, np.column_stack([design.real, design.synthetic]))
-        rows = cells.first_row
-        ratio = design.ratio[rows]
-        method = mi[rows]
-        cell_axis = ma[method]
-        # kappa(r) = kappa0 - (1 - kappa0) r / c = kappa0 (1 - r / r_0): sampled as (kappa0, r_0)
-        # because the data place the zero crossing r_0 far better than c (c and kappa0 form a
-        # ridge along constant r_0).
-        g = 1.0 + ratio * kappa0[method] * (1.0 - ratio / r0[method])
-        g_plus = soft_multiplier_tensor(g, spec.softness, spec.floor)
-        log_x = np.log(design.real[rows] / design.reference[cell_axis]) + pt.log(g_plus)
-        a_cell = alpha[cell_axis]
-        # (D_eff / D_ref)^-alpha with the exponent clipped at 25: beyond it the loss is capped
-        # anyway, and an overflow there would turn the cap's zero gradient into NaN.
-        power = pt.expm1(pt.minimum(-a_cell * log_x, 25.0))
-        loss = level[method] + slope[cell_axis] * power / a_cell
-        # Keep 1e-4 < L < MAX_LOSS: the floor's wall keeps the lower clip inactive in practice;
-        # the smooth upper cap (p >= e^-30) keeps collapsed runs' beta-binomial finite.
-        loss = MAX_LOSS - _softplus(MAX_LOSS - pt.maximum(loss, 1e-4))
+def _loss_at_cells(
+    design: PricingDesign,
+    spec: PricingSpec,
+    rows: np.ndarray,
+    alpha: Any,
+    slope: Any,
+    level: Any,
+    kappa0: Any,
+    r0: Any,
+) -> Any:
+    """The loss at each cell (``rows``: a row of each), from its effective data
+    ``D_eff = D_r G+(1 + r kappa(r))``."""
+    import pytensor.tensor as pt
 
-        if spec.outcome == "success":
-            success_likelihood(
-                loss, cells.index, design.trials, design.successes, spec.concentration
-            )
-        else:
-            if design.loss is None:
-                raise ValueError("a loss outcome needs the table's loss column")
-            log_loss_likelihood(
-                loss[cells.index], design.loss, spec.log_loss_sigma, spec.student_nu
-            )
-    return model
+    ratio = design.ratio[rows]
+    method = design.method_index[rows]
+    cell_axis = design.method_axis[method]
+    # kappa(r) = kappa0 - (1 - kappa0) r / c = kappa0 (1 - r / r_0): sampled as (kappa0, r_0)
+    # because the data place the zero crossing r_0 far better than c (c and kappa0 form a
+    # ridge along constant r_0).
+    g = 1.0 + ratio * kappa0[method] * (1.0 - ratio / r0[method])
+    g_plus = soft_multiplier_tensor(g, spec.softness, spec.floor)
+    log_x = np.log(design.real[rows] / design.reference[cell_axis]) + pt.log(g_plus)
+    a_cell = alpha[cell_axis]
+    # (D_eff / D_ref)^-alpha with the exponent clipped at 25: beyond it the loss is capped
+    # anyway, and an overflow there would turn the cap's zero gradient into NaN.
+    power = pt.expm1(pt.minimum(-a_cell * log_x, 25.0))
+    loss = level[method] + slope[cell_axis] * power / a_cell
+    # Keep 1e-4 < L < MAX_LOSS: the floor's wall keeps the lower clip inactive in practice;
+    # the smooth upper cap (p >= e^-30) keeps collapsed runs' beta-binomial finite.
+    return MAX_LOSS - _softplus(MAX_LOSS - pt.maximum(loss, 1e-4))
 
 
 def soft_multiplier_tensor(g: Any, softness: float, floor: float) -> Any:

@@ -19,7 +19,7 @@ from bayesscale.data.observations import (
     DataWarning,
     ObservationError,
 )
-from bayesscale.data.spec import SPEC_DIR, LogNormalPrior, SpecError, _Reader, open_spec
+from bayesscale.data.spec import SPEC_DIR, LogNormalPrior, SpecError, open_spec
 
 DEFAULT_PRICING_SPEC: Final = "pricing"
 POOLING_MODES: Final = ("axis", "none")
@@ -81,9 +81,9 @@ class PricingSpec:
 
 def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
     """Parse and validate pricing-spec TOML; errors name ``source`` and the key."""
-    raw, top, name, description = open_spec(text, source)
+    _, top, name, description = open_spec(text, source)
 
-    out = top.sub("outcome") if "outcome" in raw else _Reader({}, "outcome", source)
+    out = top.optional("outcome")
     top.used.add("outcome")
     outcome = out.get("kind", str, "success")
     if outcome not in ("success", "loss"):
@@ -93,7 +93,7 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
     student_nu = out.positive("student_nu", 4.0)
     out.finish()
 
-    k = top.sub("kappa0") if "kappa0" in raw else _Reader({}, "kappa0", source)
+    k = top.optional("kappa0")
     top.used.add("kappa0")
     logit_mean = float(k.get("logit_mean", float, 0.0))
     logit_sd = k.positive("logit_sd", 1.0)
@@ -103,7 +103,7 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
         raise SpecError(f"{source}: [kappa0] pooling: one of {POOLING_MODES}, got {pooling!r}")
     k.finish()
 
-    c = top.sub("collapse") if "collapse" in raw else _Reader({}, "collapse", source)
+    c = top.optional("collapse")
     top.used.add("collapse")
     zero_ratio = c.prior("zero_ratio", LogNormalPrior(3.0, 1.0))
     zero_ratio_spread = c.positive("spread", 0.3)
@@ -119,7 +119,7 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
         raise SpecError(f"{source}: [collapse] floor: must be in (0, 1), got {floor}")
     c.finish()
 
-    law = top.sub("law") if "law" in raw else _Reader({}, "law", source)
+    law = top.optional("law")
     top.used.add("law")
     level = law.prior("level", LogNormalPrior(0.8, 0.5))
     slope = law.prior("slope", LogNormalPrior(0.05, 1.0))

@@ -1,6 +1,6 @@
-"""What goes in a paper: the text summary, LaTeX tables, figures and the report folder.
+"""What goes in a paper: LaTeX tables, figures, the recipe as text and the report folder.
 
-* :mod:`~bayesscale.report.summary` — the text summary of a law fit;
+* :mod:`~bayesscale.report.recipe_text` — the recipe as text;
 * :mod:`~bayesscale.report.tables` — LaTeX and Markdown tables;
 * :mod:`~bayesscale.report.figures` — the figures, with uncertainty bands;
 * :mod:`~bayesscale.report.folder` — the report folder, written atomically;

@@ -266,16 +266,16 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
         f"fitting {spec.name!r} to {len(table.frame)} runs {_sampling(options.config)}",
         step,
     )
-    save_fit(law, tmp / "fits" / "law.nc")
     law_diag = diagnose(law)
     _verdict(md, "law fit", law_diag, options.strict)
     heldout = _check_heldout(options, law) if options.heldout is not None else None
 
     step("exponents: tables and figures")
-    from bayesscale.report.summary import summarise
+    from bayesscale.law.summary import summarise
     from bayesscale.report.tables import exponent_table, with_verdict
 
     summary = summarise(law, prob=options.prob)
+    save_fit(law, tmp / "fits" / "law.nc")  # with its diagnostics and identification, now known
     md.add("## The law", "", _diagnostics_line("law fit", law_diag, law))
     figures = [("exponents", plot_exponents(law))]
     figures += [(f"law_{a}", plot_law(law, table, a)) for a in spec.axis_names]
@@ -572,7 +572,7 @@ def _identification_text(summary: dict[str, Any]) -> str:
     """What the data identify: contraction and power-scaling per population exponent, and
     which exponents lean on the prior (:mod:`bayesscale.law.sensitivity`)."""
     from bayesscale.law.sensitivity import MARKERS
-    from bayesscale.report.summary import flagged
+    from bayesscale.law.summary import flagged
 
     ident = summary["identification"]
     parts = []
@@ -622,8 +622,8 @@ def _sensitivity_section(
 ) -> None:
     """The ordering and the recipe under the default and the wider exponent prior."""
     from bayesscale.core.prices import default_prices, load_prices
+    from bayesscale.law.summary import summarise
     from bayesscale.recipe.solve import recipe
-    from bayesscale.report.summary import summarise
     from bayesscale.report.tables import Interval, Number, PaperTable
 
     scale = options.sensitivity_scale

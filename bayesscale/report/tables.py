@@ -355,7 +355,7 @@ def exponent_table(
     label: str = "tab:exponents",
     provenance: Provenance | None = None,
 ) -> PaperTable:
-    """Population and per-setting exponents from :func:`bayesscale.report.summary.summarise`, one
+    """Population and per-setting exponents from :func:`bayesscale.law.summary.summarise`, one
     column per axis, with ``P(alpha_1 > alpha_2 > ...)`` per row (``ordering``)."""
     try:
         axes = list(summary["ordering"]["axes"])
