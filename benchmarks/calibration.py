@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import bayesscale.law.inference as inference  # first: sets XLA's host device count
+import bayesscale.law.inference as inference
 from bayesscale import names
 from bayesscale.checks import calibration as cal
 from bayesscale.data.simulate import PAPER_ANCHORS, PAPER_GRIDS, Truth

@@ -26,7 +26,7 @@ from testdata import PRICING, REFERENCE
 
 os.environ.setdefault("BAYESSCALE_CACHE_DIR", tempfile.mkdtemp(prefix="bayesscale-test-jax-"))
 
-import bayesscale.law.inference
+import bayesscale.names
 from bayesscale import __version__
 from bayesscale.data.fitfile import load_fit, save_fit
 from bayesscale.data.observations import load_observations

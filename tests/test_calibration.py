@@ -18,7 +18,6 @@ import pytest
 from scipy import stats
 from testdata import REFERENCE
 
-import bayesscale.law.inference  # noqa: F401  (sets XLA's host device count before JAX loads)
 from bayesscale import names
 from bayesscale.checks import calibration as cal
 from bayesscale.data.simulate import Truth, per_axis_design

@@ -137,3 +137,14 @@ def test_reading_a_fit_end_to_end_imports_neither_pymc_nor_jax(law_fit, tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_one_call_fits_from_a_path(tmp_path) -> None:
+    """``bs.fit(path, **sampler options)``: the table is read and kept (for the figures), the
+    options reach the sampler (a preview: seconds), and the fit says what it is."""
+    fit = bs.fit(ROOT / "data" / "reference" / "observations.csv", preview=True, seed=3)
+    assert isinstance(fit, bs.LawFit)
+    assert fit.table is not None and fit.tree.attrs[names.ATTR_DATA_HASH] == fit.table.sha256
+    assert fit.tree.attrs[names.ATTR_SEED] == 3
+    assert fit.diagnostics.preview and "PREVIEW" in repr(fit)
+    assert len(fit.settings) == 21
