@@ -25,7 +25,13 @@ import numpy as np
 
 from bayesscale import names
 from bayesscale.data.observations import load_observations
-from bayesscale.data.simulate import PAPER_GRIDS, paper_truth, per_axis_design, simulate
+from bayesscale.data.simulate import (
+    PAPER_GRIDS,
+    REFERENCE_TRUTH_SEED,
+    paper_truth,
+    per_axis_design,
+    simulate,
+)
 from bayesscale.data.spec import load_spec, with_exponent_prior_scale
 from bayesscale.law.inference import FitConfig, fit
 from bayesscale.law.sensitivity import assess
@@ -47,7 +53,7 @@ DESIGNS: dict[str, dict[str, Any]] = {
 def run(key: str, folder: Path) -> dict[str, Any]:
     d = DESIGNS[key]
     n = d["settings"]
-    truth = paper_truth(seed=20261129)
+    truth = paper_truth(seed=REFERENCE_TRUTH_SEED)
     truth = dataclasses.replace(
         truth,
         settings=truth.settings[:n],

@@ -322,47 +322,12 @@ def _fit_diagnostics(
 
 
 def _warn_extrapolation(summary: dict[str, Any], within: float | None) -> None:
-    """One line on standard error when rows lie beyond the warning threshold: how many, the
-    worst factor per axis, and what keeps the recipe inside the data."""
-    from bayesscale.data.extrapolation import describe
+    """The recipe's note or warning on how far it lies beyond the data, on standard error."""
+    from bayesscale.report.recipe_text import extrapolation_warning
 
-    results = summary["results"]
-    if results and not any(r.get("extrapolation") for r in results):
-        print(
-            "bayesscale recipe: note: this fit stores no swept range (written by an older "
-            "version): refit it to see how far the recipe extrapolates",
-            file=sys.stderr,
-        )
-        return
-    beyond = [r for r in results if r.get("extrapolation") and r["extrapolation"]["beyond"]]
-    if not beyond:
-        return
-    worst: dict[str, float] = {}
-    for r in beyond:
-        for axis in r["extrapolation"]["beyond"]:
-            factor = _as_float(r["extrapolation"]["axes"][axis]["outside"])
-            worst[axis] = max(worst.get(axis, 0.0), factor)
-    threshold = summary["extrapolation_warn_factor"]
-    axes = ", ".join(
-        f"{a} up to {describe(f).removesuffix(' the swept range')}"
-        for a, f in sorted(worst.items(), key=lambda kv: -kv[1])
-    )
-    hint = (
-        f"--within-data {threshold:g} keeps the recipe within {threshold:g}x"
-        if within is None
-        else "with --within-data, what remains lies below the swept range"
-    )
-    print(
-        f"bayesscale recipe: warning: {len(beyond)} of {len(results)} (setting, budget) rows "
-        f"lie more than {threshold:g}x outside the swept range: {axes}; a power law says little "
-        f"that far beyond the range it was fitted on ({hint})",
-        file=sys.stderr,
-    )
-
-
-def _as_float(x: float | str | None) -> float:
-    """A JSON number back to a float (``"inf"`` too; ``None`` is NaN)."""
-    return float("nan") if x is None else float(x)
+    line = extrapolation_warning(summary, within)
+    if line is not None:
+        print(f"bayesscale recipe: {line}", file=sys.stderr)
 
 
 def _emit(ds: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:

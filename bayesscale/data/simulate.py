@@ -126,8 +126,11 @@ PAPER_GROUP_FLOORS = {
 }
 
 
+REFERENCE_TRUTH_SEED = 20261129  # the truth behind data/reference (data/make_reference.py)
+
+
 def paper_truth(
-    seed: int = 20261129,
+    seed: int = REFERENCE_TRUTH_SEED,
     alpha_pop: tuple[float, float, float] = (0.41, 0.26, 0.11),
     alpha_log_spread: tuple[float, float, float] = (0.07, 0.10, 0.15),
     amplitude_pop: tuple[float, float, float] = (0.25, 0.20, 0.25),

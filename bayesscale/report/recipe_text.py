@@ -106,3 +106,45 @@ def format_recipe(summary: dict[str, Any]) -> str:
                 lines.append(f"   {key} ({cur} per unit): {_interval(value)}")
         lines.append("")
     return "\n".join(lines)
+
+
+def extrapolation_warning(summary: dict[str, Any], within: float | None) -> str | None:
+    """One line when rows of the recipe's JSON lie beyond its warning threshold (how many, the
+    worst factor per axis, and what keeps the recipe inside the data), a note when the fit
+    stores no swept range, else ``None``. ``within``: the ``--within-data`` factor, if any."""
+    from bayesscale.data.extrapolation import describe
+
+    results = summary["results"]
+    if results and not any(r.get("extrapolation") for r in results):
+        return (
+            "note: this fit stores no swept range (written by an older version): refit it to "
+            "see how far the recipe extrapolates"
+        )
+    beyond = [r for r in results if r.get("extrapolation") and r["extrapolation"]["beyond"]]
+    if not beyond:
+        return None
+    worst: dict[str, float] = {}
+    for r in beyond:
+        for axis in r["extrapolation"]["beyond"]:
+            factor = _as_float(r["extrapolation"]["axes"][axis]["outside"])
+            worst[axis] = max(worst.get(axis, 0.0), factor)
+    threshold = summary["extrapolation_warn_factor"]
+    axes = ", ".join(
+        f"{a} up to {describe(f).removesuffix(' the swept range')}"
+        for a, f in sorted(worst.items(), key=lambda kv: -kv[1])
+    )
+    hint = (
+        f"--within-data {threshold:g} keeps the recipe within {threshold:g}x"
+        if within is None
+        else "with --within-data, what remains lies below the swept range"
+    )
+    return (
+        f"warning: {len(beyond)} of {len(results)} (setting, budget) rows lie more than "
+        f"{threshold:g}x outside the swept range: {axes}; a power law says little that far "
+        f"beyond the range it was fitted on ({hint})"
+    )
+
+
+def _as_float(x: float | str | None) -> float:
+    """A JSON number back to a float (``"inf"`` too; ``None`` is NaN)."""
+    return float("nan") if x is None else float(x)
