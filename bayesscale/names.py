@@ -91,6 +91,33 @@ LOG_LOSS_SIGMA: Final = "log_loss_sigma"  # () Student-t scale on log loss
 EXPECTED_LOSS: Final = "expected_loss"  # (obs) deterministic law value per row
 OUTCOME: Final = "outcome"  # observed variable
 
+# --- free variables of the law model (bayesscale.law.model; read back by predict, calibration)
+LOG_ALPHA_POP: Final = "log_alpha_pop"  # (axis) log population exponent
+ALPHA_Z: Final = "alpha_z"  # (setting, axis) standardised setting effects on log alpha
+LOG_SLOPE_POP: Final = "log_slope_pop"  # (axis) log population slope A * alpha at D_ref
+SLOPE_SPREAD: Final = "slope_spread"  # (axis) sd of the settings' log slopes
+SLOPE_Z: Final = "slope_z"  # (setting, axis) standardised setting effects on log slope
+LOG_LEVEL_GROUP: Final = "log_level_group"  # (size_group) log loss level per size group
+LOG_LEVEL_POP: Final = "log_level_pop"  # log loss level of a law without a size term
+LEVEL: Final = "level"  # (setting) c_s, the loss at the reference point (size term included)
+LEVEL_SPREAD: Final = "level_spread"  # sd of the settings' log levels
+LOG_ALPHA_SIZE: Final = "log_alpha_size"  # log exponent of model size
+LOG_SIZE_SLOPE: Final = "log_size_slope"  # log slope of the size term
+LOG_DENSE_MULTIPLIER: Final = "log_dense_multiplier"  # log scale of a dense reward's loss
+INTERACTION_WEIGHT: Final = "interaction_weight"  # (setting) weight of the interaction term
+FLOOR_POSITIVE: Final = "floor_positive"  # the potential keeping the loss floor positive
+
+
+def group_effect_name(key: str) -> str:
+    """``alpha_<key>_z``: a setting key's exponent-group effects (standardised)."""
+    return f"alpha_{key}_z"
+
+
+def group_spread_name(key: str) -> str:
+    """``alpha_<key>_spread``: the sd of a setting key's exponent-group effects."""
+    return f"alpha_{key}_spread"
+
+
 # --- constant_data of a law fit -------------------------------------------------------
 REFERENCE_SCALE: Final = "reference_scale"  # (axis) D_ref per axis
 SIZE_REFERENCE: Final = "size_reference"  # () N_ref, same unit as the size column
@@ -175,7 +202,7 @@ STEP: Final = "step"
 VAL_METRIC: Final = "val_metric"
 TOKENS: Final = "tokens"
 
-# --- budget recipe (bayesscale.allocate, bayesscale.recipe) ---------------------------------
+# --- budget recipe (bayesscale.core.allocate, bayesscale.recipe) ---------------------------------
 # dims
 BASELINE_DIM: Final = "baseline"  # comparison allocations at equal budget
 QUANTILE_DIM: Final = "quantile"  # summary quantiles of a per-draw quantity
@@ -200,7 +227,7 @@ SWITCH_PRICE: Final = "switch_price"  # price above which an axis is bought only
 DECISION: Final = "decision"  # (setting, budget, axis) sizes maximising E[p] (purchased units)
 DECISION_SPEND: Final = "decision_spend"  # (setting, budget, axis) money per axis
 EXPECTED_SUCCESS: Final = "expected_success"  # (setting, budget) E[p] of the decision
-# how far beyond the data (bayesscale.extrapolation)
+# how far beyond the data (bayesscale.data.extrapolation)
 EXTRAPOLATION: Final = "extrapolation"  # per draw: allocation / largest swept value, per axis
 DECISION_EXTRAPOLATION: Final = "decision_extrapolation"  # (setting, budget, axis) the decision's
 TRAJECTORIES: Final = "trajectories"  # per draw: purchased tasks x rollouts per task
@@ -230,8 +257,8 @@ ATTR_THRESHOLD: Final = "collapse_threshold"  # S(r*) = threshold (default 0.95)
 ATTR_FRAME: Final = "collapse_frame"  # fixed_real | fixed_total
 ATTR_EXPONENT_SOURCE: Final = "exponent_source"  # where each axis exponent's prior came from
 
-# --- held-out checks, cross-validation, comparison (bayesscale.predict, check, crossval, compare)
-# per-row columns of a held-out check (bayesscale.check.check); the figures code reads these
+# --- held-out checks, cross-validation, comparison (bayesscale.law.predict, check, crossval, compare)
+# per-row columns of a held-out check (bayesscale.checks.heldout.check); the figures code reads these
 ROW: Final = "row"  # 1-based data row of the checked table (of the original table in crossval)
 OUTSIDE_SWEPT: Final = (
     "outside_swept"  # check: how many times outside the swept range (max over axes)
@@ -248,7 +275,7 @@ MEAN_UPPER: Final = "mean_upper"
 PERCENTILE: Final = "percentile"  # predictive percentile of the observation (randomised PIT)
 COVERED: Final = "covered"  # lower <= observed <= upper
 NEW_SETTING: Final = "new_setting"  # True where the setting was drawn from the population
-# per-group summaries (bayesscale.check.by_setting, bayesscale.crossval)
+# per-group summaries (bayesscale.checks.heldout.by_setting, bayesscale.checks.crossval)
 N_ROWS: Final = "n_rows"
 MAE: Final = "mae"  # mean |observed - predicted|
 COVERAGE: Final = "coverage"  # share of rows with covered == True
@@ -258,11 +285,11 @@ FOLD: Final = "fold"  # crossval: the leave-out rule a row was predicted under
 ATTR_PROB: Final = "prob"
 ATTR_COVERAGE: Final = "coverage"
 ATTR_MAE: Final = "mae"
-# new settings: how unknown groups are handled (bayesscale.predict)
+# new settings: how unknown groups are handled (bayesscale.law.predict)
 NEW_GROUPS_POOLED: Final = "pooled"
-# the arviz group holding the pointwise log-likelihood (bayesscale.compare)
+# the arviz group holding the pointwise log-likelihood (bayesscale.checks.compare)
 LOG_LIKELIHOOD_GROUP: Final = "log_likelihood"
-# prior sensitivity (bayesscale.sensitivity): the fit stores the log prior of every top-level
+# prior sensitivity (bayesscale.law.sensitivity): the fit stores the log prior of every top-level
 # free variable (arviz group) and the log-likelihood summed over rows per draw (sample_stats)
 LOG_PRIOR_GROUP: Final = "log_prior"
 LOG_LIKELIHOOD_TOTAL: Final = "log_likelihood_total"

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from bayesscale import allocate
+from bayesscale.core import allocate
 
 PRICES = np.array([4.10, 0.18, 0.02])
 UPPER = np.array([384.0, np.inf, np.inf])

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import bayesscale.inference as inference  # first: sets XLA's host device count
-from bayesscale import calibration as cal
+import bayesscale.law.inference as inference
 from bayesscale import names
-from bayesscale.simulate import PAPER_ANCHORS, PAPER_GRIDS, Truth
-from bayesscale.spec import load_spec
+from bayesscale.checks import calibration as cal
+from bayesscale.data.simulate import PAPER_ANCHORS, PAPER_GRIDS, Truth
+from bayesscale.data.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 TRUTH = ROOT / "data" / "reference" / "truth.json"
@@ -117,7 +117,7 @@ def compare_pm_sample(
 ) -> dict[str, Any]:
     """Wall seconds of two pm.sample(nuts_sampler="numpyro") calls on one model and data, and
     of two fits with the compiled sampler (compiled already, so both are sampling only)."""
-    from bayesscale.models import build_law_model
+    from bayesscale.law.model import build_law_model
 
     model = build_law_model(design)
     walls = []

@@ -58,10 +58,10 @@ COLUMNS = [
 def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, object]:
     """One fit in this process; returns its measurements."""
     start = time.perf_counter()
-    from bayesscale.fitfile import diagnose
-    from bayesscale.inference import FitConfig, fit
-    from bayesscale.observations import Table, load_observations, validate
-    from bayesscale.spec import load_spec
+    from bayesscale.data.fitfile import diagnose
+    from bayesscale.data.observations import Table, load_observations, validate
+    from bayesscale.data.spec import load_spec
+    from bayesscale.law.inference import FitConfig, fit
 
     imports = time.perf_counter() - start
     if engine == "pymc":
@@ -81,12 +81,10 @@ def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, object]:
         config = FitConfig(seed=seed, progress=False)
     tic = time.perf_counter()
     if kind == "pricing":
-        from bayesscale.pricing import (
-            fit_pricing,
-            load_pricing,
-            load_pricing_spec,
-            pricing_diagnostics,
-        )
+        from bayesscale.pricing.fit import fit_pricing
+        from bayesscale.pricing.spec import load_pricing_spec
+        from bayesscale.pricing.summary import pricing_diagnostics
+        from bayesscale.pricing.table import load_pricing
         from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
         if engine != "pymc":
@@ -98,7 +96,7 @@ def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, object]:
         rows = len(table.frame)
     else:
         if kind == "chinchilla":
-            from bayesscale.external import read_chinchilla
+            from bayesscale.data.external import read_chinchilla
 
             spec = load_spec("chinchilla")
             frame, digest = read_chinchilla(EXTERNAL)
@@ -107,8 +105,8 @@ def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, object]:
             spec = load_spec()
             table = load_observations(ROOT / "data" / "reference" / "observations.csv", spec)
         else:  # simulated, ``copies`` x 21 settings
-            from bayesscale.observations import frame_sha256
-            from bayesscale.simulate import paper_truth, per_axis_design, simulate
+            from bayesscale.data.observations import frame_sha256
+            from bayesscale.data.simulate import paper_truth, per_axis_design, simulate
 
             truth = paper_truth(seed=seed, copies=copies)
             frame = simulate(truth, per_axis_design(truth), seed=seed)

@@ -7,7 +7,7 @@ rollout axis is the shallow one) on the paper's per-axis design, varying one thi
 (settings, held-out trials per run, seeds, the rollout axis's swept range, the exponent prior's
 width), fits each with the package's defaults and prints, for the population rollout
 exponent: median and 90% interval, whether the interval covers the truth, prior contraction,
-power-scaling sensitivity and the flag (:mod:`bayesscale.sensitivity`). The numbers in
+power-scaling sensitivity and the flag (:mod:`bayesscale.law.sensitivity`). The numbers in
 docs/identification.md come from this script (seeded: truth 20261129, data 1, fit 1).
 """
 
@@ -24,11 +24,17 @@ from typing import Any
 import numpy as np
 
 from bayesscale import names
-from bayesscale.inference import FitConfig, fit
-from bayesscale.observations import load_observations
-from bayesscale.sensitivity import assess
-from bayesscale.simulate import PAPER_GRIDS, paper_truth, per_axis_design, simulate
-from bayesscale.spec import load_spec, with_exponent_prior_scale
+from bayesscale.data.observations import load_observations
+from bayesscale.data.simulate import (
+    PAPER_GRIDS,
+    REFERENCE_TRUTH_SEED,
+    paper_truth,
+    per_axis_design,
+    simulate,
+)
+from bayesscale.data.spec import load_spec, with_exponent_prior_scale
+from bayesscale.law.inference import FitConfig, fit
+from bayesscale.law.sensitivity import assess
 
 WIDE_RANGE = (2, 6, 18, 56, 169, 512)  # 256x in six points instead of 32x
 DESIGNS: dict[str, dict[str, Any]] = {
@@ -47,7 +53,7 @@ DESIGNS: dict[str, dict[str, Any]] = {
 def run(key: str, folder: Path) -> dict[str, Any]:
     d = DESIGNS[key]
     n = d["settings"]
-    truth = paper_truth(seed=20261129)
+    truth = paper_truth(seed=REFERENCE_TRUTH_SEED)
     truth = dataclasses.replace(
         truth,
         settings=truth.settings[:n],

@@ -26,9 +26,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from bayesscale import names
-    from bayesscale.inference import FitConfig, fit
-    from bayesscale.observations import load_observations
-    from bayesscale.spec import load_spec
+    from bayesscale.data.observations import load_observations
+    from bayesscale.data.spec import load_spec
+    from bayesscale.law.inference import FitConfig, fit
 
     spec = load_spec()
     table = load_observations(ROOT / "data" / "reference" / "observations.csv", spec)

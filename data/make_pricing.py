@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayesscale import collapse, names
+from bayesscale import names
+from bayesscale.core import collapse
 
 OUT = Path(__file__).resolve().parent / "pricing"
 SEED = 20261130

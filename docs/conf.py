@@ -69,10 +69,14 @@ nitpick_ignore_regex = [
         r"(numpy|np|pandas|pd|xarray|xr|pymc|pm|pytensor|pt|scipy|matplotlib|pathlib|collections\.abc)\..*",
     ),
 ]
-# ``open_spec`` returns the private reader of spec tables, deliberately undocumented.
-nitpick_ignore = [("py:class", "bayesscale.spec._Reader")]
-# A type alias (a Callable) that autodoc shows by name; Sphinx has no target for aliases.
-nitpick_ignore += [("py:class", "Perturbation")]
+nitpick_ignore = [
+    # a type alias (a Callable) that autodoc shows by name; Sphinx has no target for aliases
+    ("py:class", "Perturbation"),
+    # annotations of the fit objects name types imported for type checking only (matplotlib's
+    # Figure) or as ``Path``; autodoc cannot qualify them
+    ("py:class", "Path"),
+    ("py:class", "Figure"),
+]
 
 
 def _factory_defaults(app, what, name, obj, options, signature, return_annotation):

@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 SETUP = """import os
 from pathlib import Path
 
-from bayesscale.inference import FitConfig
+import bayesscale as bs
 
 # CI runs every notebook with BAYESSCALE_NOTEBOOK_SMALL=1: few draws and a few settings, so
 # the numbers below are then rough. Unset it for a real analysis.
@@ -26,22 +26,16 @@ SMALL = os.environ.get("BAYESSCALE_NOTEBOOK_SMALL") == "1"
 ROOT = Path.cwd().parent if Path.cwd().name == "notebooks" else Path.cwd()
 DATA = ROOT / "data"
 CONFIG = (
-    FitConfig(chains=2, draws=60, tune=100, seed=1, progress=False, ess_target=0)
+    bs.FitConfig(chains=2, draws=60, tune=100, seed=1, progress=False, ess_target=0)
     if SMALL
-    else FitConfig(seed=1)
+    else bs.FitConfig(seed=1)
 )"""
 
-SUBSET = """from bayesscale.observations import Table, frame_sha256, load_observations, setting_labels, validate
-from bayesscale.spec import load_spec
-
-spec = load_spec()  # models/agentic_rl.toml
-table = load_observations(DATA / "reference" / "observations.csv", spec)
+SUBSET = """spec = bs.load_spec()  # models/agentic_rl.toml
+table = bs.load_observations(DATA / "reference" / "observations.csv", spec)
 if SMALL:  # three settings of one (algorithm, domain): a fast, still pooled, fit
-    labels = setting_labels(table.frame, spec)
-    keep = labels.isin(list(dict.fromkeys(labels))[:3])
-    frame = table.frame[keep.to_numpy()].reset_index(drop=True)
-    table = Table(validate(frame, spec, table.source), table.source, frame_sha256(frame))
-print(len(table.frame), "runs,", setting_labels(table.frame, spec).nunique(), "settings")"""
+    table = table.subset(spec, table.settings(spec)[:3])
+print(len(table.frame), "runs,", len(table.settings(spec)), "settings")"""
 
 NOTEBOOKS = {
     "refit.ipynb": [
@@ -59,40 +53,31 @@ NOTEBOOKS = {
             "has an effective sample size of 400)."
         ),
         new_code_cell(
-            "from bayesscale.fitfile import diagnose\n"
-            "from bayesscale.inference import fit\n\n"
-            "tree = fit(table, spec, CONFIG)\n"
-            "diagnostics = diagnose(tree)\n"
-            "print(diagnostics.to_dict())\n"
-            "if not diagnostics.ok:\n"
-            "    print('NOT CONVERGED:', diagnostics.problems())"
+            "fit = bs.fit(table, spec, CONFIG)\n"
+            "print(fit)\n"
+            "print(fit.diagnostics.to_dict())\n"
+            "if not fit.diagnostics.ok:\n"
+            "    print('NOT CONVERGED:', fit.diagnostics.problems())"
         ),
         new_markdown_cell(
             "Population and per-setting exponents: posterior means with 90% equal-tailed "
             "intervals, and the probability of the ordering env > task > traj."
         ),
+        new_code_cell("print(fit.summary_text(prob=0.9))"),
         new_code_cell(
-            "from bayesscale.summary import format_text, summarise\n\n"
-            "result = summarise(tree, prob=0.9)\n"
-            "print(format_text(result))"
-        ),
-        new_code_cell(
-            "from bayesscale.tables import exponent_table\n\n"
-            "print(exponent_table(result).to_markdown())"
+            "from bayesscale.report.tables import exponent_table\n\n"
+            "print(exponent_table(fit.summary(prob=0.9)).to_markdown())"
         ),
         new_markdown_cell("The forest plot of exponents, and the law along each axis."),
-        new_code_cell(
-            "from bayesscale.figures import plot_exponents, plot_law\n\nplot_exponents(tree);"
-        ),
-        new_code_cell("plot_law(tree, table, 'env');"),
+        new_code_cell("fit.plot_exponents();"),
+        new_code_cell("fit.plot_law('env');"),
         new_markdown_cell(
             "Save the fit (netCDF; refuses to overwrite unless `overwrite=True`) and load it back."
         ),
         new_code_cell(
             "import tempfile\n\n"
-            "from bayesscale.fitfile import load_fit, save_fit\n\n"
-            "path = save_fit(tree, Path(tempfile.mkdtemp()) / 'fit.nc')\n"
-            "assert load_fit(path).attrs['data_sha256'] == table.sha256\n"
+            "path = fit.save(Path(tempfile.mkdtemp()) / 'fit.nc')\n"
+            "assert bs.load(path).tree.attrs['data_sha256'] == table.sha256\n"
             "path"
         ),
     ],
@@ -106,26 +91,23 @@ NOTEBOOKS = {
         ),
         new_code_cell(SETUP),
         new_code_cell(SUBSET),
-        new_code_cell("from bayesscale.inference import fit\n\ntree = fit(table, spec, CONFIG)"),
+        new_code_cell("fit = bs.fit(table, spec, CONFIG)\ntree = fit.tree"),
         new_markdown_cell(
             "Held-out runs: `data/reference/heldout.csv` (up to 1,024 environments, 40,960 tasks, "
             "128 rollouts). Rows of settings the fit does not know are an error, unless only the "
             "model size is new and the law has a size term."
         ),
         new_code_cell(
-            "from bayesscale.check import check, format_text, load_heldout, summary\n"
-            "from bayesscale.fitfile import diagnose\n"
-            "from bayesscale.observations import setting_labels\n\n"
+            "from bayesscale.checks.heldout import format_text, load_heldout, summary\n\n"
             "heldout = load_heldout(DATA / 'reference' / 'heldout.csv', tree)\n"
-            "known = setting_labels(heldout.frame, spec).isin(tree['posterior'].setting.values)\n"
-            "heldout_frame = heldout.frame[known.to_numpy()].reset_index(drop=True)\n"
-            "rows = check(tree, heldout_frame, prob=0.9, source=heldout.source)\n"
-            "print(diagnose(tree).headline() or 'diagnostics: converged')\n"
+            "heldout = heldout.subset(spec, [s for s in heldout.settings(spec) if s in fit.settings])\n"
+            "rows = fit.check(heldout, prob=0.9, source=heldout.source)\n"
+            "print(fit.diagnostics.headline() or 'diagnostics: converged')\n"
             "print(format_text(summary(rows)))\n"
             "rows.head()"
         ),
         new_code_cell(
-            "from bayesscale.figures import plot_heldout, provenance\n\n"
+            "from bayesscale.report.figures import plot_heldout, provenance\n\n"
             "plot_heldout(rows, provenance=provenance(tree, heldout));"
         ),
         new_markdown_cell(
@@ -133,8 +115,8 @@ NOTEBOOKS = {
             "predict the left-out runs."
         ),
         new_code_cell(
-            "from bayesscale.crossval import crossval\n"
-            "from bayesscale.crossval import format_text as crossval_text\n\n"
+            "from bayesscale.checks.crossval import crossval\n"
+            "from bayesscale.checks.crossval import format_text as crossval_text\n\n"
             "cv = crossval(table, spec, ['rollouts=max'], CONFIG)\n"
             "print(crossval_text(cv.to_dict()))"
         ),
@@ -149,7 +131,7 @@ NOTEBOOKS = {
         new_code_cell(SETUP),
         new_code_cell(
             "import pandas as pd\n\n"
-            "from bayesscale.pricing import load_pricing, load_pricing_spec, validate_pricing\n\n"
+            "from bayesscale.pricing.spec import load_pricing_spec\nfrom bayesscale.pricing.table import load_pricing, validate_pricing\n\n"
             "pricing_spec = load_pricing_spec()\n"
             "path = DATA / 'pricing' / 'pricing.csv'\n"
             "pricing_table = load_pricing(path, pricing_spec)\n"
@@ -162,22 +144,18 @@ NOTEBOOKS = {
             "    print('left out:', exclusion)"
         ),
         new_code_cell(
-            "from bayesscale.pricing import fit_pricing, pricing_diagnostics\n\n"
-            "price_fit = fit_pricing(pricing_table, pricing_spec, CONFIG)\n"
-            "print(pricing_diagnostics(price_fit).to_dict())"
+            "price_fit = bs.fit_pricing(pricing_table, pricing_spec, CONFIG)\n"
+            "print(price_fit)\n"
+            "print(price_fit.diagnostics.to_dict())"
         ),
         new_code_cell(
-            "from bayesscale.pricing import format_pricing_text, summarise_pricing\n"
-            "from bayesscale.tables import pricing_table as paper_pricing_table\n\n"
-            "priced = summarise_pricing(price_fit, prob=0.9)\n"
-            "print(format_pricing_text(priced))\n"
+            "from bayesscale.report.tables import pricing_table as paper_pricing_table\n\n"
+            "priced = price_fit.summary(prob=0.9)\n"
+            "print(price_fit.summary_text(prob=0.9))\n"
             "print(paper_pricing_table(priced).to_latex())"
         ),
         new_markdown_cell("Collapse curves with bands, r* marked with its interval."),
-        new_code_cell(
-            "from bayesscale.figures import plot_collapse\n\n"
-            "plot_collapse(price_fit, quantity='success', table=pricing_table);"
-        ),
+        new_code_cell("price_fit.plot_collapse(quantity='success', table=pricing_table);"),
     ],
     "recipe.ipynb": [
         new_markdown_cell(
@@ -189,7 +167,7 @@ NOTEBOOKS = {
         ),
         new_code_cell(SETUP),
         new_code_cell(SUBSET),
-        new_code_cell("from bayesscale.inference import fit\n\ntree = fit(table, spec, CONFIG)"),
+        new_code_cell("fit = bs.fit(table, spec, CONFIG)\ntree = fit.tree"),
         new_markdown_cell(
             "Additive money cost at the paper's unit prices ($4.10 per environment, $0.18 per "
             "task, $0.02 per trajectory; `models/prices.toml`), an inventory ceiling of 384 "
@@ -197,9 +175,9 @@ NOTEBOOKS = {
         ),
         new_code_cell(
             "import numpy as np\n\n"
-            "from bayesscale.recipe import recipe, summarize\n\n"
+            "from bayesscale.recipe.output import summarize\n\n"
             "budgets = np.geomspace(1e3, 1e6, 7)\n"
-            "ds = recipe(tree, budgets, bounds={'env': (1, 384)}, max_draws=100)\n"
+            "ds = fit.recipe(budgets, bounds={'env': (1, 384)}, max_draws=100)\n"
             "summarize(ds)['purchased'].sel(quantile=0.5).isel(setting=0).to_pandas()"
         ),
         new_markdown_cell(
@@ -208,26 +186,25 @@ NOTEBOOKS = {
             "says little far beyond its range). `within_data=4` keeps every axis within 4x."
         ),
         new_code_cell(
-            "from bayesscale.fitfile import diagnose\n\n"
-            "print(diagnose(tree).headline() or 'diagnostics: converged')\n"
+            "print(fit.diagnostics.headline() or 'diagnostics: converged')\n"
             "summarize(ds)['extrapolation'].sel(quantile=0.5).isel(setting=0).to_pandas()"
         ),
         new_code_cell(
-            "inside = recipe(tree, budgets, within_data=4, max_draws=100)\n"
+            "inside = fit.recipe(budgets, within_data=4, max_draws=100)\n"
             "summarize(inside)['purchased'].sel(quantile=0.5).isel(setting=0).to_pandas()"
         ),
         new_code_cell(
-            "from bayesscale.tables import recipe_table\n\n"
+            "from bayesscale.report.tables import recipe_table\n\n"
             "print(recipe_table(ds, budgets=budgets[::3]).to_markdown())"
         ),
         new_code_cell(
-            "from bayesscale.figures import plot_allocation, provenance\n\n"
+            "from bayesscale.report.figures import plot_allocation, provenance\n\n"
             "plot_allocation(ds, provenance=provenance(tree), settings=list(ds.setting.values[:2]));"
         ),
         new_markdown_cell("Success along a fixed budget as the split varies, with bands."),
         new_code_cell(
-            "from bayesscale.figures import plot_iso_budget\n"
-            "from bayesscale.recipe import iso_budget\n\n"
+            "from bayesscale.recipe.iso_budget import iso_budget\n"
+            "from bayesscale.report.figures import plot_iso_budget\n\n"
             "iso = iso_budget(tree, 1e4, bounds={'env': (1, 384)}, max_draws=100)\n"
             "plot_iso_budget(iso, provenance=provenance(tree), settings=list(iso.setting.values[:2]));"
         ),
@@ -236,7 +213,7 @@ NOTEBOOKS = {
             "separately and capped at 384): the local exponents `d log D_i / d log C`."
         ),
         new_code_cell(
-            "from bayesscale.compute_recipe import compute_recipe\n\n"
+            "from bayesscale.recipe.compute import compute_recipe\n\n"
             "flops = compute_recipe(tree, [1e6, 1e8], powers={'env': 0}, bounds={'env': (1, 384)})\n"
             "summarize(flops)['recipe_exponent'].sel(quantile=0.5).isel(setting=0).to_pandas()"
         ),

@@ -26,14 +26,16 @@ from testdata import PRICING, REFERENCE
 
 os.environ.setdefault("BAYESSCALE_CACHE_DIR", tempfile.mkdtemp(prefix="bayesscale-test-jax-"))
 
-import bayesscale.inference
+import bayesscale.names
 from bayesscale import __version__
-from bayesscale.fitfile import load_fit, save_fit
-from bayesscale.inference import FitConfig, fit
-from bayesscale.observations import load_observations
-from bayesscale.pricing import fit_pricing, load_pricing, load_pricing_spec
+from bayesscale.data.fitfile import load_fit, save_fit
+from bayesscale.data.observations import load_observations
+from bayesscale.data.spec import load_spec
+from bayesscale.law.inference import FitConfig, fit
+from bayesscale.pricing.fit import fit_pricing
+from bayesscale.pricing.spec import load_pricing_spec
+from bayesscale.pricing.table import load_pricing
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
-from bayesscale.spec import load_spec
 
 # The package's defaults: what a user's `bayesscale fit` / `price` does.
 LAW_CONFIG = FitConfig(seed=11, progress=False)

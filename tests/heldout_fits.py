@@ -17,10 +17,10 @@ import xarray as xr
 from testdata import REFERENCE
 
 from bayesscale import names
-from bayesscale.crossval import CrossvalResult, crossval
-from bayesscale.inference import FitConfig, fit
-from bayesscale.observations import Table, frame_sha256, validate
-from bayesscale.spec import ModelSpec, parse_spec
+from bayesscale.checks.crossval import CrossvalResult, crossval
+from bayesscale.data.observations import Table, frame_sha256, validate
+from bayesscale.data.spec import ModelSpec, parse_spec
+from bayesscale.law.inference import FitConfig, fit
 
 SETTING = {names.MODEL: "Qwen3-8B", names.ALGORITHM: "grpo", names.DOMAIN: "math+code"}
 CONFIG = FitConfig(chains=2, draws=300, tune=300, seed=1, progress=False, ess_target=0)

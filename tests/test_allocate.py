@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from bayesscale import allocate as al
+from bayesscale.core import allocate as al
 
 PAPER_PRICES = np.array([4.10, 0.18, 0.02])
 PAPER_ALPHA = np.array([0.41, 0.26, 0.11])

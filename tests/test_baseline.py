@@ -7,10 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bayesscale import laws, names
-from bayesscale.baseline import bootstrap_fit, fit_panel, local_slopes, panels
-from bayesscale.simulate import paper_truth, per_axis_design, simulate
-from bayesscale.spec import load_spec
+from bayesscale import names
+from bayesscale.core import laws
+from bayesscale.data.simulate import paper_truth, per_axis_design, simulate
+from bayesscale.data.spec import load_spec
+from bayesscale.law.baseline import bootstrap_fit, fit_panel, local_slopes, panels
 
 SPEC = load_spec()
 

@@ -18,12 +18,11 @@ import pytest
 from scipy import stats
 from testdata import REFERENCE
 
-import bayesscale.inference  # noqa: F401  (sets XLA's host device count before JAX loads)
-from bayesscale import calibration as cal
 from bayesscale import names
-from bayesscale.inference import FitConfig
-from bayesscale.simulate import Truth, per_axis_design
-from bayesscale.spec import load_spec
+from bayesscale.checks import calibration as cal
+from bayesscale.data.simulate import Truth, per_axis_design
+from bayesscale.data.spec import load_spec
+from bayesscale.law.inference import FitConfig
 
 SBC_CONFIG = FitConfig(chains=2, draws=200, tune=200, seed=0, progress=False)
 SBC_SETTING = 1  # Qwen3-8B | grpo | math+code

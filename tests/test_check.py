@@ -1,4 +1,4 @@
-"""bayesscale.check and ``bayesscale check``: held-out posterior-predictive checks.
+"""bayesscale.checks.heldout and ``bayesscale check``: held-out posterior-predictive checks.
 
 Known answers: data/reference/heldout.csv is simulated from the same truth as the fitted
 observations, so the reference fit's 90% predictive intervals cover about 90% of it (measured:
@@ -18,12 +18,13 @@ import xarray as xr
 from scipy import stats
 from testdata import REFERENCE
 
-from bayesscale import laws, names
-from bayesscale.check import by_setting, check, load_heldout, summary
+from bayesscale import names
+from bayesscale.checks.heldout import by_setting, check, load_heldout, summary
 from bayesscale.cli import main
-from bayesscale.fitfile import ATTR_FORMAT, save_fit
-from bayesscale.observations import ObservationError
-from bayesscale.recipe import synthetic_fit
+from bayesscale.core import laws
+from bayesscale.data.fitfile import ATTR_FORMAT, save_fit
+from bayesscale.data.observations import ObservationError
+from bayesscale.recipe.synthetic import synthetic_fit
 
 HELDOUT = REFERENCE / "heldout.csv"
 ROW_COLUMNS = [
@@ -225,7 +226,7 @@ def test_cli_reports_bad_inputs_cleanly(law_fit, small_fit_path, tmp_path, capsy
 def test_loss_outcome_point_mass_gives_the_student_t_exactly():
     """A Chinchilla-style fit (loss outcome) with a point-mass posterior: the predictive of
     log y is StudentT(nu, log L, sigma), so quantiles and percentiles are scipy's."""
-    from bayesscale.spec import load_spec
+    from bayesscale.data.spec import load_spec
 
     spec = load_spec("chinchilla")
     chains, draws, sigma = 2, 3000, 0.05
@@ -276,7 +277,7 @@ def test_loss_outcome_point_mass_gives_the_student_t_exactly():
 
 
 def test_each_row_says_how_far_beyond_its_settings_swept_range(law_fit, reference_check):
-    from bayesscale.extrapolation import SweptRange
+    from bayesscale.data.extrapolation import SweptRange
 
     swept = SweptRange.from_fit(law_fit)
     table = reference_check

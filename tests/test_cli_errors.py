@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from testdata import REFERENCE
 
-from bayesscale.fitfile import save_fit
+from bayesscale.data.fitfile import save_fit
 
 BAYESSCALE = str(Path(sys.executable).parent / "bayesscale")
 

@@ -1,4 +1,4 @@
-"""Known answers for the pure collapse math (bayesscale.collapse): no sampling."""
+"""Known answers for the pure collapse math (bayesscale.core.collapse): no sampling."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bayesscale import collapse
+from bayesscale.core import collapse
 
 # a steep law: success is sensitive to effective data, so r* sits close to kappa's zero
 STEEP = {"level": 0.8, "slope": 0.4, "alpha": 0.5, "x_baseline": 1.0}

@@ -1,4 +1,4 @@
-"""bayesscale.compare and ``bayesscale compare``: PSIS-LOO between fits of the same data.
+"""bayesscale.checks.compare and ``bayesscale compare``: PSIS-LOO between fits of the same data.
 
 Known answers: the reference data were simulated with seed-to-seed spread (beta-binomial
 concentration 800, 3.5x the binomial variance at 2,000 tasks), so a fit whose concentration is
@@ -19,8 +19,7 @@ from heldout_fits import SPEC, binomial_fit, cv_result
 from scipy.special import logsumexp
 
 from bayesscale import names
-from bayesscale.cli import main
-from bayesscale.compare import (
+from bayesscale.checks.compare import (
     CompareError,
     Pair,
     compare_fits,
@@ -28,9 +27,10 @@ from bayesscale.compare import (
     loo,
     with_log_likelihood,
 )
-from bayesscale.fitfile import diagnose, save_fit
-from bayesscale.models import build_law_model
-from bayesscale.observations import prepare
+from bayesscale.cli import main
+from bayesscale.data.fitfile import diagnose, save_fit
+from bayesscale.data.observations import prepare
+from bayesscale.law.model import build_law_model
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 from test_recipe import _save
 
-from bayesscale import allocate, names
+from bayesscale import names
 from bayesscale.cli import main
-from bayesscale.compute_recipe import compute_recipe
-from bayesscale.recipe import RecipeError, law_draws, summarize, synthetic_fit
+from bayesscale.core import allocate
+from bayesscale.recipe.compute import compute_recipe
+from bayesscale.recipe.draws import RecipeError, law_draws
+from bayesscale.recipe.output import summarize
+from bayesscale.recipe.synthetic import synthetic_fit
 
 BUDGETS = np.array([1e8, 1e10, 1e12])
 

@@ -1,4 +1,4 @@
-"""bayesscale.crossval and ``bayesscale crossval``: refit without a slice, predict the slice.
+"""bayesscale.checks.crossval and ``bayesscale crossval``: refit without a slice, predict the slice.
 
 The rules are checked on the reference data without sampling (what each rule leaves out, and
 the failures that must come before any refit). One small refit (tests/heldout_fits.py: one
@@ -15,14 +15,14 @@ import pytest
 from heldout_fits import CONFIG, LEAVE_OUT, SPEC, SPEC_TEXT, cv_result, subset_frame
 from testdata import REFERENCE
 
-import bayesscale.inference
+import bayesscale.law.inference
 from bayesscale import names
-from bayesscale.check import check
+from bayesscale.checks.crossval import CrossvalError, LeaveOut, split
+from bayesscale.checks.heldout import check
 from bayesscale.cli import main
-from bayesscale.crossval import CrossvalError, LeaveOut, split
-from bayesscale.observations import ObservationError, load_observations
-from bayesscale.predict import classify_settings, table_layout
-from bayesscale.spec import load_spec
+from bayesscale.data.observations import ObservationError, load_observations
+from bayesscale.data.spec import load_spec
+from bayesscale.law.predict import classify_settings, table_layout
 
 DEFAULT = load_spec()
 
@@ -82,7 +82,7 @@ def test_left_out_model_sizes_are_new_models_of_known_groups(reference):
     assert len(part.train.frame) == 15 * 48 and len(part.held.frame) == 6 * 48
     assert part.positions.tolist() == np.flatnonzero(reference.frame[names.PARAMS_B] == 14).tolist()
     held = part.held.frame
-    from bayesscale.observations import setting_labels
+    from bayesscale.data.observations import setting_labels
 
     new = classify_settings(
         held, table_layout(part.train, DEFAULT), setting_labels(held, DEFAULT), None, "x"
@@ -143,7 +143,7 @@ def test_cli_crossval(tmp_path, capsys, monkeypatch):
         seen.append((table.sha256, spec.name, config.draws, config.chains, config.seed))
         return fold.fit
 
-    monkeypatch.setattr(bayesscale.inference, "fit", cached_fit)
+    monkeypatch.setattr(bayesscale.law.inference, "fit", cached_fit)
     obs, spec = tmp_path / "subset.csv", tmp_path / "spec.toml"
     subset_frame().to_csv(obs, index=False)
     spec.write_text(SPEC_TEXT)

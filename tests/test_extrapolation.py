@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bayesscale import names
-from bayesscale.extrapolation import SweptRange, check_threshold, describe
+from bayesscale.data.extrapolation import SweptRange, check_threshold, describe
 
 
 def test_of_rows_takes_min_and_max_per_setting_and_axis() -> None:
@@ -45,3 +45,24 @@ def test_a_fit_stores_its_swept_range(law_fit, reference_frame) -> None:
                 continue
             assert r.lo[g, i] == rows[columns[axis]].min()
             assert r.hi[g, i] == rows[columns[axis]].max()
+
+
+def test_the_recipe_warns_in_one_line_only_beyond_the_threshold() -> None:
+    from bayesscale.recipe.output import to_json
+    from bayesscale.recipe.solve import recipe
+    from bayesscale.recipe.synthetic import synthetic_fit
+    from bayesscale.report.recipe_text import extrapolation_warning
+
+    fit = synthetic_fit(draws=20, spread=0.0)
+    assert extrapolation_warning(to_json(recipe(fit, [1e2])), None) is None
+    far = to_json(recipe(fit, [1e2, 1e9]))
+    line = extrapolation_warning(far, None)
+    assert line is not None and line.startswith("warning: 2 of 4 (setting, budget) rows")
+    assert "--within-data 4 keeps the recipe within 4x" in line
+    assert "what remains lies below" in str(extrapolation_warning(far, 4.0))
+    old = fit.copy()
+    old["constant_data"] = (
+        old["constant_data"].to_dataset().drop_vars([names.SWEPT_MIN, names.SWEPT_MAX])
+    )
+    note = extrapolation_warning(to_json(recipe(old, [1e2])), None)
+    assert note is not None and note.startswith("note: this fit stores no swept range")

@@ -13,7 +13,15 @@ import xarray as xr
 from testdata import PRICING, REFERENCE
 
 from bayesscale import __version__, names
-from bayesscale.figures import (
+from bayesscale.data.observations import Table, load_observations, setting_labels
+from bayesscale.data.simulate import PAPER_ANCHORS, PAPER_GRIDS
+from bayesscale.data.spec import load_spec
+from bayesscale.pricing.spec import load_pricing_spec
+from bayesscale.pricing.table import load_pricing
+from bayesscale.recipe.iso_budget import iso_budget
+from bayesscale.recipe.solve import recipe
+from bayesscale.recipe.synthetic import synthetic_fit
+from bayesscale.report.figures import (
     FigureError,
     figure_provenance,
     find_sweep,
@@ -28,12 +36,7 @@ from bayesscale.figures import (
     read_provenance,
     save_figure,
 )
-from bayesscale.figures.style import credible_band, grid_shape
-from bayesscale.observations import Table, load_observations, setting_labels
-from bayesscale.pricing import load_pricing, load_pricing_spec
-from bayesscale.recipe import iso_budget, recipe, synthetic_fit
-from bayesscale.simulate import PAPER_ANCHORS, PAPER_GRIDS
-from bayesscale.spec import load_spec
+from bayesscale.report.figures.style import credible_band, grid_shape
 
 SETTINGS = ["Qwen3-4B | grpo | math+code", "Qwen3-8B | ppo | swe", "Qwen3-8B | grpo | search"]
 SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
@@ -176,9 +179,9 @@ def test_law_refuses_bad_input(
 def test_law_with_interaction_and_dense_reward_series(tmp_path) -> None:
     """A hand-made fit with an env x task interaction and dense reward on traj (multiplier 2):
     the dense curve is the law at twice the rollouts, interaction included."""
-    from bayesscale.observations import validate
-    from bayesscale.recipe import _SYNTH_SPEC
-    from bayesscale.spec import parse_spec
+    from bayesscale.data.observations import validate
+    from bayesscale.data.spec import parse_spec
+    from bayesscale.recipe.synthetic import _SYNTH_SPEC
 
     spec_text = (
         _SYNTH_SPEC
@@ -550,7 +553,7 @@ def _marked(fit: xr.DataTree, **attrs: object) -> xr.DataTree:
 
 
 def test_figures_default_to_equal_tailed_intervals(law_fit: xr.DataTree, table: Table) -> None:
-    from bayesscale.figures.style import DEFAULT_KIND, band_legend_text
+    from bayesscale.report.figures.style import DEFAULT_KIND, band_legend_text
 
     assert DEFAULT_KIND == "eti"
     fig = plot_law(law_fit, table, names.ENV, settings=SETTINGS[:1], max_draws=40)
@@ -587,7 +590,7 @@ def test_law_shades_sizes_outside_the_swept_range_and_labels_the_grid(
 
 
 def test_grid_ticks_keep_both_ends() -> None:
-    from bayesscale.figures.law import grid_ticks
+    from bayesscale.report.figures.law import grid_ticks
 
     assert grid_ticks(np.array([256.0, 8, 16, 64])).tolist() == [8.0, 16.0, 64.0, 256.0]
     many = grid_ticks(2.0 ** np.arange(3, 13), most=5)  # 8 .. 4096
@@ -595,7 +598,7 @@ def test_grid_ticks_keep_both_ends() -> None:
 
 
 def test_beyond_spans_interpolate_the_crossing_log_log() -> None:
-    from bayesscale.figures.marks import beyond_spans, outside_spans
+    from bayesscale.report.figures.marks import beyond_spans, outside_spans
 
     x = np.array([1.0, 100.0])
     # y = x crosses hi = 10 at x = 10 (a straight line in log-log)
@@ -680,8 +683,8 @@ def test_verdict_matches_diagnose_and_needs_no_pymc(law_fit: xr.DataTree) -> Non
     import subprocess
     import sys
 
-    from bayesscale import fitfile
-    from bayesscale.figures.marks import verdict
+    from bayesscale.data import fitfile as fitfile
+    from bayesscale.report.figures.marks import verdict
 
     assert fitfile.diagnose(law_fit).ok and verdict(law_fit) is None
     # chains that disagree: shift the second chain of every variable
@@ -697,7 +700,7 @@ def test_verdict_matches_diagnose_and_needs_no_pymc(law_fit: xr.DataTree) -> Non
     preview = _marked(law_fit, **{names.ATTR_PREVIEW: 1})
     assert fitfile.diagnose(preview).preview
     assert (verdict(preview) or "").startswith("PREVIEW FIT: Laplace approximation")
-    code = "import sys, bayesscale.figures; print('pymc' in sys.modules)"
+    code = "import sys, bayesscale.report.figures; print('pymc' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -705,7 +708,7 @@ def test_verdict_matches_diagnose_and_needs_no_pymc(law_fit: xr.DataTree) -> Non
 def test_failed_or_preview_fits_stamp_their_figures(
     law_fit: xr.DataTree, table: Table, recipe_result: xr.Dataset
 ) -> None:
-    from bayesscale.figures.marks import stamp_of
+    from bayesscale.report.figures.marks import stamp_of
 
     good = plot_law(law_fit, table, names.TRAJ, settings=SETTINGS[:1], max_draws=20)
     assert stamp_of(good) is None

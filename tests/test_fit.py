@@ -11,16 +11,17 @@ import pytest
 import xarray as xr
 from testdata import EXTERNAL, REFERENCE
 
-from bayesscale import laws, names
-from bayesscale.baseline import bootstrap_fit
+from bayesscale import names
 from bayesscale.cli import main
-from bayesscale.external import PUBLISHED_FITS, read_chinchilla
-from bayesscale.fitfile import FitFileError, diagnose, load_fit, save_fit
-from bayesscale.inference import FitConfig, fit
-from bayesscale.observations import Table, validate
-from bayesscale.simulate import Truth
-from bayesscale.spec import load_spec
-from bayesscale.summary import summarise
+from bayesscale.core import laws
+from bayesscale.data.external import PUBLISHED_FITS, read_chinchilla
+from bayesscale.data.fitfile import FitFileError, diagnose, load_fit, save_fit
+from bayesscale.data.observations import Table, validate
+from bayesscale.data.simulate import Truth
+from bayesscale.data.spec import load_spec
+from bayesscale.law.baseline import bootstrap_fit
+from bayesscale.law.inference import FitConfig, fit
+from bayesscale.law.summary import summarise
 
 pytestmark = pytest.mark.slow
 SPEC = load_spec()

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logit
 
-from bayesscale import laws
+from bayesscale.core import laws
 
 
 def test_logit_form_matches_direct_logit_where_that_is_accurate():

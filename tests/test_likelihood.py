@@ -13,12 +13,12 @@ from pymc.sampling.jax import get_jaxified_graph
 from scipy import special, stats
 from testdata import REFERENCE
 
-from bayesscale.likelihood import GroupedBetaBinomialLogp, stirling_digamma, stirling_lgamma
-from bayesscale.models import build_law_model
-from bayesscale.observations import cells_of, load_observations, prepare
+from bayesscale.data.observations import cells_of, load_observations, prepare
+from bayesscale.data.spec import load_spec
+from bayesscale.law.likelihood import GroupedBetaBinomialLogp, stirling_digamma, stirling_lgamma
+from bayesscale.law.model import build_law_model
 from bayesscale.sampling import configure
 from bayesscale.sampling.logdensity import LogDensity
-from bayesscale.spec import load_spec
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from bayesscale import names
-from bayesscale.observations import (
+from bayesscale.data.observations import (
     DataWarning,
     ObservationError,
     load_observations,
     prepare,
     write_table,
 )
-from bayesscale.spec import load_spec
+from bayesscale.data.spec import load_spec
 
 SPEC = load_spec()
 

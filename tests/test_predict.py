@@ -1,4 +1,4 @@
-"""bayesscale.predict: the NumPy law and likelihood against PyMC's, new settings, bad rows.
+"""bayesscale.law.predict: the NumPy law and likelihood against PyMC's, new settings, bad rows.
 
 Known answers: PyMC's own pointwise log-likelihood of the same draws (``pm.compute_log_likelihood``)
 on the reference fit and on prior draws of models with every optional term (exponent groups,
@@ -17,25 +17,29 @@ import pytest
 import xarray as xr
 from testdata import REFERENCE
 
-from bayesscale import laws, names
-from bayesscale.models import LEVEL, build_law_model
-from bayesscale.observations import ObservationError, Table, frame_sha256, prepare, validate
-from bayesscale.predict import (
-    ALPHA_Z,
-    LEVEL_SPREAD,
-    LOG_LEVEL_GROUP,
-    LOG_LEVEL_POP,
-    SLOPE_Z,
+from bayesscale import names
+from bayesscale.core import laws
+from bayesscale.data.observations import ObservationError, Table, frame_sha256, prepare, validate
+from bayesscale.data.spec import load_spec, parse_spec
+from bayesscale.law.model import build_law_model
+from bayesscale.law.predict import (
     PredictError,
     beta_binomial_logpmf,
     fit_layout,
-    group_effect_name,
     pointwise_log_likelihood,
     predict,
     read_population,
     student_t_logpdf,
 )
-from bayesscale.spec import load_spec, parse_spec
+from bayesscale.names import (
+    ALPHA_Z,
+    LEVEL,
+    LEVEL_SPREAD,
+    LOG_LEVEL_GROUP,
+    LOG_LEVEL_POP,
+    SLOPE_Z,
+    group_effect_name,
+)
 
 SPEC = load_spec()
 HELDOUT = REFERENCE / "heldout.csv"

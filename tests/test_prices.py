@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bayesscale import names
-from bayesscale.prices import (
+from bayesscale.core.prices import (
     DEFAULT_PRICES,
     PRICES_FILE,
     PricesError,
@@ -96,7 +96,7 @@ def test_kappa_validation() -> None:
 def test_docstring_examples() -> None:
     import doctest
 
-    import bayesscale.prices
+    import bayesscale.core.prices
 
-    result = doctest.testmod(bayesscale.prices, raise_on_error=False)
+    result = doctest.testmod(bayesscale.core.prices, raise_on_error=False)
     assert result.attempted >= 4 and result.failed == 0

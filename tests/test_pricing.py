@@ -13,28 +13,32 @@ import pytest
 import xarray as xr
 from testdata import PRICING, ROOT
 
-from bayesscale import collapse, names
+from bayesscale import names
 from bayesscale.cli import main
-from bayesscale.fitfile import ATTR_FORMAT, FORMAT_VERSION, FitFileError, load_fit, save_fit
-from bayesscale.pricing import (
+from bayesscale.core import collapse
+from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION, FitFileError, load_fit, save_fit
+from bayesscale.data.spec import SpecError
+from bayesscale.pricing.design import prepare_pricing
+from bayesscale.pricing.model import (
+    build_pricing_model,
+    exponent_priors_from_law_fit,
+    soft_multiplier_tensor,
+)
+from bayesscale.pricing.spec import (
     PricingError,
     PricingWarning,
-    build_pricing_model,
-    eta_squared,
-    exponent_priors_from_law_fit,
-    format_pricing_text,
-    json_ready,
-    load_pricing,
     load_pricing_spec,
     parse_pricing_spec,
-    prepare_pricing,
-    r_star_notes,
-    soft_multiplier_tensor,
-    summarise_pricing,
-    validate_pricing,
 )
-from bayesscale.recipe import kappa_draws
-from bayesscale.spec import SpecError
+from bayesscale.pricing.summary import (
+    eta_squared,
+    format_pricing_text,
+    json_ready,
+    r_star_notes,
+    summarise_pricing,
+)
+from bayesscale.pricing.table import load_pricing, validate_pricing
+from bayesscale.recipe.draws import kappa_draws
 
 SPEC = load_pricing_spec()
 
@@ -382,7 +386,7 @@ def test_cli_reports_bad_input(tmp_path, capsys, frame):
 def test_exponent_prior_override_reaches_the_model(frame):
     import pymc as pm
 
-    from bayesscale.spec import LogNormalPrior
+    from bayesscale.data.spec import LogNormalPrior
 
     design = prepare_pricing(validate_pricing(frame, SPEC), SPEC)
     model = build_pricing_model(design, SPEC, {"env": LogNormalPrior(0.41, 0.02)})

@@ -15,14 +15,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bayesscale import allocate, laws, names
-from bayesscale.fitfile import diagnose
-from bayesscale.inference import FitConfig, fit
-from bayesscale.observations import Table, frame_sha256, validate
-from bayesscale.prices import parse_prices
-from bayesscale.recipe import recipe, summarize
-from bayesscale.simulate import paper_truth, per_axis_design, simulate
-from bayesscale.spec import load_spec, parse_spec
+from bayesscale import names
+from bayesscale.core import allocate, laws
+from bayesscale.core.prices import parse_prices
+from bayesscale.data.fitfile import diagnose
+from bayesscale.data.observations import Table, frame_sha256, validate
+from bayesscale.data.simulate import paper_truth, per_axis_design, simulate
+from bayesscale.data.spec import load_spec, parse_spec
+from bayesscale.law.inference import FitConfig, fit
+from bayesscale.recipe.output import summarize
+from bayesscale.recipe.solve import recipe
 
 pytestmark = pytest.mark.slow
 

@@ -12,11 +12,11 @@ from testdata import PRICING, REFERENCE
 
 from bayesscale import names
 from bayesscale.cli import main
-from bayesscale.figures import read_provenance
-from bayesscale.fitfile import load_fit, save_fit
-from bayesscale.inference import FitConfig
-from bayesscale.report import ReportError, ReportOptions, build_report
-from bayesscale.report_dir import MANIFEST, ReportDirError
+from bayesscale.data.fitfile import load_fit, save_fit
+from bayesscale.law.inference import FitConfig
+from bayesscale.report.build import ReportError, ReportOptions, build_report
+from bayesscale.report.figures import read_provenance
+from bayesscale.report.folder import MANIFEST, ReportDirError
 
 pytestmark = pytest.mark.slow
 OBS = REFERENCE / "observations.csv"

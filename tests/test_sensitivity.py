@@ -18,12 +18,14 @@ from testdata import REFERENCE
 
 from bayesscale import names
 from bayesscale.cli import main
-from bayesscale.fitfile import save_fit
-from bayesscale.inference import FitConfig, fit
-from bayesscale.models import build_law_model, top_level_priors
-from bayesscale.observations import load_observations, prepare
-from bayesscale.predict import pointwise_log_likelihood
-from bayesscale.sensitivity import (
+from bayesscale.data.fitfile import save_fit
+from bayesscale.data.observations import load_observations, prepare
+from bayesscale.data.simulate import PAPER_GRIDS, paper_truth, per_axis_design, simulate
+from bayesscale.data.spec import SpecError, load_spec, parse_spec, with_exponent_prior_scale
+from bayesscale.law.inference import FitConfig, fit
+from bayesscale.law.model import build_law_model, top_level_priors
+from bayesscale.law.predict import pointwise_log_likelihood
+from bayesscale.law.sensitivity import (
     CONTRACTION_DOMINATED,
     CONTRACTION_SENSITIVE,
     FLAG_DOMINATED,
@@ -37,10 +39,8 @@ from bayesscale.sensitivity import (
     psense_tree,
     sensitivity,
 )
-from bayesscale.simulate import PAPER_GRIDS, paper_truth, per_axis_design, simulate
-from bayesscale.spec import SpecError, load_spec, parse_spec, with_exponent_prior_scale
-from bayesscale.summary import format_text, summarise
-from bayesscale.tables import exponent_table
+from bayesscale.law.summary import format_text, summarise
+from bayesscale.report.tables import exponent_table
 
 N_SETTINGS = 4
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from bayesscale.spec import SpecError, load_spec, parse_spec
+from bayesscale.data.spec import SpecError, load_spec, parse_spec
 
 MINIMAL = """
 [model]

@@ -12,11 +12,11 @@ import pytest
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.figures import provenance
-from bayesscale.pricing import summarise_pricing
-from bayesscale.recipe import recipe
-from bayesscale.summary import marker, summarise
-from bayesscale.tables import (
+from bayesscale.law.summary import marker, summarise
+from bayesscale.pricing.summary import summarise_pricing
+from bayesscale.recipe.solve import recipe
+from bayesscale.report.figures import provenance
+from bayesscale.report.tables import (
     Interval,
     PaperTable,
     TableError,

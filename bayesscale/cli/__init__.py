@@ -72,7 +72,7 @@ def add_force(parser: argparse.ArgumentParser) -> None:
 
 
 def add_warn_beyond(parser: argparse.ArgumentParser) -> None:
-    from bayesscale.extrapolation import WARN_FACTOR
+    from bayesscale.data.extrapolation import WARN_FACTOR
 
     parser.add_argument(
         "--warn-beyond",
@@ -86,7 +86,7 @@ def add_warn_beyond(parser: argparse.ArgumentParser) -> None:
 
 
 class Verdict(Protocol):
-    """A fit's diagnostics (``bayesscale.fitfile.Diagnostics`` and the pricing fit's)."""
+    """A fit's diagnostics (``bayesscale.data.fitfile.Diagnostics`` and the pricing fit's)."""
 
     def headline(self) -> str | None: ...
 
@@ -99,7 +99,7 @@ def refuse_failed(what: str, diagnostics: Verdict, strict: bool) -> None:
 
 
 def check_warn_beyond(value: float) -> float:
-    from bayesscale.extrapolation import check_threshold
+    from bayesscale.data.extrapolation import check_threshold
 
     try:
         return check_threshold(value)

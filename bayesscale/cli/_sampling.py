@@ -22,8 +22,8 @@ from bayesscale.sampling.config import (
 )
 
 if TYPE_CHECKING:
-    from bayesscale.fitfile import Diagnostics
-    from bayesscale.spec import ModelSpec
+    from bayesscale.data.fitfile import Diagnostics
+    from bayesscale.data.spec import ModelSpec
 
 EXIT_DIAGNOSTICS = 3
 
@@ -111,7 +111,7 @@ def add_prior_scale_argument(parser: argparse.ArgumentParser) -> None:
 def spec_with_prior_scale(spec: ModelSpec, factor: float) -> ModelSpec:
     """``spec`` with its exponent priors ``factor`` times wider; a bad factor is a
     one-line command error."""
-    from bayesscale.spec import SpecError, with_exponent_prior_scale
+    from bayesscale.data.spec import SpecError, with_exponent_prior_scale
 
     try:
         return with_exponent_prior_scale(spec, factor)

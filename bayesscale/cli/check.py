@@ -53,20 +53,14 @@ def run(args: argparse.Namespace) -> int:
     warn_beyond = check_warn_beyond(args.warn_beyond)
     out = output_path(args.out, args.force)
 
-    from bayesscale.check import check, format_text, load_heldout, summary
-    from bayesscale.fitfile import diagnose, load_fit
-    from bayesscale.observations import write_table
+    from bayesscale.checks.heldout import format_text, summary
+    from bayesscale.data.observations import write_table
+    from bayesscale.fits.law import LawFit
 
-    fit = load_fit(args.fit)
-    diagnostics = diagnose(fit)
+    fit = LawFit.load(args.fit)
+    diagnostics = fit.diagnostics
     refuse_failed(args.fit, diagnostics, args.strict)
-    table = check(
-        fit,
-        load_heldout(args.heldout, fit),
-        prob=args.prob,
-        new_groups=args.new_groups,
-        seed=args.seed,
-    )
+    table = fit.check(args.heldout, prob=args.prob, new_groups=args.new_groups, seed=args.seed)
     result = summary(table, warn_beyond)
     result["fit_diagnostics"] = diagnostics.to_dict()
     extent = result["extrapolation"]

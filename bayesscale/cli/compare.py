@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     if len(set(labels)) != len(labels):
         raise CommandError(f"fit names must be distinct, got {labels}; pass --name per fit")
 
-    from bayesscale.compare import compare_fits, diagnostics_of, format_text
-    from bayesscale.fitfile import load_fit
+    from bayesscale.checks.compare import compare_fits, diagnostics_of, format_text
+    from bayesscale.data.fitfile import load_fit
 
     fits = {label: load_fit(path) for label, path in zip(labels, args.fits, strict=True)}
     if args.strict:

@@ -61,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
     check_prob(args.prob)
     out = output_path(args.out, args.force)
 
-    from bayesscale.crossval import crossval, format_text
-    from bayesscale.observations import load_observations, write_table
-    from bayesscale.spec import load_spec
+    from bayesscale.checks.crossval import crossval, format_text
+    from bayesscale.data.observations import load_observations, write_table
+    from bayesscale.data.spec import load_spec
 
     spec = load_spec(args.spec)
     table = load_observations(args.observations, spec)

@@ -49,10 +49,10 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args.out, args.force)
     assert out is not None  # --out is required
 
-    from bayesscale.fitfile import diagnose, save_fit
-    from bayesscale.inference import fit
-    from bayesscale.observations import load_observations
-    from bayesscale.spec import load_spec
+    from bayesscale.data.observations import load_observations
+    from bayesscale.data.spec import load_spec
+    from bayesscale.fits.law import LawFit
+    from bayesscale.law.inference import fit
 
     spec = spec_with_prior_scale(load_spec(args.spec), args.prior_scale)
     table = load_observations(args.observations, spec)
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         f"({config.describe()}{wider})",
         file=sys.stderr,
     )
-    tree = fit(table, spec, config)
-    save_fit(tree, out, overwrite=args.force)
-    print(f"wrote {out} ({tree.attrs['wall_seconds']:.1f} s)")
-    return diagnostics_verdict(diagnose(tree), args.strict)
+    law = LawFit(fit(table, spec, config), table=table)
+    law.save(out, overwrite=args.force)
+    print(f"wrote {out} ({law.tree.attrs['wall_seconds']:.1f} s)")
+    return diagnostics_verdict(law.diagnostics, args.strict)

@@ -55,18 +55,12 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args.out, args.force)
     assert out is not None  # --out is required
 
-    from bayesscale import names
-    from bayesscale.fitfile import load_fit, save_fit
-    from bayesscale.pricing import (
-        PricingWarning,
-        exponent_priors_from_law_fit,
-        fit_pricing,
-        format_pricing_text,
-        load_pricing,
-        load_pricing_spec,
-        pricing_diagnostics,
-        summarise_pricing,
-    )
+    from bayesscale.fits.law import LawFit
+    from bayesscale.fits.pricing import PricingFit
+    from bayesscale.pricing.fit import fit_pricing
+    from bayesscale.pricing.model import exponent_priors_from_law_fit
+    from bayesscale.pricing.spec import PricingWarning, load_pricing_spec
+    from bayesscale.pricing.table import load_pricing
 
     spec = load_pricing_spec(args.spec)
     with warnings.catch_warnings(record=True) as caught:
@@ -76,16 +70,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {w.message}", file=sys.stderr)
     priors = None
     if args.law_fit:
-        priors = exponent_priors_from_law_fit(load_fit(args.law_fit, kind=names.KIND_LAW_FIT))
+        priors = exponent_priors_from_law_fit(LawFit.load(args.law_fit).tree)
     config = config_from_args(args)
     print(
         f"pricing {len(table.methods)} method(s) from {len(table.frame)} runs of {table.source} "
         f"({config.describe()})",
         file=sys.stderr,
     )
-    tree = fit_pricing(table, spec, config, priors, exponent_source=args.law_fit or "")
-    save_fit(tree, out, overwrite=args.force)
-    result = summarise_pricing(tree)
-    print(f"wrote {out} ({tree.attrs['wall_seconds']:.1f} s)")
-    print(format_pricing_text(result))
-    return diagnostics_verdict(pricing_diagnostics(tree), args.strict)
+    priced = PricingFit(
+        fit_pricing(table, spec, config, priors, exponent_source=args.law_fit or "")
+    )
+    priced.save(out, overwrite=args.force)
+    print(f"wrote {out} ({priced.tree.attrs['wall_seconds']:.1f} s)")
+    print(priced.summary_text())
+    return diagnostics_verdict(priced.diagnostics, args.strict)

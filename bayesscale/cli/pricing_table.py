@@ -30,11 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from bayesscale import names
-    from bayesscale.fitfile import load_fit
-    from bayesscale.pricing import format_pricing_text, json_ready, summarise_pricing
+    from bayesscale.fits.pricing import PricingFit
+    from bayesscale.pricing.summary import format_pricing_text, json_ready
 
-    result = summarise_pricing(load_fit(args.fit, kind=names.KIND_PRICING_FIT), prob=args.prob)
+    result = PricingFit.load(args.fit).summary(prob=args.prob)
     if args.json:
         print(json.dumps(json_ready(result), indent=2, allow_nan=False))
     else:

@@ -14,7 +14,7 @@ import argparse
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bayesscale.cli import (
     CommandError,
@@ -27,6 +27,10 @@ from bayesscale.cli import (
     output_path,
     refuse_failed,
 )
+
+if TYPE_CHECKING:
+    from bayesscale.fits.law import LawFit
+    from bayesscale.fits.pricing import PricingFit
 
 DESCRIPTION = (
     "Propagate a law fit's posterior through the budget allocator (additive linear cost "
@@ -195,16 +199,12 @@ def parse_bounds(text: str) -> dict[str, tuple[float | None, float | None]]:
     return out
 
 
-def _load(path: str, kind: str) -> Any:
-    from bayesscale.fitfile import load_fit  # no PyMC: reading a fit is quick
-
-    return load_fit(path, kind=kind)
-
-
 def run(args: argparse.Namespace) -> int:
-    from bayesscale import names
-    from bayesscale.prices import load_prices
-    from bayesscale.recipe import recipe, to_json
+    from bayesscale.core.prices import load_prices
+    from bayesscale.fits.law import LawFit
+    from bayesscale.fits.pricing import PricingFit
+    from bayesscale.recipe.output import to_json
+    from bayesscale.recipe.solve import recipe
 
     check_prob(args.prob)
     warn_beyond = check_warn_beyond(args.warn_beyond)
@@ -219,9 +219,10 @@ def run(args: argparse.Namespace) -> int:
     if args.powers or args.unit_cost != 1.0:
         raise CommandError("--powers and --unit-cost apply to --cost compute only")
     prices = load_prices(args.prices)
-    fit = _load(args.fit, names.KIND_LAW_FIT)
-    pricing = _load(args.pricing, names.KIND_PRICING_FIT) if args.pricing else None
-    verdicts = _fit_diagnostics(args, fit, pricing)
+    law = LawFit.load(args.fit)  # no PyMC: reading a fit is quick
+    priced = PricingFit.load(args.pricing) if args.pricing else None
+    verdicts = _fit_diagnostics(args, law, priced)
+    fit, pricing = law.tree, priced.tree if priced is not None else None
     ds = recipe(
         fit,
         budgets,
@@ -238,7 +239,20 @@ def run(args: argparse.Namespace) -> int:
     summary = to_json(ds, args.prob, warn_beyond)
     summary["fit_diagnostics"] = verdicts
     if args.iso:
-        _add_iso(summary, ds, fit, args, prices, pricing, kappa, bounds)
+        from bayesscale.recipe.iso_budget import add_iso_budget
+
+        add_iso_budget(
+            summary,
+            ds,
+            fit,
+            args.prob,
+            prices=prices,
+            pricing=pricing,
+            kappa=kappa,
+            bounds=bounds,
+            max_draws=args.max_draws,
+            within_data=args.within_data,
+        )
     failures = int(ds.attrs.get("decision_solver_failures", 0))
     if failures:
         print(
@@ -258,9 +272,9 @@ def _run_compute(
     bounds: dict[str, tuple[float | None, float | None]] | None,
     warn_beyond: float,
 ) -> int:
-    from bayesscale import names
-    from bayesscale.compute_recipe import compute_recipe
-    from bayesscale.recipe import to_json
+    from bayesscale.fits.law import LawFit
+    from bayesscale.recipe.compute import compute_recipe
+    from bayesscale.recipe.output import to_json
 
     money_only = [
         flag
@@ -275,10 +289,10 @@ def _run_compute(
     ]
     if money_only:
         raise CommandError(f"{', '.join(money_only)} apply to the additive (money) cost only")
-    fit = _load(args.fit, names.KIND_LAW_FIT)
-    verdicts = _fit_diagnostics(args, fit, None)
+    law = LawFit.load(args.fit)
+    verdicts = _fit_diagnostics(args, law, None)
     ds = compute_recipe(
-        fit,
+        law.tree,
         budgets,
         powers=parse_kappa(args.powers, "--powers") if args.powers else None,
         unit_cost=args.unit_cost,
@@ -294,65 +308,26 @@ def _run_compute(
     return 0
 
 
-def _fit_diagnostics(args: argparse.Namespace, fit: Any, pricing: Any) -> dict[str, Any]:
+def _fit_diagnostics(
+    args: argparse.Namespace, law: LawFit, pricing: PricingFit | None
+) -> dict[str, Any]:
     """The fits' diagnostics verdicts (refused with ``--strict`` when one failed), for the
     JSON and the first line of the text."""
-    from bayesscale.fitfile import diagnose
-
-    law = diagnose(fit)
-    refuse_failed(args.fit, law, args.strict)
-    fits = {"law_fit": law.to_dict()}
+    refuse_failed(args.fit, law.diagnostics, args.strict)
+    fits = {"law_fit": law.diagnostics.to_dict()}
     if pricing is not None:
-        from bayesscale.pricing import pricing_diagnostics
-
-        priced = pricing_diagnostics(pricing)
-        refuse_failed(args.pricing, priced, args.strict)
-        fits["pricing_fit"] = priced.to_dict()
+        refuse_failed(args.pricing, pricing.diagnostics, args.strict)
+        fits["pricing_fit"] = pricing.diagnostics.to_dict()
     return fits
 
 
 def _warn_extrapolation(summary: dict[str, Any], within: float | None) -> None:
-    """One line on standard error when rows lie beyond the warning threshold: how many, the
-    worst factor per axis, and what keeps the recipe inside the data."""
-    from bayesscale.extrapolation import describe
+    """The recipe's note or warning on how far it lies beyond the data, on standard error."""
+    from bayesscale.report.recipe_text import extrapolation_warning
 
-    results = summary["results"]
-    if results and not any(r.get("extrapolation") for r in results):
-        print(
-            "bayesscale recipe: note: this fit stores no swept range (written by an older "
-            "version): refit it to see how far the recipe extrapolates",
-            file=sys.stderr,
-        )
-        return
-    beyond = [r for r in results if r.get("extrapolation") and r["extrapolation"]["beyond"]]
-    if not beyond:
-        return
-    worst: dict[str, float] = {}
-    for r in beyond:
-        for axis in r["extrapolation"]["beyond"]:
-            factor = _as_float(r["extrapolation"]["axes"][axis]["outside"])
-            worst[axis] = max(worst.get(axis, 0.0), factor)
-    threshold = summary["extrapolation_warn_factor"]
-    axes = ", ".join(
-        f"{a} up to {describe(f).removesuffix(' the swept range')}"
-        for a, f in sorted(worst.items(), key=lambda kv: -kv[1])
-    )
-    hint = (
-        f"--within-data {threshold:g} keeps the recipe within {threshold:g}x"
-        if within is None
-        else "with --within-data, what remains lies below the swept range"
-    )
-    print(
-        f"bayesscale recipe: warning: {len(beyond)} of {len(results)} (setting, budget) rows "
-        f"lie more than {threshold:g}x outside the swept range: {axes}; a power law says little "
-        f"that far beyond the range it was fitted on ({hint})",
-        file=sys.stderr,
-    )
-
-
-def _as_float(x: float | str | None) -> float:
-    """A JSON number back to a float (``"inf"`` too; ``None`` is NaN)."""
-    return float("nan") if x is None else float(x)
+    line = extrapolation_warning(summary, within)
+    if line is not None:
+        print(f"bayesscale recipe: {line}", file=sys.stderr)
 
 
 def _emit(ds: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
@@ -368,147 +343,6 @@ def _emit(ds: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
         for what, diagnostics in summary.get("fit_diagnostics", {}).items():
             if diagnostics.get("headline"):
                 sys.stdout.write(f"{what.replace('_', ' ')}: {diagnostics['headline']}\n")
-        sys.stdout.write(format_table(summary))
+        from bayesscale.report.recipe_text import format_recipe
 
-
-def _add_iso(
-    summary: dict[str, Any],
-    ds: Any,
-    fit: Any,
-    args: argparse.Namespace,
-    prices: Any,
-    pricing: Any,
-    kappa: dict[str, float] | None,
-    bounds: dict[str, tuple[float | None, float | None]] | None,
-) -> None:
-    """Iso-budget bands per (setting, budget) row, through the decision (or, without one, the
-    median per-draw spend)."""
-    import numpy as np
-
-    from bayesscale import names
-    from bayesscale.recipe import iso_budget, summarize
-
-    rows = {(r["setting"], r["budget"]): r for r in summary["results"]}
-    for j, budget in enumerate(ds[names.BUDGET_DIM].to_numpy()):
-        if names.DECISION_SPEND in ds:
-            ref = ds[names.DECISION_SPEND].isel({names.BUDGET_DIM: j}).to_numpy()
-        else:
-            share = ds[names.SPEND_SHARE].isel({names.BUDGET_DIM: j})
-            ref = share.median((names.CHAIN_DIM, names.DRAW_DIM)).to_numpy() * budget
-        iso = iso_budget(
-            fit,
-            float(budget),
-            prices=prices,
-            pricing=pricing,
-            kappa=kappa,
-            bounds=bounds,
-            settings=[str(x) for x in ds[names.SETTING_DIM].to_numpy()],
-            reference_spend=ref,
-            max_draws=args.max_draws,
-            within_data=args.within_data,
-        )
-        bands = summarize(iso, args.prob)[names.ISO_SUCCESS]
-        grid = [float(x) for x in bands[names.SHARE_DIM].to_numpy()]
-        for setting in bands[names.SETTING_DIM].to_numpy():
-            curves = {}
-            for axis in bands[names.AXIS_DIM].to_numpy():
-                q = bands.sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis}).to_numpy()
-                curves[str(axis)] = {
-                    "share": grid,
-                    **{
-                        k: [None if not np.isfinite(v) else float(v) for v in q[i]]
-                        for i, k in enumerate(("lower", "median", "upper"))
-                    },
-                }
-            rows[(str(setting), float(budget))]["iso_budget"] = curves
-
-
-def _fmt(x: float | str | None) -> str:
-    """One number format for every cell: 3 significant digits, k/M/G from a thousand up."""
-    from bayesscale.tables import format_number
-
-    if x is None:
-        return "n/a"
-    if isinstance(x, str):
-        return format_number(float(x), None)  # "inf" / "-inf"
-    return format_number(x, None)
-
-
-def _interval(t: dict[str, float | str | None]) -> str:
-    return f"{_fmt(t['median'])} [{_fmt(t['lower'])}, {_fmt(t['upper'])}]"
-
-
-def format_table(summary: dict[str, Any]) -> str:
-    """Plain-text report of :func:`bayesscale.recipe.to_json` output."""
-    from bayesscale.extrapolation import times
-
-    pct = round(100 * summary["prob"])
-    cur = summary["currency"]
-    powers = summary.get("cost_powers")
-    units = summary.get("units", {})
-    warn = summary.get("extrapolation_warn_factor")
-    within = summary.get("within_data")
-    lines = [
-        f"cost model: {summary['cost_model']}; unit prices ({cur}): "
-        + ", ".join(f"{a} {p:g}" for a, p in summary["unit_prices"].items())
-        + (
-            f"; cost powers: {', '.join(f'{a} {m:g}' for a, m in powers.items())}" if powers else ""
-        ),
-        "units: " + "; ".join(f"{a} = {u}" for a, u in units.items()),
-        f"discounts: {summary['kappa']}; bounds (purchased units): "
-        + ", ".join(
-            f"{a} [{lo:g}, {'inf' if hi is None else f'{hi:g}'}]"
-            for a, (lo, hi) in summary["bounds"].items()
-        )
-        + (f" (within {within:g}x the largest swept values)" if within else ""),
-        f"intervals: median [{pct}% equal-tailed] over posterior draws",
-        f"x swept max: the decision (else the optimum's median) over the largest value of the "
-        f"axis in the setting's data; ! = more than {warn:g}x outside the swept range",
-        "",
-    ]
-    for row in summary["results"]:
-        lines.append(f"== {row['setting']}  |  budget {row['budget']:,.0f} {cur}")
-        head = ("axis", "optimum per draw", "decision", "x swept max", "exponent e_i")
-        lines.append(f"   {head[0]:<10} {head[1]:<28} {head[2]:>9}  {head[3]:<12} {head[4]}")
-        extent = row.get("extrapolation") or {}
-        for axis, t in row["allocation"].items():
-            dec = _fmt(row["decision"][axis]) if "decision" in row else "-"
-            expo = _interval(row["recipe_exponent"][axis])
-            factor = "n/a"
-            if extent:
-                e = extent["axes"][axis]
-                over_max = e.get("decision_over_max", e["optimum_over_max"]["median"])
-                factor = "n/a" if over_max is None else times(float(over_max))
-                factor += " !" if axis in extent["beyond"] else ""
-            lines.append(f"   {axis:<10} {_interval(t):<28} {dec:>9}  {factor:<12} {expo}")
-        if "trajectories" in row:
-            tr = row["trajectories"]
-            text = (
-                f"   trajectories (tasks x rollouts per task): optimum {_interval(tr['optimum'])}"
-            )
-            if "decision" in tr:
-                text += f"; decision {_fmt(tr['decision'])}"
-            lines.append(text)
-        spent = row.get("budget_spent")
-        if spent is not None and spent < 0.99 * row["budget"]:
-            lines.append(
-                f"   spent: {_fmt(spent)} of {_fmt(row['budget'])} {cur}: the bounds leave the "
-                "rest unspent"
-            )
-        if "success_at_decision" in row:
-            lines.append(
-                f"   success of the decision: {_interval(row['success_at_decision'])} "
-                f"(expected {_fmt(row['expected_success'])})"
-            )
-        for b, entry in row.get("baselines", {}).items():
-            text = f"   vs {b:<11} success {_interval(entry['success'])}"
-            if "gain_of_decision" in entry:
-                text += f"; gain {_interval(entry['gain_of_decision'])}"
-            if "compute_multiplier" in entry:
-                text += f"; budget x needed {_interval(entry['compute_multiplier'])}"
-            lines.append(text)
-        for key, value in row.items():
-            if key.startswith("switch_price"):
-                lines.append(f"   {key} ({cur} per unit): {_interval(value)}")
-        lines.append("")
-    return "\n".join(lines)
+        sys.stdout.write(format_recipe(summary))

@@ -6,8 +6,8 @@ import argparse
 
 from bayesscale.cli import add_prob, add_strict, add_warn_beyond
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
+from bayesscale.data.spec import SENSITIVITY_SCALE
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
-from bayesscale.spec import SENSITIVITY_SCALE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bayesscale.cli import CommandError, check_prob, check_warn_beyond
     from bayesscale.cli.recipe import parse_budgets
-    from bayesscale.report import ReportError, ReportOptions, build_report
+    from bayesscale.report.build import ReportError, ReportOptions, build_report
 
     check_prob(args.prob)
     warn_beyond = check_warn_beyond(args.warn_beyond)

@@ -31,13 +31,13 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from bayesscale.cli import check_prob, refuse_failed
-    from bayesscale.fitfile import diagnose, load_fit
-    from bayesscale.summary import format_text, summarise
+    from bayesscale.fits.law import LawFit
+    from bayesscale.law.summary import format_text
 
     check_prob(args.prob)
-    fit = load_fit(args.fit)
+    fit = LawFit.load(args.fit)
     if args.strict:
-        refuse_failed(args.fit, diagnose(fit), strict=True)
-    result = summarise(fit, prob=args.prob)
+        refuse_failed(args.fit, fit.diagnostics, strict=True)
+    result = fit.summary(prob=args.prob)
     print(json.dumps(result, indent=2) if args.json else format_text(result))
     return 0

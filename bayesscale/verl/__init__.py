@@ -1,7 +1,7 @@
 """verl sweeps: plan them, launch them on Ray, read the finished runs back, count the axes.
 
 The loop, one module per concept (they import only ``bayesscale.names`` and
-``bayesscale.observations`` from the package; no PyMC; Ray only inside ``launch``):
+``bayesscale.data.observations`` from the package; no PyMC; Ray only inside ``launch``):
 
 * ``pool``      read and check a task pool (one row per task-environment cell)
 * ``sweep``     the sweep spec (TOML): anchors, grid, seeds, algorithms, models, hold-out

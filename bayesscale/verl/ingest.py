@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from bayesscale import names
-from bayesscale.observations import read_table, write_table
+from bayesscale.data.observations import read_table, write_table
 from bayesscale.verl import logs
 from bayesscale.verl import manifest as mf
 

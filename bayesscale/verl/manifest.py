@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayesscale import names
-from bayesscale.observations import write_table
+from bayesscale.data.observations import write_table
 
 MANIFEST = "manifest.csv"
 SPEC_COPY = "sweep.toml"

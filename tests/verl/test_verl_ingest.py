@@ -153,7 +153,7 @@ def test_idempotent_merge(sweep: Path, tmp_path: Path, suffix: str) -> None:
 
 
 def test_rows_load_as_observations(sweep: Path, tmp_path: Path) -> None:
-    from bayesscale.observations import read_table
+    from bayesscale.data.observations import read_table
 
     r = runs(sweep)
     for run in r[:4]:

@@ -1,0 +1,280 @@
+"""Held-out checks: does the law fit predict runs it has not seen?
+
+For each held-out row ``i`` with ``k_i`` successes out of ``n_i`` (or a loss ``y_i``), the
+posterior predictive distribution is the mixture over draws ``d`` of
+``BetaBinomial(n_i, p_{d,i} phi_d, (1 - p_{d,i}) phi_d)`` (:mod:`bayesscale.law.predict`). Reported:
+
+* ``observed`` = ``k_i / n_i`` and ``predicted``, the median of the predictive rate ``k / n``;
+* ``[lower, upper]``: the central ``prob`` interval of the predictive rate (law uncertainty,
+  seed-to-seed spread and binomial noise of the ``n_i`` held-out tasks);
+* ``[mean_lower, mean_upper]``: the central interval of the expected rate ``p = exp(-L)`` (law
+  uncertainty only: where the seed mean of many runs would land);
+* ``percentile``: the randomised PIT ``u_i = P(K < k_i) + V P(K = k_i)``, ``V ~ U(0, 1)`` (a
+  continuous loss: ``P(Y < y_i)``), uniform on (0, 1) when the model is calibrated;
+* ``covered``: ``lower <= observed <= upper``; ``coverage`` is its mean, near ``prob`` when
+  the model is calibrated; ``mae`` is the mean of ``|observed - predicted|``;
+* ``<axis>_over_max``: the row's size on each axis over the largest value of that axis in its
+  setting's fitted rows, and ``outside_swept``, how many times outside the swept range the row
+  lies on its farthest axis (1 inside; :mod:`bayesscale.data.extrapolation`). A held-out check at
+  4x beyond the data tests the law 4x out, not further. Rows of a setting the fit does not
+  know are measured against the widest range of any setting.
+
+The predictive probabilities are Monte Carlo estimates over ``replicates x chains x draws``
+predictive samples, seeded.
+
+Example
+-------
+>>> table = check(load_fit("fit.nc"), load_heldout("heldout.csv", fit))  # doctest: +SKIP
+>>> table.attrs["coverage"]  # doctest: +SKIP
+0.93
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.core.intervals import quantiles, tail_quantiles
+from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange, check_threshold, times
+from bayesscale.data.observations import Table, axis_sizes, read_table
+from bayesscale.law.predict import Prediction, fit_layout, predict, validate_rows
+
+DEFAULT_PROB = 0.9
+DEFAULT_REPLICATES = 2
+SUMMARY_COLUMNS = (names.N_ROWS, names.MAE, names.COVERAGE, names.MEAN_PERCENTILE)
+# further attributes of a check table (prob, coverage and mae are in bayesscale.names)
+ATTR_SOURCE = "source"  # where the held-out rows came from
+ATTR_OUTCOME = "outcome"  # "success" (rates k/n) or "loss"
+ATTR_SAMPLES = "samples"  # predictive samples per row (replicates x chains x draws)
+ATTR_NONPOSITIVE = "nonpositive_loss"  # (draw, row) pairs whose law gave L <= 0 (p >= 1)
+
+
+def load_heldout(path: str | Path, fit: xr.DataTree) -> Table:
+    """Read a held-out table and validate it for the fit's spec (errors name the file, column
+    and rows). Rules that only matter for fitting (three distinct sizes per axis) are not
+    applied: one held-out run is a valid check."""
+    spec = fit_layout(fit).spec
+    frame, digest = read_table(path)
+    return Table(validate_rows(frame, spec, str(path), observed=True), str(path), digest)
+
+
+def _check_prob(prob: float) -> None:
+    if not 0 < prob < 1:
+        raise ValueError(f"prob must be in (0, 1), got {prob}")
+
+
+def check(
+    fit: xr.DataTree,
+    heldout: Table | pd.DataFrame,
+    prob: float = DEFAULT_PROB,
+    new_groups: str | None = None,
+    seed: int = 0,
+    replicates: int = DEFAULT_REPLICATES,
+    rows: np.ndarray | None = None,
+    source: str | None = None,
+) -> pd.DataFrame:
+    """One row per held-out row: the columns in the module docstring (names in
+    :mod:`bayesscale.names`), the row's setting keys, axis columns, model size, reward and
+    seed as given; ``frame.attrs`` holds ``prob``, ``coverage``, ``mae`` and the source.
+
+    ``rows`` renumbers the rows (crossval passes their positions in the original table);
+    ``seed`` drives new-setting draws, predictive draws and the PIT's randomisation."""
+    _check_prob(prob)
+    pred = predict(fit, heldout, new_groups=new_groups, seed=seed, source=source, observed=True)
+    table = _table(pred, prob, seed, replicates, rows)
+    return _add_extent(table, fit, pred)
+
+
+def _add_extent(table: pd.DataFrame, fit: xr.DataTree, pred: Prediction) -> pd.DataFrame:
+    """``<axis>_over_max`` per axis and ``outside_swept`` (NaN for a fit without a swept range)."""
+    swept = SweptRange.from_fit(fit)
+    spec = fit_layout(fit).spec
+    axes = list(spec.axis_names)
+    if swept is None:
+        for axis in axes:
+            table[axis + names.OVER_MAX_SUFFIX] = np.nan
+        table[names.OUTSIDE_SWEPT] = np.nan
+        return table
+    ai = [swept.axes.index(a) for a in axes]
+    widest_lo = np.nanmin(swept.lo[:, ai], axis=0)
+    widest_hi = np.nanmax(swept.hi[:, ai], axis=0)
+    lo = np.empty((pred.rows, len(axes)))
+    hi = np.empty((pred.rows, len(axes)))
+    for r, setting in enumerate(pred.setting):
+        if setting in swept.settings:
+            g = swept.settings.index(setting)
+            lo[r], hi[r] = swept.lo[g, ai], swept.hi[g, ai]
+        else:
+            lo[r], hi[r] = widest_lo, widest_hi
+    sizes = axis_sizes(pred.frame, spec)
+    rows = SweptRange(tuple(axes), tuple(pred.setting), lo, hi)
+    factor = rows.factor(sizes)
+    for i, axis in enumerate(axes):
+        table[axis + names.OVER_MAX_SUFFIX] = factor[:, i]
+    table[names.OUTSIDE_SWEPT] = rows.outside(sizes).max(axis=1)
+    return table
+
+
+def _table(
+    pred: Prediction, prob: float, seed: int, replicates: int, rows: np.ndarray | None
+) -> pd.DataFrame:
+    rng = np.random.default_rng([seed, 1])
+    draws = pred.sample(rng, replicates=replicates)
+    expected = pred.expected()
+    if pred.observed is None:
+        raise ValueError("a held-out check needs observed outcomes")
+    if pred.outcome == "success":
+        if pred.trials is None:
+            raise ValueError("a held-out check of success counts needs trials")
+        n = pred.trials.astype(float)
+        observed = pred.observed / n
+        below = (draws < pred.observed[None, :]).mean(axis=0)
+        tied = (draws == pred.observed[None, :]).mean(axis=0)
+        percentile = below + rng.uniform(size=pred.rows) * tied
+        rate = draws / n[None, :]
+    else:
+        observed = pred.observed
+        percentile = (draws < observed[None, :]).mean(axis=0)
+        rate = draws
+    tail, head = tail_quantiles(prob)
+    lower, predicted, upper = quantiles(rate, [tail, 0.5, head], axis=0)
+    mean_lower, mean_upper = quantiles(expected, [tail, head], axis=0)
+
+    frame = pred.frame
+    position = np.arange(pred.rows) if rows is None else np.asarray(rows, dtype=np.int64)
+    if len(position) != pred.rows:
+        raise ValueError(f"rows has {len(position)} entries for {pred.rows} rows")
+    out = pd.DataFrame({names.ROW: position + 1})
+    line = position + 2 if pred.source.lower().endswith(".csv") else None
+    out[names.LINE] = pd.array(line if line is not None else [pd.NA] * pred.rows, dtype="Int64")
+    out[names.SETTING] = list(pred.setting)
+    spec_columns = _echo_columns(frame)
+    for column in spec_columns:
+        out[column] = frame[column].to_numpy()
+    out[names.OBSERVED] = observed
+    out[names.PREDICTED] = predicted
+    out[names.LOWER] = lower
+    out[names.UPPER] = upper
+    out[names.MEAN_LOWER] = mean_lower
+    out[names.MEAN_UPPER] = mean_upper
+    out[names.PERCENTILE] = percentile
+    out[names.COVERED] = (lower <= observed) & (observed <= upper)
+    out[names.NEW_SETTING] = pred.new_setting
+    out.attrs = {
+        names.ATTR_PROB: prob,
+        names.ATTR_COVERAGE: float(out[names.COVERED].mean()),
+        names.ATTR_MAE: float(np.mean(np.abs(observed - predicted))),
+        ATTR_SOURCE: pred.source,
+        ATTR_OUTCOME: pred.outcome,
+        ATTR_SAMPLES: int(draws.shape[0]),
+        ATTR_NONPOSITIVE: pred.nonpositive,
+    }
+    return out
+
+
+def _echo_columns(frame: pd.DataFrame) -> list[str]:
+    """Input columns repeated in the check table, in a fixed order, where present."""
+    order = (*names.RUN_COLUMNS, names.SUCCESSES, names.TRIALS, names.LOSS)
+    return [c for c in order if c in frame.columns]
+
+
+def summarise_rows(table: pd.DataFrame) -> dict[str, float]:
+    """``n_rows``, ``mae``, ``coverage`` and ``mean_percentile`` of a (part of a) check table."""
+    return {
+        names.N_ROWS: len(table),
+        names.MAE: float(np.mean(np.abs(table[names.OBSERVED] - table[names.PREDICTED]))),
+        names.COVERAGE: float(table[names.COVERED].mean()),
+        names.MEAN_PERCENTILE: float(table[names.PERCENTILE].mean()),
+    }
+
+
+def by_setting(table: pd.DataFrame) -> pd.DataFrame:
+    """Per-setting ``n_rows``, ``mae``, ``coverage``, ``mean_percentile`` (settings in order of
+    appearance)."""
+    records = []
+    for setting, part in table.groupby(names.SETTING, sort=False):
+        records.append({names.SETTING: setting, **summarise_rows(part)})
+    return pd.DataFrame.from_records(records, columns=[names.SETTING, *SUMMARY_COLUMNS])
+
+
+def summary(table: pd.DataFrame, warn_factor: float = WARN_FACTOR) -> dict[str, Any]:
+    """Everything ``bayesscale check`` prints, as plain data (JSON-ready)."""
+    return {
+        "source": table.attrs.get(ATTR_SOURCE),
+        "outcome": table.attrs.get(ATTR_OUTCOME),
+        "prob": table.attrs[names.ATTR_PROB],
+        "overall": summarise_rows(table),
+        "settings": by_setting(table).to_dict(orient="records"),
+        "new_settings": sorted(set(table.loc[table[names.NEW_SETTING], names.SETTING])),
+        ATTR_NONPOSITIVE: int(table.attrs.get(ATTR_NONPOSITIVE, 0)),
+        "extrapolation": extent_summary(table, warn_factor),
+    }
+
+
+def extent_summary(table: pd.DataFrame, warn_factor: float = WARN_FACTOR) -> dict[str, Any] | None:
+    """How far beyond the data the checked rows lie: the largest factor over the swept max per
+    axis, and coverage and MAE separately for the rows within ``warn_factor`` of the swept range
+    and those beyond it (``None`` when the fit stores no swept range)."""
+    warn_factor = check_threshold(warn_factor)
+    if names.OUTSIDE_SWEPT not in table or table[names.OUTSIDE_SWEPT].isna().all():
+        return None
+    columns = [c for c in table.columns if str(c).endswith(names.OVER_MAX_SUFFIX)]
+    beyond = table[names.OUTSIDE_SWEPT] > warn_factor
+    return {
+        "warn_factor": warn_factor,
+        "largest_over_max": {
+            c.removesuffix(names.OVER_MAX_SUFFIX): float(table[c].max()) for c in columns
+        },
+        "largest_outside": float(table[names.OUTSIDE_SWEPT].max()),
+        "within": summarise_rows(table[~beyond]) if (~beyond).any() else None,
+        "beyond": summarise_rows(table[beyond]) if beyond.any() else None,
+    }
+
+
+def format_text(result: dict[str, Any]) -> str:
+    """A terminal rendering of :func:`summary`."""
+    prob = result["prob"]
+    overall = result["overall"]
+    what = "success rate" if result["outcome"] == "success" else "loss"
+    lines = [
+        f"held-out check of {overall[names.N_ROWS]} rows of {result['source']} ({what})",
+        f"  {prob:.0%} predictive coverage {overall[names.COVERAGE]:.3f} "
+        f"(calibrated: about {prob:.2f}), mean percentile {overall[names.MEAN_PERCENTILE]:.3f} "
+        f"(calibrated: about 0.5), MAE {overall[names.MAE]:.4f}",
+    ]
+    if result["new_settings"]:
+        lines.append(f"  predicted from the population: {', '.join(result['new_settings'])}")
+    if result.get(ATTR_NONPOSITIVE):
+        lines.append(
+            f"  note: {result[ATTR_NONPOSITIVE]} (draw, row) pairs have a law loss <= 0 (success "
+            "probability >= 1: a draw's floor below zero, far beyond the data); they are "
+            "predicted at p just below 1"
+        )
+    extent = result.get("extrapolation")
+    if extent:
+        axes = ", ".join(f"{a} {times(f)}" for a, f in extent["largest_over_max"].items())
+        lines.append(f"  largest size over the largest swept value: {axes}")
+        for part, label in (("within", "within"), ("beyond", "beyond")):
+            rows = extent[part]
+            if rows is not None:
+                lines.append(
+                    f"    {rows[names.N_ROWS]} rows {label} {extent['warn_factor']:g}x of the swept "
+                    f"range: coverage {rows[names.COVERAGE]:.3f}, MAE {rows[names.MAE]:.4f}"
+                )
+    settings = result["settings"]
+    width = max([len("setting"), *(len(s[names.SETTING]) for s in settings)])
+    lines += [
+        "",
+        f"  {'setting'.ljust(width)}  {'rows':>5}  {'coverage':>8}  {'mean pct':>8}  {'MAE':>7}",
+    ]
+    for s in settings:
+        lines.append(
+            f"  {s[names.SETTING].ljust(width)}  {s[names.N_ROWS]:>5d}  {s[names.COVERAGE]:>8.3f}  "
+            f"{s[names.MEAN_PERCENTILE]:>8.3f}  {s[names.MAE]:>7.4f}"
+        )
+    return "\n".join(lines)

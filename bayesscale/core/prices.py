@@ -1,0 +1,158 @@
+"""Unit prices of data for the budget recipe: defaults, TOML overrides, validation.
+
+The cost model is additive and linear (PAPER.md section 5):
+
+.. math:: \\Phi = \\sum_i (c_i / \\kappa_i) D_i
+
+with ``c_i`` the unit price of axis ``i`` and ``kappa_i`` the discount of synthetic data on it
+(1 for real data). The defaults are the paper's, $4.10 per environment, $0.18 per task and
+$0.02 per trajectory, bundled in ``models/prices.toml``; a user file overrides them axis by
+axis::
+
+    currency = "USD"
+    [prices]
+    env = 3.50
+
+Example
+-------
+>>> p = parse_prices('[prices]\\nenv = 3.5', source="<inline>")
+>>> p.for_axes(["env", "task", "traj"]).tolist()
+[3.5, 0.18, 0.02]
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from bayesscale import names
+
+PRICES_FILE = Path(__file__).resolve().parents[2] / "models" / "prices.toml"
+DEFAULT_PRICES: dict[str, float] = {names.ENV: 4.10, names.TASK: 0.18, names.TRAJ: 0.02}
+DEFAULT_CURRENCY = "USD"
+_TOP_KEYS = ("currency", "prices")
+
+
+class PricesError(ValueError):
+    """A prices file or value is malformed; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Unit prices per axis. ``explicit`` holds the axes a user set (from a file or a mapping):
+    those must exist in the fit; defaults for axes a fit lacks are simply unused."""
+
+    unit: Mapping[str, float]
+    currency: str = DEFAULT_CURRENCY
+    explicit: frozenset[str] = field(default_factory=frozenset)
+    source: str = "defaults"
+
+    def check_axes(self, axes: Sequence[str]) -> None:
+        """Raise if a user-set price names an axis the fit does not have, or an axis of the
+        fit has no price.
+
+        >>> default_prices().check_axes(["env", "task"]) is None  # defaults may go unused
+        True
+        """
+        unknown = sorted(set(self.explicit) - set(axes) - {names.PARAMS_B})
+        if unknown:
+            raise PricesError(
+                f"{self.source}: prices name axis/axes {unknown} that the fit does not have; "
+                f"its axes: {list(axes)}"
+            )
+        for axis in axes:
+            if axis not in self.unit:
+                raise PricesError(
+                    f"{self.source}: no price for axis {axis!r} (axes with prices: "
+                    f"{', '.join(sorted(self.unit))}); set one in a prices file"
+                )
+
+    def for_axes(self, axes: Sequence[str]) -> NDArray[np.float64]:
+        """Prices in the order of ``axes`` (validated with :meth:`check_axes`)."""
+        self.check_axes(axes)
+        return np.array([self.unit[a] for a in axes], dtype=float)
+
+    def with_overrides(self, overrides: Mapping[str, float], source: str) -> Prices:
+        """A copy with ``overrides`` applied (validated) and marked explicit."""
+        checked = {k: _check_price(source, k, v) for k, v in overrides.items()}
+        return Prices(
+            unit={**self.unit, **checked},
+            currency=self.currency,
+            explicit=self.explicit | frozenset(checked),
+            source=source,
+        )
+
+
+def _check_price(source: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PricesError(f"{source}: [prices] {key}: must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise PricesError(f"{source}: [prices] {key}: must be a finite price > 0, got {value!r}")
+    return v
+
+
+def default_prices() -> Prices:
+    """The paper's unit prices (``models/prices.toml`` documents them)."""
+    return Prices(unit=dict(DEFAULT_PRICES))
+
+
+def parse_prices(text: str, source: str = "<string>", base: Prices | None = None) -> Prices:
+    """Parse prices TOML text over ``base`` (default: the paper's prices)."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PricesError(f"{source}: not valid TOML: {exc}") from exc
+    unknown = sorted(set(raw) - set(_TOP_KEYS))
+    if unknown:
+        raise PricesError(f"{source}: unknown key(s) {unknown}; known: {list(_TOP_KEYS)}")
+    base = base or default_prices()
+    currency = raw.get("currency", base.currency)
+    if not isinstance(currency, str) or not currency:
+        raise PricesError(f"{source}: currency: must be a non-empty string, got {currency!r}")
+    table = raw.get("prices", {})
+    if not isinstance(table, dict):
+        raise PricesError(f"{source}: [prices] must be a table of axis = price")
+    out = base.with_overrides(table, source)
+    return Prices(unit=out.unit, currency=currency, explicit=out.explicit, source=source)
+
+
+def load_prices(path: str | Path | None = None) -> Prices:
+    """Prices from a TOML file over the defaults; ``None`` gives the defaults.
+
+    >>> load_prices().unit["traj"]
+    0.02
+    """
+    if path is None:
+        return default_prices()
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such prices file")
+    return parse_prices(p.read_text(), source=str(p))
+
+
+def check_kappa(kappa: Mapping[str, float], source: str = "kappa") -> dict[str, float]:
+    """Validate user discounts: each ``0 < kappa <= 1`` would be usual; any finite ``> 0`` is
+    accepted (a synthetic unit worth more than a real one is the user's claim to make).
+
+    >>> check_kappa({"env": 0.7})
+    {'env': 0.7}
+    """
+    out = {}
+    for axis, value in kappa.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise PricesError(f"{source}: {axis}: must be a number, got {value!r}")
+        v = float(value)
+        if not math.isfinite(v) or v <= 0:
+            raise PricesError(
+                f"{source}: {axis}: discount kappa must be finite and > 0, got {value!r}"
+            )
+        out[axis] = v
+    return out

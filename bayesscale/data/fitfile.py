@@ -1,0 +1,315 @@
+"""A saved fit, read without PyMC: the file format, loading and saving, the stored spec, and
+the diagnostics verdict every output that reads a fit states.
+
+Commands that only read fits (``summary``, ``recipe``, ``check``) import this module, not
+:mod:`bayesscale.law.inference`, which loads PyMC and JAX (about 3 s).
+
+A fit passes when every posterior quantity has R-hat ``<= RHAT_MAX`` (1.01), bulk and tail ESS
+``>= ESS_MIN`` (400) and there are no divergent transitions; a ``--preview`` fit never passes.
+
+Example
+-------
+>>> tree = load_fit("out/fit.nc")  # doctest: +SKIP
+>>> diagnose(tree).headline() is None  # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import xarray as xr
+
+from bayesscale import __version__, names
+from bayesscale.atomic import write_atomically
+from bayesscale.data.spec import ModelSpec, parse_spec
+from bayesscale.sampling.config import ESS_TARGET
+from bayesscale.sampling.diagnostics import convergence_of
+
+if TYPE_CHECKING:
+    from bayesscale.pricing.spec import PricingSpec
+
+RHAT_MAX = 1.01
+ESS_MIN = ESS_TARGET
+FORMAT_VERSION = 1
+ATTR_FORMAT = "bayesscale_format"
+ATTR_CONVERGENCE = "convergence_json"
+
+
+class FitFileError(ValueError):
+    """A file is not a fit this version of bayesscale can read."""
+
+
+def fit_spec(tree: xr.DataTree) -> ModelSpec:
+    """The model spec a law fit was made with, parsed from its attributes.
+
+    The one place a stored law spec is parsed; the parse is cached by the spec's text, so
+    every reader of the same fit shares one :class:`~bayesscale.data.spec.ModelSpec`.
+    """
+    text = tree.attrs.get(names.ATTR_SPEC)
+    if not text:
+        raise FitFileError(f"the fit has no {names.ATTR_SPEC!r} attribute (no model spec)")
+    return _parse_stored_spec(str(text))
+
+
+def pricing_fit_spec(tree: xr.DataTree) -> PricingSpec:
+    """The pricing spec a pricing fit was made with (the one place it is parsed; cached)."""
+    text = tree.attrs.get(names.ATTR_SPEC)
+    if not text:
+        raise FitFileError(f"the fit has no {names.ATTR_SPEC!r} attribute (no pricing spec)")
+    return _parse_stored_pricing_spec(str(text))
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_stored_spec(text: str) -> ModelSpec:
+    return parse_spec(text, source="<spec stored in fit>")
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_stored_pricing_spec(text: str) -> PricingSpec:
+    from bayesscale.pricing.spec import parse_pricing_spec
+
+    return parse_pricing_spec(text, source="<pricing spec stored in fit>")
+
+
+# --- diagnostics ---------------------------------------------------------------------------
+
+
+@dataclass
+class Diagnostics:
+    """Convergence summary over every free and derived parameter of the posterior."""
+
+    max_rhat: float
+    min_ess_bulk: float
+    min_ess_tail: float
+    divergences: int
+    draws: int
+    worst: dict[str, str] = field(default_factory=dict)
+    preview: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return (
+            not self.preview
+            and self.max_rhat <= RHAT_MAX
+            and self.min_ess_bulk >= ESS_MIN
+            and self.min_ess_tail >= ESS_MIN
+            and self.divergences == 0
+        )
+
+    def problems(self) -> list[str]:
+        """What failed, each with what to try."""
+        out = []
+        if self.preview:
+            out.append(
+                "this is a PREVIEW (--preview): draws from the Laplace approximation at the "
+                "posterior mode, not a posterior sample; R-hat and ESS say nothing about it. "
+                "Refit without --preview before drawing conclusions."
+            )
+        if self.divergences:
+            out.append(
+                f"{self.divergences} divergent transitions: the posterior has regions NUTS cannot "
+                "follow. Try --target-accept 0.95 or 0.99, tighter priors in the spec, or check "
+                "that every swept axis has enough distinct values per setting."
+            )
+        if self.max_rhat > RHAT_MAX:
+            out.append(
+                f"max R-hat {self.max_rhat:.3f} > {RHAT_MAX} (worst: {self.worst.get('rhat')}): "
+                "chains disagree. Try more --tune and --draws, or a simpler spec."
+            )
+        if min(self.min_ess_bulk, self.min_ess_tail) < ESS_MIN:
+            out.append(
+                f"min bulk/tail ESS {self.min_ess_bulk:.0f}/{self.min_ess_tail:.0f} < {ESS_MIN} "
+                f"(worst: {self.worst.get('ess')}): intervals are imprecise. Try more --draws."
+            )
+        return out
+
+    def headline(self) -> str | None:
+        """One line for the top of every output that reads the fit, or ``None`` when the fit
+        converged: a preview, or which diagnostics failed."""
+        if self.preview:
+            return (
+                "PREVIEW FIT (Laplace approximation, not a posterior sample): do not draw "
+                "conclusions from it; refit without --preview"
+            )
+        if self.ok:
+            return None
+        failed = []
+        if self.max_rhat != self.max_rhat or self.max_rhat > RHAT_MAX:
+            failed.append(f"max R-hat {self.max_rhat:.3f} > {RHAT_MAX}")
+        ess = min(self.min_ess_bulk, self.min_ess_tail)
+        if ess != ess or ess < ESS_MIN:
+            failed.append(f"min ESS {ess:.0f} < {ESS_MIN}")
+        if self.divergences:
+            failed.append(f"{self.divergences} divergent transitions")
+        return f"DIAGNOSTICS FAILED ({', '.join(failed)}): do not trust these numbers yet"
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready: a statistic that is not defined (R-hat of one chain) is ``None``."""
+
+        def number(x: float) -> float | None:
+            return float(x) if np.isfinite(x) else None
+
+        return {
+            "max_rhat": number(self.max_rhat),
+            "min_ess_bulk": number(self.min_ess_bulk),
+            "min_ess_tail": number(self.min_ess_tail),
+            "divergences": self.divergences,
+            "draws": self.draws,
+            "preview": self.preview,
+            "ok": self.ok,
+            "headline": self.headline(),
+        }
+
+
+def format_diagnostics(d: Mapping[str, Any]) -> str:
+    """``max R-hat 1.0045, min bulk ESS 461, min tail ESS 453, divergences 0`` from
+    :meth:`Diagnostics.to_dict` (``n/a`` where a statistic is not defined)."""
+
+    def num(key: str, fmt: str) -> str:
+        value = d.get(key)
+        return "n/a" if value is None else format(value, fmt)
+
+    return (
+        f"max R-hat {num('max_rhat', '.4f')}, min bulk ESS {num('min_ess_bulk', '.0f')}, "
+        f"min tail ESS {num('min_ess_tail', '.0f')}, divergences {d.get('divergences')}"
+    )
+
+
+def diagnose(tree: xr.DataTree) -> Diagnostics:
+    """R-hat, bulk and tail ESS over all posterior variables, and divergences.
+
+    Rank-normalising every variable takes seconds on a large fit, so the convergence figures
+    are kept in the tree's attributes (``ATTR_CONVERGENCE``, saved with the fit) together
+    with a digest of the posterior they describe; a later call on the same draws reads them,
+    and any change to the draws (thinning, a subset of chains) recomputes them.
+    """
+    posterior = tree["posterior"].to_dataset()
+    n_draws = int(posterior.sizes[names.CHAIN_DIM] * posterior.sizes[names.DRAW_DIM])
+
+    def compute() -> dict[str, Any]:
+        check = convergence_of(posterior)
+        return {
+            "max_rhat": check.max_rhat,
+            "min_ess_bulk": check.min_ess_bulk,
+            "min_ess_tail": check.min_ess_tail,
+            "worst_rhat": check.worst_rhat,
+            "worst_ess": check.worst_ess,
+        }
+
+    stored = cached(tree, ATTR_CONVERGENCE, digest(posterior), compute)
+    stats = tree["sample_stats"].to_dataset() if "sample_stats" in tree.children else None
+    # a tree assembled from draws made elsewhere (tests, synthetic fits) may lack them
+    diverging = (
+        stats["diverging"] if stats is not None and "diverging" in stats else xr.DataArray(0)
+    )
+    preview = bool(int(tree.attrs.get(names.ATTR_PREVIEW, 0)))
+
+    def number(value: object) -> float:
+        return float("nan") if value is None else float(value)  # type: ignore[arg-type]
+
+    return Diagnostics(
+        preview=preview,
+        max_rhat=number(stored["max_rhat"]),
+        min_ess_bulk=number(stored["min_ess_bulk"]),
+        min_ess_tail=number(stored["min_ess_tail"]),
+        divergences=int(diverging.sum()),
+        draws=n_draws,
+        worst={"rhat": stored["worst_rhat"], "ess": stored["worst_ess"]},
+    )
+
+
+def digest(*parts: xr.Dataset | str) -> str:
+    """A digest of datasets (every variable's name, dims and values) and strings
+    (milliseconds for a fit's posterior)."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        if isinstance(part, str):
+            h.update(part.encode())
+            continue
+        for name in sorted(map(str, part.data_vars)):
+            da = part[name]
+            h.update(f"{name}{da.dims}{da.shape}".encode())
+            h.update(np.ascontiguousarray(da.values).tobytes())
+    return h.hexdigest()
+
+
+def cached(tree: xr.DataTree, attr: str, key: str, compute: Callable[[], Any]) -> Any:
+    """A JSON-ready result kept in the tree's attribute ``attr`` with the digest ``key`` of
+    what it was computed from: returned as stored when the key matches, else computed and
+    stored (the attribute is saved with the fit, so every later reader skips the work)."""
+    stored = json.loads(str(tree.attrs.get(attr, "{}")))
+    if stored.get("digest") == key:
+        return stored["value"]
+    value = compute()
+    tree.attrs[attr] = json.dumps({"digest": key, "value": value})
+    return value
+
+
+def fit_attrs(kind: str, spec_text: str, data_sha256: str, data_source: str) -> dict[str, Any]:
+    """The root attributes every fit starts with: the file format, the kind of fit, the
+    package version, the spec it was made with and the data it was made from (the sampler's
+    are :func:`bayesscale.law.inference.sampler_attrs`)."""
+    return {
+        ATTR_FORMAT: FORMAT_VERSION,
+        names.ATTR_KIND: kind,
+        names.ATTR_VERSION: __version__,
+        names.ATTR_SPEC: spec_text,
+        names.ATTR_DATA_HASH: data_sha256,
+        names.ATTR_DATA_SOURCE: data_source,
+    }
+
+
+# --- saving and loading --------------------------------------------------------------------
+
+
+def save_fit(tree: xr.DataTree, path: str | Path, overwrite: bool = False) -> Path:
+    """Write a fit to netCDF atomically (temporary file in the same folder, then rename).
+
+    A law fit is saved with its convergence figures (:func:`diagnose`), so that every command
+    that reads it states its verdict without recomputing them.
+    """
+    if tree.attrs.get(names.ATTR_KIND) == names.KIND_LAW_FIT and "posterior" in tree.children:
+        diagnose(tree)
+    return write_atomically(path, lambda tmp: tree.to_netcdf(tmp, engine="h5netcdf"), overwrite)
+
+
+def load_fit(path: str | Path, kind: str | None = names.KIND_LAW_FIT) -> xr.DataTree:
+    """Load a saved fit fully into memory. netCDF holds arrays and attributes only:
+    nothing is unpickled. Refuses files that are not bayesscale fits of ``kind`` (``None``:
+    a law or a pricing fit)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such fit file")
+    if path.is_dir():
+        raise FitFileError(f"{path}: is a directory, not a fit file (.nc)")
+    try:
+        tree = xr.open_datatree(path, engine="h5netcdf").load()
+    except (OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise FitFileError(
+            f"{path}: not a readable netCDF fit ({reason}); pass a file written by "
+            "`bayesscale fit` or `bayesscale price`"
+        ) from exc
+    found_kind = tree.attrs.get(names.ATTR_KIND)
+    kinds = (names.KIND_LAW_FIT, names.KIND_PRICING_FIT) if kind is None else (kind,)
+    if found_kind not in kinds:
+        if kind is None:
+            raise FitFileError(
+                f"{path}: expected a bayesscale law or pricing fit, found {found_kind!r}"
+            )
+        raise FitFileError(f"{path}: expected a bayesscale {kind!r} file, found {found_kind!r}")
+    fmt = int(tree.attrs.get(ATTR_FORMAT, -1))
+    if fmt != FORMAT_VERSION:
+        raise FitFileError(
+            f"{path}: fit format {fmt} written by bayesscale {tree.attrs.get(names.ATTR_VERSION)}; "
+            f"this version ({__version__}) reads format {FORMAT_VERSION}. Refit with this version."
+        )
+    return tree

@@ -1,0 +1,491 @@
+"""Model specifications: TOML files that declare the law's terms, priors and pooling.
+
+A spec names the axes (and the observation columns they come from), the outcome
+(success counts or a continuous loss), which optional terms are on, and the prior
+of every parameter. ``load_spec`` validates it and names the file and key of any
+mistake. The default spec, ``models/agentic_rl.toml``, serves the paper's axes;
+``models/chinchilla.toml`` serves (N, D) with a loss outcome.
+
+Example
+-------
+>>> spec = parse_spec('''
+... [model]
+... name = "tiny"
+... [outcome]
+... kind = "loss"
+... [[axes]]
+... name = "N"
+... column = "params"
+... ''', source="<inline>")
+>>> [a.name for a in spec.axes]
+['N']
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from bayesscale import names
+
+SPEC_DIR = Path(__file__).resolve().parents[2] / "models"
+DEFAULT_SPEC = "agentic_rl"
+
+OUTCOME_KINDS = ("success", "loss")
+# The report's prior-sensitivity refit widens every exponent prior this many times
+# (with_exponent_prior_scale; `bayesscale report --sensitivity-scale`).
+SENSITIVITY_SCALE = 2.0
+INTERACTION_UNITS = ("raw",)
+
+
+class SpecError(ValueError):
+    """A model specification is malformed; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class LogNormalPrior:
+    """A positive quantity's prior, ``log x ~ Normal(log median, log_sd)``."""
+
+    median: float
+    log_sd: float
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One data axis of the law.
+
+    ``column`` holds the size; with ``divide_by`` the size is ``column / divide_by``
+    (the structures-per-world axis is ``n_envs / n_worlds``).
+    """
+
+    name: str
+    column: str
+    label: str
+    exponent: LogNormalPrior
+    exponent_spread: float
+    divide_by: str | None = None
+
+
+@dataclass(frozen=True)
+class SizeTerm:
+    """``E (N/N_ref)^(-alpha_N)``; floors pooled within ``groups`` of settings.
+
+    ``slope`` is the prior of ``E alpha_N`` (the term's log-log slope at ``N_ref``).
+    """
+
+    column: str
+    groups: tuple[str, ...]
+    exponent: LogNormalPrior
+    slope: LogNormalPrior
+
+
+@dataclass(frozen=True)
+class Interaction:
+    """``-gamma (D_a D_b)^(-beta)`` with ``gamma = u * L_inf``, ``u ~ Beta``: keeps ``L > 0``."""
+
+    axes: tuple[str, str]
+    units: str
+    exponent: LogNormalPrior
+    weight_beta: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class DenseReward:
+    """Dense-reward rows multiply the sizes on ``axis`` by ``m ~ LogNormal``."""
+
+    axis: str
+    multiplier: LogNormalPrior
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A validated model specification. ``text`` is the TOML it came from.
+
+    ``exponent_prior_scale`` (``[priors] exponent_scale``, default 1) has already been applied:
+    every exponent prior width below (each axis's ``exponent.log_sd`` and ``exponent_spread``,
+    and ``exponent_group_spread``) is the declared width times the scale.
+    """
+
+    name: str
+    description: str
+    outcome: str
+    setting_keys: tuple[str, ...]
+    axes: tuple[Axis, ...]
+    level: LogNormalPrior
+    level_spread: float
+    floor_softness: float
+    slope: LogNormalPrior
+    slope_spread: float
+    exponent_groups: tuple[str, ...] = ()
+    exponent_group_spread: float = 0.2
+    size: SizeTerm | None = None
+    interaction: Interaction | None = None
+    dense_reward: DenseReward | None = None
+    concentration: LogNormalPrior = LogNormalPrior(200.0, 1.0)
+    log_loss_sigma: float = 0.05
+    student_nu: float = 4.0
+    exponent_prior_scale: float = 1.0
+    text: str = field(default="", repr=False, compare=False)
+    source: str = field(default="", repr=False, compare=False)
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+    def axis(self, name: str) -> Axis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise KeyError(f"spec {self.name!r} has no axis {name!r}; its axes: {self.axis_names}")
+
+    def required_columns(self) -> tuple[str, ...]:
+        """Observation columns this spec reads."""
+        cols: list[str] = list(self.setting_keys)
+        for a in self.axes:
+            cols.append(a.column)
+            if a.divide_by:
+                cols.append(a.divide_by)
+        if self.size is not None:
+            cols.append(self.size.column)
+            cols.extend(self.size.groups)
+        cols.extend(self.exponent_groups)
+        if self.dense_reward is not None:
+            cols.append(names.REWARD)
+        if self.outcome == "success":
+            cols += [names.SUCCESSES, names.TRIALS, names.SEED]
+        else:
+            cols.append(names.LOSS)
+        return tuple(dict.fromkeys(cols))
+
+
+# --- parsing -----------------------------------------------------------------------
+
+
+class SpecReader:
+    """Pulls typed values out of a TOML table and names ``file: key`` on failure."""
+
+    def __init__(self, table: dict[str, Any], where: str, source: str) -> None:
+        self.table, self.where, self.source = table, where, source
+        self.used: set[str] = set()
+
+    def _fail(self, key: str, what: str) -> SpecError:
+        return SpecError(f"{self.source}: [{self.where}] {key}: {what}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        self.used.add(key)
+        if key not in self.table:
+            if default is ...:
+                raise self._fail(key, "is required")
+            return default
+        value = self.table[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise self._fail(key, f"must be {_kind_name(kind)}, got {value!r}")
+        return value
+
+    def positive(self, key: str, default: Any = ...) -> float:
+        value = self.get(key, float, default)
+        if value <= 0:
+            raise self._fail(key, f"must be > 0, got {value!r}")
+        return float(value)
+
+    def prior(self, key: str, default: LogNormalPrior | None = None) -> LogNormalPrior:
+        self.used.add(key)
+        if key not in self.table:
+            if default is None:
+                raise self._fail(key, "is required (a table with median and log_sd)")
+            return default
+        sub = self.sub(key)
+        prior = LogNormalPrior(sub.positive("median"), sub.positive("log_sd"))
+        sub.finish()
+        return prior
+
+    def strings(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+        value = self.get(key, list, list(default))
+        if not all(isinstance(v, str) for v in value):
+            raise self._fail(key, f"must be a list of strings, got {value!r}")
+        return tuple(value)
+
+    def sub(self, key: str) -> SpecReader:
+        """The reader of the sub-table ``key`` (required)."""
+        value = self.get(key, dict)
+        return SpecReader(value, f"{self.where}.{key}" if self.where else key, self.source)
+
+    def optional(self, key: str) -> SpecReader:
+        """The reader of the sub-table ``key``, or of an empty table when the spec has none
+        (every key then takes its default)."""
+        return self.sub(key) if key in self.table else SpecReader({}, key, self.source)
+
+    def finish(self) -> None:
+        unknown = sorted(set(self.table) - self.used)
+        if unknown:
+            raise SpecError(
+                f"{self.source}: [{self.where}] unknown key(s) {unknown}; "
+                f"known here: {sorted(self.used)}"
+            )
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    return {
+        float: "a number",
+        int: "an integer",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+    }.get(kind if isinstance(kind, type) else str, str(kind))
+
+
+def open_spec(text: str, source: str) -> tuple[dict[str, Any], SpecReader, str, str]:
+    """Parse TOML text and read its ``[model]`` table (name, description), which every
+    bayesscale spec has. Returns the raw table, a reader over it, the name, the description."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{source}: not valid TOML: {exc}") from exc
+    top = SpecReader(raw, "", source)
+    model = top.sub("model")
+    name = model.get("name", str)
+    description = model.get("description", str, "")
+    model.finish()
+    return raw, top, name, description
+
+
+def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
+    """Parse and validate spec TOML text; ``source`` names it in error messages."""
+    raw, top, name, description = open_spec(text, source)
+
+    outcome_r = top.sub("outcome")
+    outcome = outcome_r.get("kind", str)
+    if outcome not in OUTCOME_KINDS:
+        raise SpecError(
+            f"{source}: [outcome] kind: must be one of {OUTCOME_KINDS}, got {outcome!r}"
+        )
+    concentration = outcome_r.prior("concentration", LogNormalPrior(200.0, 1.0))
+    log_loss_sigma = outcome_r.positive("log_loss_sigma", 0.05)
+    student_nu = outcome_r.positive("student_nu", 4.0)
+    outcome_r.finish()
+
+    setting_keys: tuple[str, ...] = ()
+    if "settings" in raw:
+        settings = top.sub("settings")
+        setting_keys = settings.strings("keys")
+        settings.finish()
+    else:
+        top.used.add("settings")
+
+    axes_raw = top.get("axes", list)
+    if not axes_raw:
+        raise SpecError(f"{source}: [[axes]] needs at least one axis")
+    axes = []
+    for i, table in enumerate(axes_raw):
+        if not isinstance(table, dict):
+            raise SpecError(f"{source}: [[axes]] entry {i + 1} must be a table")
+        r = SpecReader(table, f"axes #{i + 1}", source)
+        axis_name = r.get("name", str)
+        axes.append(
+            Axis(
+                name=axis_name,
+                column=r.get("column", str),
+                label=r.get("label", str, axis_name),
+                exponent=r.prior("exponent", LogNormalPrior(0.25, 0.75)),
+                exponent_spread=r.positive("exponent_spread", 0.3),
+                divide_by=r.get("divide_by", str, None),
+            )
+        )
+        r.finish()
+    axis_names = [a.name for a in axes]
+    if len(set(axis_names)) != len(axis_names):
+        raise SpecError(f"{source}: [[axes]] names must be distinct, got {axis_names}")
+
+    level_r = top.optional("level")
+    top.used.add("level")
+    level = level_r.prior("prior", LogNormalPrior(1.0, 1.0))
+    level_spread = level_r.positive("spread", 0.5)
+    floor_softness = level_r.positive("floor_softness", 0.02)
+    level_r.finish()
+
+    slope_r = top.optional("slope")
+    top.used.add("slope")
+    slope = slope_r.prior("prior", LogNormalPrior(0.03, 1.5))
+    slope_spread = slope_r.positive("spread", 1.0)
+    slope_r.finish()
+
+    exponent_groups: tuple[str, ...] = ()
+    exponent_group_spread = 0.2
+    if "pooling" in raw:
+        pool = top.sub("pooling")
+        exponent_groups = pool.strings("exponent_groups")
+        exponent_group_spread = pool.positive("group_spread", 0.2)
+        pool.finish()
+    top.used.add("pooling")
+    for g in exponent_groups:
+        if g not in setting_keys:
+            raise SpecError(
+                f"{source}: [pooling] exponent_groups: {g!r} is not a setting key {setting_keys}"
+            )
+
+    size = None
+    if "size" in raw:
+        s = top.sub("size")
+        size = SizeTerm(
+            column=s.get("column", str),
+            groups=s.strings("groups"),
+            exponent=s.prior("exponent", LogNormalPrior(0.3, 0.5)),
+            slope=s.prior("slope", LogNormalPrior(0.03, 1.0)),
+        )
+        s.finish()
+        bad = [g for g in size.groups if g not in setting_keys]
+        if bad:
+            raise SpecError(f"{source}: [size] groups: {bad} are not setting keys {setting_keys}")
+    top.used.add("size")
+
+    interaction = None
+    if "interaction" in raw:
+        it = top.sub("interaction")
+        pair = it.strings("axes")
+        units = it.get("units", str)
+        if units not in INTERACTION_UNITS:
+            raise SpecError(
+                f"{source}: [interaction] units: only {INTERACTION_UNITS} is supported, got "
+                f"{units!r}. With raw counts D >= 1 the term is bounded by gamma, which the "
+                "prior keeps below the floor so that 0 < p < 1; reference-normalised units "
+                "are unbounded below the reference scale (PAPER.md section 6)."
+            )
+        if len(pair) != 2 or any(p not in axis_names for p in pair):
+            raise SpecError(f"{source}: [interaction] axes: two of {axis_names}, got {list(pair)}")
+        weight = it.get("weight_beta", list, [2.0, 8.0])
+        if len(weight) != 2 or not all(isinstance(w, int | float) and w > 0 for w in weight):
+            raise SpecError(
+                f"{source}: [interaction] weight_beta: two positive numbers, got {weight}"
+            )
+        interaction = Interaction(
+            axes=(pair[0], pair[1]),
+            units=units,
+            exponent=it.prior("exponent", LogNormalPrior(0.2, 0.5)),
+            weight_beta=(float(weight[0]), float(weight[1])),
+        )
+        it.finish()
+    top.used.add("interaction")
+
+    dense = None
+    if "dense_reward" in raw:
+        d = top.sub("dense_reward")
+        dense = DenseReward(axis=d.get("axis", str), multiplier=d.prior("multiplier"))
+        d.finish()
+        if dense.axis not in axis_names:
+            raise SpecError(
+                f"{source}: [dense_reward] axis: {dense.axis!r} is not one of {axis_names}"
+            )
+    top.used.add("dense_reward")
+
+    prior_scale = 1.0
+    if "priors" in raw:
+        pr = top.sub("priors")
+        prior_scale = pr.positive("exponent_scale", 1.0)
+        pr.finish()
+    top.used.add("priors")
+    top.finish()
+    if prior_scale != 1.0:
+        axes = [
+            replace(
+                a,
+                exponent=LogNormalPrior(a.exponent.median, a.exponent.log_sd * prior_scale),
+                exponent_spread=a.exponent_spread * prior_scale,
+            )
+            for a in axes
+        ]
+        exponent_group_spread *= prior_scale
+
+    if outcome == "success" and not setting_keys:
+        raise SpecError(f"{source}: [settings] keys: a success-count spec needs setting keys")
+
+    return ModelSpec(
+        name=name,
+        description=description,
+        outcome=outcome,
+        setting_keys=setting_keys,
+        axes=tuple(axes),
+        level=level,
+        level_spread=level_spread,
+        floor_softness=floor_softness,
+        slope=slope,
+        slope_spread=slope_spread,
+        exponent_groups=exponent_groups,
+        exponent_group_spread=exponent_group_spread,
+        size=size,
+        interaction=interaction,
+        dense_reward=dense,
+        concentration=concentration,
+        log_loss_sigma=log_loss_sigma,
+        student_nu=student_nu,
+        exponent_prior_scale=prior_scale,
+        text=text,
+        source=source,
+    )
+
+
+_PRIORS_HEADER = re.compile(r"^[ \t]*\[priors\][ \t]*(#.*)?$", re.MULTILINE)
+_SCALE_LINE = re.compile(r"^([ \t]*exponent_scale[ \t]*=[ \t]*)[^\n#]*", re.MULTILINE)
+
+
+def with_exponent_prior_scale(spec: ModelSpec, factor: float) -> ModelSpec:
+    """``spec`` with every exponent prior ``factor`` times wider (``--prior-scale``).
+
+    ``factor`` multiplies the spec's ``[priors] exponent_scale`` (1 when absent), which
+    multiplies each axis's ``exponent.log_sd`` (the width of the population exponent's
+    lognormal prior; its median is unchanged), each ``exponent_spread`` (the half-normal scale
+    of the per-setting deviations of log alpha) and ``[pooling] group_spread``. The prior
+    variance of every log exponent is ``factor**2`` times larger. The returned spec's ``text``
+    carries the new key, so a fit made with it records the prior it used.
+
+    >>> wide = with_exponent_prior_scale(load_spec(), 2.0)
+    >>> wide.exponent_prior_scale, wide.axes[0].exponent.log_sd
+    (2.0, 1.5)
+    """
+    if not (factor > 0 and factor < float("inf")):
+        raise SpecError(f"the exponent prior scale must be a positive number, got {factor!r}")
+    if factor == 1.0:
+        return spec
+    scale = spec.exponent_prior_scale * factor
+    raw = tomllib.loads(spec.text)
+    line = f"exponent_scale = {scale!r}"
+    if "priors" not in raw:
+        text = spec.text.rstrip("\n") + f"\n\n[priors]\n{line}\n"
+    elif not _PRIORS_HEADER.search(spec.text):
+        raise SpecError(
+            f"{spec.source}: [priors] is not written as a table header; write it as "
+            "`[priors]` with `exponent_scale = ...` to combine it with a prior scale"
+        )
+    elif "exponent_scale" in raw["priors"]:
+        text = _SCALE_LINE.sub(lambda m: m.group(1) + repr(scale), spec.text, count=1)
+    else:
+        text = _PRIORS_HEADER.sub(lambda m: m.group(0) + "\n" + line, spec.text, count=1)
+    scaled = parse_spec(text, source=spec.source)
+    if abs(scaled.exponent_prior_scale - scale) > 1e-12 * scale:
+        raise SpecError(f"{spec.source}: could not set [priors] exponent_scale = {scale!r}")
+    return scaled
+
+
+def load_spec(path_or_name: str | Path | None = None) -> ModelSpec:
+    """Load a spec from a file path, or by name from the bundled ``models/`` folder.
+
+    >>> load_spec().name
+    'agentic-rl'
+    """
+    if path_or_name is None:
+        path_or_name = DEFAULT_SPEC
+    path = Path(path_or_name)
+    if not path.exists():
+        bundled = SPEC_DIR / f"{path_or_name}.toml"
+        if bundled.exists():
+            path = bundled
+        else:
+            known = sorted(p.stem for p in SPEC_DIR.glob("*.toml"))
+            raise SpecError(
+                f"{path_or_name}: no such spec file, and no bundled spec of that name {known}"
+            )
+    return parse_spec(path.read_text(), source=str(path))

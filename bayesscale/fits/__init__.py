@@ -1,0 +1,6 @@
+"""The fit objects: a fitted DataTree with checked access and every answer it gives, without
+PyMC (the fit file itself is :mod:`bayesscale.data.fitfile`).
+
+* :mod:`~bayesscale.fits.law` — :class:`~bayesscale.fits.law.LawFit`;
+* :mod:`~bayesscale.fits.pricing` — :class:`~bayesscale.fits.pricing.PricingFit`.
+"""

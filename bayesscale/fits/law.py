@@ -1,0 +1,198 @@
+"""A law fit as one object: the fitted DataTree, with checked access and every answer it gives.
+
+:class:`LawFit` owns what the outputs read from a law fit: its spec (parsed once), its
+diagnostics verdict (computed once, stored with the fit), the draws of the law per setting, the
+layout for prediction and the swept range. It answers the questions a notebook asks of a fit:
+
+.. code-block:: text
+
+    fit.summary()            exponents, ordering and identification (the ``summary`` command)
+    fit.recipe(budgets)      the KKT allocation over the posterior (the ``recipe`` command)
+    fit.check(heldout)       posterior-predictive check on held-out runs (``check``)
+    fit.plot_law(axis)       observations and the law with its bands; fit.plot_exponents()
+    fit.save(path)           atomic, refuses to overwrite unless asked
+
+Nothing here imports PyMC: loading a fit and reading it are fast. Fitting is
+:func:`bayesscale.api.fit`, which returns a :class:`LawFit`.
+
+Example
+-------
+>>> import bayesscale as bs
+>>> fit = bs.load("fits/law.nc")  # doctest: +SKIP
+>>> print(fit.summary_text())  # doctest: +SKIP
+>>> fit.recipe([1e5, 1e6]).sel(setting=fit.settings[0])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.data.fitfile import (
+    Diagnostics,
+    FitFileError,
+    diagnose,
+    fit_spec,
+    load_fit,
+    save_fit,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from bayesscale.data.extrapolation import SweptRange
+    from bayesscale.data.observations import Table
+    from bayesscale.data.spec import ModelSpec
+    from bayesscale.law.predict import FitLayout, Prediction
+    from bayesscale.recipe.draws import LawDraws
+
+
+class LawFit:
+    """A fitted pooled scaling law.
+
+    ``tree`` is the fit's :class:`xarray.DataTree` (groups ``posterior``, ``sample_stats``,
+    ``constant_data``, ``observed_data``, ``log_prior``; attributes name the spec, data and
+    sampler); ``table`` the observations it was fitted on, when known (fits made in this
+    session keep it; a loaded fit does not, and :meth:`plot_law` then needs one).
+    """
+
+    def __init__(self, tree: xr.DataTree, table: Table | None = None, path: Path | None = None):
+        kind = tree.attrs.get(names.ATTR_KIND)
+        if kind != names.KIND_LAW_FIT:
+            raise FitFileError(f"expected a law fit ({names.KIND_LAW_FIT!r}), got {kind!r}")
+        self.tree = tree
+        self.table = table
+        self.path = path
+
+    @classmethod
+    def load(cls, path: str | Path) -> LawFit:
+        """Read a fit saved by :meth:`save` or ``bayesscale fit --out`` (no PyMC needed)."""
+        return cls(load_fit(path, names.KIND_LAW_FIT), path=Path(path))
+
+    def save(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write the fit to netCDF atomically; an existing file needs ``overwrite=True``.
+        The file carries the diagnostics and the identification figures, computed now if
+        they were not yet, so that every later reader of it skips that work."""
+        self.diagnostics  # noqa: B018
+        self.identification  # noqa: B018
+        self.path = save_fit(self.tree, path, overwrite=overwrite)
+        return self.path
+
+    def __repr__(self) -> str:
+        verdict = self.diagnostics.headline() or "diagnostics passed"
+        return (
+            f"<LawFit {self.spec.name!r}: {len(self.settings)} settings, axes "
+            f"{', '.join(self.spec.axis_names)}; {verdict}>"
+        )
+
+    # --- what the fit is ---------------------------------------------------------------------
+
+    @cached_property
+    def spec(self) -> ModelSpec:
+        """The model spec the fit was made with."""
+        return fit_spec(self.tree)
+
+    @cached_property
+    def diagnostics(self) -> Diagnostics:
+        """R-hat, ESS and divergences, with the verdict every output states first."""
+        return diagnose(self.tree)
+
+    @cached_property
+    def identification(self) -> dict[str, Any]:
+        """What the data identify of each exponent (its prior contraction, power-scaling
+        sensitivity and flag; :func:`bayesscale.law.sensitivity.assess`)."""
+        from bayesscale.law.sensitivity import assess
+
+        return assess(self.tree, self.spec)
+
+    @property
+    def settings(self) -> list[str]:
+        """The (model, algorithm, domain) settings, as labelled in the fit."""
+        return [str(s) for s in self.tree["posterior"].to_dataset()[names.SETTING_DIM].to_numpy()]
+
+    @cached_property
+    def layout(self) -> FitLayout:
+        """Settings, groups and size terms as prediction needs them."""
+        from bayesscale.law.predict import fit_layout
+
+        return fit_layout(self.tree)
+
+    @cached_property
+    def draws(self) -> LawDraws:
+        """The law's draws per setting in raw counts (what the recipe optimises)."""
+        from bayesscale.recipe.draws import law_draws
+
+        return law_draws(self.tree)
+
+    @cached_property
+    def swept(self) -> SweptRange | None:
+        """The swept range of every axis per setting (``None`` for fits of older versions)."""
+        from bayesscale.data.extrapolation import SweptRange
+
+        return SweptRange.from_fit(self.tree)
+
+    # --- what the fit answers ----------------------------------------------------------------
+
+    def summary(self, prob: float = 0.9) -> dict[str, Any]:
+        """Exponents with intervals, their ordering and identification (JSON-ready)."""
+        from bayesscale.law.summary import summarise
+
+        return summarise(self.tree, prob)
+
+    def summary_text(self, prob: float = 0.9) -> str:
+        """:meth:`summary` as the text ``bayesscale summary`` prints."""
+        from bayesscale.law.summary import format_text
+
+        return format_text(self.summary(prob))
+
+    def recipe(
+        self, budgets: float | Sequence[float], *, summarize: bool = False, **options: Any
+    ) -> xr.Dataset:
+        """The allocation of every draw and the decision at each budget
+        (:func:`bayesscale.recipe.solve.recipe`, whose keyword ``options`` it takes);
+        ``summarize=True`` returns medians and equal-tailed intervals instead of draws."""
+        from bayesscale.recipe.output import summarize as summarize_recipe
+        from bayesscale.recipe.solve import recipe
+
+        budgets = [budgets] if isinstance(budgets, int | float) else list(budgets)
+        ds = recipe(self.tree, budgets, **options)
+        return summarize_recipe(ds) if summarize else ds
+
+    def predict(self, rows: Table | pd.DataFrame, **options: Any) -> Prediction:
+        """Per-draw law and predictive parameters for ``rows``
+        (:func:`bayesscale.law.predict.predict`)."""
+        from bayesscale.law.predict import predict
+
+        return predict(self.tree, rows, **options)
+
+    def check(self, heldout: str | Path | Table, prob: float = 0.9, **options: Any) -> pd.DataFrame:
+        """Posterior-predictive check of held-out runs (a path or a table), one row per run
+        (:func:`bayesscale.checks.heldout.check`)."""
+        from bayesscale.checks.heldout import check, load_heldout
+
+        table = load_heldout(heldout, self.tree) if isinstance(heldout, str | Path) else heldout
+        return check(self.tree, table, prob, **options)
+
+    def plot_law(self, axis: str, table: Table | None = None, **options: Any) -> Figure:
+        """Observations and the posterior law along ``axis``, per setting."""
+        from bayesscale.report.figures import plot_law
+
+        table = table if table is not None else self.table
+        if table is None:
+            raise ValueError(
+                "this fit was loaded from a file and does not carry its observations: "
+                "pass table=bs.load_observations(path, fit.spec)"
+            )
+        return plot_law(self.tree, table, axis, **options)
+
+    def plot_exponents(self, **options: Any) -> Figure:
+        """Forest plot of every setting's exponents around the population's."""
+        from bayesscale.report.figures import plot_exponents
+
+        return plot_exponents(self.tree, **options)

@@ -1,0 +1,280 @@
+"""PyMC model builders: one function per model, ``build_*(design) -> pm.Model``.
+
+``build_law_model`` is the hierarchical scaling law of ``models/*.toml`` specs:
+
+.. math::
+
+    \\log \\alpha_{s,a} &= \\log \\bar\\alpha_a + \\sum_g b_{g[s],a} + \\tau_a z_{s,a} \\\\
+    \\log s_{s,a} &= \\log \\bar s_a + \\sigma_{s,a} z'_{s,a}, \\quad A_{s,a} = s_{s,a} / \\alpha_{s,a} \\\\
+    c_s &= E ((N_s/N_\\mathrm{ref})^{-\\alpha_N} - 1) + \\ell_s, \\quad
+          \\log \\ell_s \\sim \\mathcal{N}(\\log \\bar\\ell_{g[s]}, \\sigma_\\ell) \\\\
+    L_i &= c_s + \\sum_a s_{s,a} \\frac{(D_{i,a}/D_{a,\\mathrm{ref}})^{-\\alpha_{s,a}} - 1}{\\alpha_{s,a}}
+          - \\gamma_s (D_{i,E} D_{i,T})^{-\\beta} \\\\
+    L_{\\infty,s} &= c_s - \\sum_a A_{s,a} - E (N_s/N_\\mathrm{ref})^{-\\alpha_N}
+          \\quad\\text{(soft wall: } \\log\\sigma(L_{\\infty,s}/\\epsilon)\\text{)} \\\\
+    k_i &\\sim \\mathrm{BetaBinomial}(n_i, p_i \\phi, (1-p_i) \\phi), \\quad
+          \\mathrm{logit}\\, p_i = -L_i - \\log(-\\mathrm{expm1}(-L_i))
+
+or, for a continuous loss, ``log loss_i ~ StudentT(nu, log L_i, sigma)``. This is the law
+``L = L_inf + E N^-alpha_N + sum_a A_a D_a^-alpha_a`` rewritten in the quantities a sweep
+pins down: the level ``c`` at the reference point and the slopes ``s = A alpha`` there
+(DESIGN.md: amplitudes at a reference scale). The floor and amplitudes are derived; the
+floor is kept positive by a soft wall.
+
+**Parametrisation** (what the sampler sees; the distribution is the same either way),
+chosen by measurement on the reference data (``benchmarks/fit_reference.py``):
+
+* exponents and slopes non-centred (``z``): per setting they are weakly identified, and
+  their spreads have mass near zero;
+* the level ``c_s`` centred and sampled on ``log c_s``, *including* the size term: ``c_s`` is
+  what each setting's runs pin down. Declared as ``c_s = shift_s + LogNormal(...)`` (a
+  shifted lognormal, ``shift_s = E ((N_s/N_ref)^-alpha_N - 1)``), so changing ``E`` or
+  ``alpha_N`` does not drag every setting's level along (sampling ``log l_s`` instead left
+  the size slope with an ESS of 0.09 per draw).
+
+The law is evaluated once per *cell* (distinct setting and sizes; seeds share it) and the
+likelihood is :func:`bayesscale.law.likelihood.success_likelihood`.
+
+Example
+-------
+>>> from bayesscale.data.spec import load_spec
+>>> model = build_law_model(prepare(table, load_spec()))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from bayesscale import names
+from bayesscale.data.observations import Cells, Design
+from bayesscale.data.spec import LogNormalPrior
+from bayesscale.law.likelihood import log_loss_likelihood, observe, success_likelihood
+
+AXIS = names.AXIS_DIM
+SETTING = names.SETTING_DIM
+
+GROUP_LEVEL_SUFFIX = "_z"  # non-centred standard-normal deviations: ``alpha_z``, ``slope_z``, ...
+
+__all__ = [
+    "build_law_model",
+    "log_loss_likelihood",
+    "shifted_lognormal",
+    "success_likelihood",
+    "top_level_priors",
+]
+
+
+def top_level_priors(model: pm.Model) -> list[str]:
+    """The free variables whose priors the spec declares outright: every free variable except
+    the group-level ones (the non-centred deviations ``*_z`` and the centred ``level``, whose
+    distributions are the pooling structure, not a prior choice). Power-scaling sensitivity
+    scales these priors only, as Kallioinen et al. (2024) recommend for hierarchical models.
+    """
+    return [
+        rv.name
+        for rv in model.free_RVs
+        if not rv.name.endswith(GROUP_LEVEL_SUFFIX) and rv.name != names.LEVEL
+    ]
+
+
+def _lognormal_location(prior: LogNormalPrior) -> tuple[float, float]:
+    return float(np.log(prior.median)), prior.log_sd
+
+
+def build_law_model(design: Design) -> pm.Model:
+    """The pooled hierarchical law for a prepared observation design."""
+    spec = design.spec
+    cells = design.cells()
+    with pm.Model(coords=design.coords()) as model:
+        log_alpha_pop, log_alpha, alpha = _exponents(design)
+        log_slope, amplitude = _slopes(design, log_alpha_pop, log_alpha)
+        level, floor = _level_and_floor(design, amplitude)
+        loss = _law_at_cells(design, cells, alpha, log_slope, level, floor)
+        observe(loss, cells.index, design, spec)
+    return model
+
+
+def _exponents(design: Design) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
+    """``log alpha[s, a] = log alpha_pop[a] + sum_g b[g(s), a] + tau[a] z[s, a]`` (non-centred)."""
+    spec = design.spec
+    n_settings, n_axes = len(design.settings), len(spec.axes)
+    alpha_mu = np.log([a.exponent.median for a in spec.axes])
+    alpha_sd = np.array([a.exponent.log_sd for a in spec.axes])
+    log_alpha_pop = pm.Normal(names.LOG_ALPHA_POP, alpha_mu, alpha_sd, dims=AXIS)
+    pm.Deterministic(names.ALPHA_POP, pt.exp(log_alpha_pop), dims=AXIS)
+    log_alpha = pt.broadcast_to(log_alpha_pop, (n_settings, n_axes))
+    for key, (_, group_index) in design.exponent_groups.items():
+        dim = f"{names.EXPONENT_GROUP_DIM}_{key}"
+        scale = pm.HalfNormal(
+            names.group_spread_name(key), sigma=spec.exponent_group_spread, dims=AXIS
+        )
+        effect = pm.Normal(names.group_effect_name(key), 0.0, 1.0, dims=(dim, AXIS)) * scale
+        log_alpha = log_alpha + effect[group_index]
+    if n_settings > 1:
+        spread = pm.HalfNormal(
+            names.ALPHA_SPREAD, sigma=[a.exponent_spread for a in spec.axes], dims=AXIS
+        )
+        log_alpha = log_alpha + spread * pm.Normal(names.ALPHA_Z, 0.0, 1.0, dims=(SETTING, AXIS))
+    alpha = pm.Deterministic(names.ALPHA, pt.exp(log_alpha), dims=(SETTING, AXIS))
+    return log_alpha_pop, log_alpha, alpha
+
+
+def _slopes(
+    design: Design, log_alpha_pop: pt.TensorVariable, log_alpha: pt.TensorVariable
+) -> tuple[pt.TensorVariable, pt.TensorVariable]:
+    """Slopes at the reference scale, ``log s[s, a] = log s_pop[a] + sigma[a] z'[s, a]``, and
+    amplitudes ``A = s / alpha``.
+
+    ``s = A alpha = -dL/dlog D`` at ``D_ref`` is what a sweep pins down; sampling (log s, log
+    alpha) instead of (log A, log alpha) removes the ``A ~ 1/alpha`` banana of shallow axes,
+    where only the product is identified.
+    """
+    spec = design.spec
+    n_settings, n_axes = len(design.settings), len(spec.axes)
+    slope_mu, slope_sd = _lognormal_location(spec.slope)
+    log_slope_pop = pm.Normal(names.LOG_SLOPE_POP, slope_mu, slope_sd, dims=AXIS)
+    log_slope = pt.broadcast_to(log_slope_pop, (n_settings, n_axes))
+    if n_settings > 1:
+        slope_spread = pm.HalfNormal(names.SLOPE_SPREAD, sigma=spec.slope_spread, dims=AXIS)
+        log_slope = log_slope + slope_spread * pm.Normal(
+            names.SLOPE_Z, 0.0, 1.0, dims=(SETTING, AXIS)
+        )
+    pm.Deterministic(names.AMPLITUDE_POP, pt.exp(log_slope_pop - log_alpha_pop), dims=AXIS)
+    amplitude = pm.Deterministic(
+        names.AMPLITUDE, pt.exp(log_slope - log_alpha), dims=(SETTING, AXIS)
+    )
+    return log_slope, amplitude
+
+
+def shifted_lognormal(
+    name: str, mu: pt.TensorLike, sigma: pt.TensorLike, shift: pt.TensorLike, dims: str
+) -> pt.TensorVariable:
+    """``x = shift + LogNormal(mu, sigma)``, sampled on ``log x``.
+
+    The log density is the lognormal's at ``x - shift`` (``-inf`` where ``x <= shift``);
+    random draws are ``shift`` plus a lognormal draw. With ``shift = 0`` this is a plain
+    centred ``LogNormal``.
+    """
+
+    def logp(
+        value: pt.TensorVariable,
+        mu_: pt.TensorVariable,
+        sigma_: pt.TensorVariable,
+        shift_: pt.TensorVariable,
+    ) -> pt.TensorVariable:
+        x = value - shift_
+        log_x = pt.log(pt.maximum(x, 1e-300))
+        density = (
+            -log_x - pt.log(sigma_) - 0.5 * np.log(2 * np.pi) - 0.5 * ((log_x - mu_) / sigma_) ** 2
+        )
+        return pt.switch(pt.gt(x, 0.0), density, -np.inf)
+
+    def dist(
+        mu_: pt.TensorVariable,
+        sigma_: pt.TensorVariable,
+        shift_: pt.TensorVariable,
+        size: pt.TensorVariable,
+    ) -> pt.TensorVariable:
+        return shift_ + pm.LogNormal.dist(mu_, sigma_)
+
+    return pm.CustomDist(
+        name,
+        mu,
+        sigma,
+        shift,
+        dist=dist,
+        logp=logp,
+        transform=pm.distributions.transforms.log,
+        signature="(),(),()->()",
+        dims=dims,
+    )
+
+
+def _level_and_floor(
+    design: Design, amplitude: pt.TensorVariable
+) -> tuple[pt.TensorVariable, pt.TensorVariable]:
+    """The level ``c_s`` at the reference point (size term included) and the floor.
+
+    ``c_s = E ((N_s/N_ref)^-alpha_N - 1) + l_s``: with a size term, the levels ``l_s`` of one
+    size group are pooled (``log l_s ~ N(log l_group, sigma_l)``) and the change of ``c`` with
+    model size identifies ``E`` and ``alpha_N``. ``L_inf = c - sum_a A_a - E (N/N_ref)^-alpha_N``
+    must not be negative (success above 1 with infinite data): a soft wall, ``log
+    sigmoid(L_inf / softness)``, keeps the prior on the physical region.
+    """
+    spec = design.spec
+    n_settings = len(design.settings)
+    level_mu, level_sd = _lognormal_location(spec.level)
+    grouped = spec.size is not None and design.size_group_index is not None
+    if grouped:
+        log_level_group = pm.Normal(
+            names.LOG_LEVEL_GROUP, level_mu, level_sd, dims=names.SIZE_GROUP_DIM
+        )
+        log_level_mean = log_level_group[design.size_group_index]
+    else:
+        log_level_mean = pt.broadcast_to(
+            pm.Normal(names.LOG_LEVEL_POP, level_mu, level_sd), (n_settings,)
+        )
+
+    shift = pt.zeros(n_settings)
+    size_floor = pt.zeros(n_settings)
+    if spec.size is not None and design.model_size is not None:
+        a_mu, a_sd = _lognormal_location(spec.size.exponent)
+        log_alpha_size = pm.Normal(names.LOG_ALPHA_SIZE, a_mu, a_sd)
+        alpha_size = pm.Deterministic(names.ALPHA_SIZE, pt.exp(log_alpha_size))
+        s_mu, s_sd = _lognormal_location(spec.size.slope)
+        log_size_slope = pm.Normal(names.LOG_SIZE_SLOPE, s_mu, s_sd)
+        size_amp = pm.Deterministic(names.SIZE_AMPLITUDE, pt.exp(log_size_slope - log_alpha_size))
+        log_ratio = np.log(design.model_size / design.size_reference)
+        # E ((N/N_ref)^-alpha_N - 1) is zero at N_ref: the group level is the level at N_ref.
+        shift = size_amp * pt.expm1(-alpha_size * log_ratio)
+        size_floor = size_amp * pt.exp(-alpha_size * log_ratio)
+
+    if n_settings > 1:
+        level_spread = pm.HalfNormal(names.LEVEL_SPREAD, sigma=spec.level_spread)
+        level = shifted_lognormal(names.LEVEL, log_level_mean, level_spread, shift, dims=SETTING)
+    else:
+        level = pt.exp(log_level_mean) + shift
+    floor = level - amplitude.sum(axis=1) - size_floor
+    loss_floor = pm.Deterministic(names.LOSS_FLOOR, floor, dims=SETTING)
+    pm.Potential(names.FLOOR_POSITIVE, -pm.math.log1pexp(-loss_floor / spec.floor_softness).sum())
+    return level, loss_floor
+
+
+def _law_at_cells(
+    design: Design,
+    cells: Cells,
+    alpha: pt.TensorVariable,
+    log_slope: pt.TensorVariable,
+    level: pt.TensorVariable,
+    floor: pt.TensorVariable,
+) -> pt.TensorVariable:
+    """``L = c + sum_a s_a ((D/D_ref)^-alpha_a - 1) / alpha_a`` (and the interaction) per cell."""
+    spec = design.spec
+    rows = cells.first_row
+    setting = design.setting_index[rows]
+    log_x = np.log(design.sizes[rows] / design.reference)
+    if spec.dense_reward is not None and design.dense is not None:
+        m_mu, m_sd = _lognormal_location(spec.dense_reward.multiplier)
+        log_multiplier = pm.Normal(names.LOG_DENSE_MULTIPLIER, m_mu, m_sd)
+        pm.Deterministic(names.DENSE_MULTIPLIER, pt.exp(log_multiplier))
+        j = spec.axis_names.index(spec.dense_reward.axis)
+        shift = np.zeros_like(log_x)
+        shift[:, j] = design.dense[rows].astype(float)
+        log_x = pt.as_tensor(log_x) + log_multiplier * shift
+    slope = pt.exp(log_slope)
+    a_cell = alpha[setting]
+    loss = level[setting] + (slope[setting] * pt.expm1(-a_cell * log_x) / a_cell).sum(axis=1)
+    if spec.interaction is not None:
+        i, k = (spec.axis_names.index(a) for a in spec.interaction.axes)
+        b_mu, b_sd = _lognormal_location(spec.interaction.exponent)
+        beta = pm.LogNormal(names.INTERACTION_BETA, b_mu, b_sd)
+        weight = pm.Beta(names.INTERACTION_WEIGHT, *spec.interaction.weight_beta, dims=SETTING)
+        # gamma < floor and (D_a D_b)^-beta <= 1 for raw counts >= 1, so L > 0 always.
+        gamma = pm.Deterministic(
+            names.INTERACTION_GAMMA, weight * pt.maximum(floor, 0.0), dims=SETTING
+        )
+        raw = design.sizes[rows, i] * design.sizes[rows, k]
+        loss = loss - gamma[setting] * pt.as_tensor(raw) ** (-beta)
+    return loss

@@ -1,0 +1,820 @@
+"""Posterior prediction of a law fit for arbitrary rows, in NumPy from the saved posterior.
+
+No PyMC model is rebuilt or compiled: every posterior draw ``d`` gives the law exactly as
+:func:`bayesscale.law.model.build_law_model` defines it,
+
+.. math::
+
+    L_{d,i} = L_{\\infty,d,s} + E_d (N_s/N_\\mathrm{ref})^{-\\alpha_{N,d}}
+              + \\sum_a A_{d,s,a} (m_d^{[i\\,\\mathrm{dense}]} D_{i,a}/D_{a,\\mathrm{ref}})^{-\\alpha_{d,s,a}}
+              - \\gamma_{d,s} (D_{i,E} D_{i,T})^{-\\beta_d}
+
+(``m`` multiplies the dense-reward axis on dense rows; terms the spec lacks are absent), the
+expected success ``p = exp(-L)`` and the predictive outcome
+
+.. math::
+
+    k_i \\sim \\mathrm{BetaBinomial}(n_i, p_{d,i} \\phi_d, (1 - p_{d,i}) \\phi_d)
+    \\qquad\\text{or}\\qquad
+    \\log y_i \\sim \\mathrm{StudentT}(\\nu, \\log L_{d,i}, \\sigma_d).
+
+Settings the fit knows use their own posterior (``alpha``, ``amplitude``, ``loss_floor``,
+``interaction_gamma``). A setting it does not know is an error, except
+
+* a new model of a known size group (with the default spec: a new model size for a known
+  algorithm and domain) when the law has a size term: the setting is drawn from the population,
+  ``log alpha = log alpha_pop + sum_g b_g + tau z``, ``log s = log s_pop + sigma_s z'``,
+  ``log c = log c_group + sigma_c z''`` with fresh ``z ~ N(0, 1)`` per draw, its interaction
+  weight from its Beta prior, and the floor's soft wall applied by rejection (the population
+  prior of a setting is ``N(z) sigmoid(L_inf(z) / epsilon)``); its ``params_b`` enters the
+  size term;
+* with ``new_groups="pooled"``, any new setting: unknown exponent groups get fresh effects
+  ``b ~ N(0, tau_g)`` and an unknown size group a level from the spec's level prior (the model
+  does not pool group levels, so that prior is what a new group's level is known to be).
+
+Example
+-------
+>>> from bayesscale.recipe.synthetic import synthetic_fit
+>>> import pandas as pd
+>>> row = pd.DataFrame({"model": ["S0"], "algorithm": ["grpo"], "domain": ["math"],
+...                     "n_envs": [256], "n_tasks": [10240], "rollouts": [8], "trials": [2000]})
+>>> pred = predict(synthetic_fit(draws=20, spread=0.0), row)  # doctest: +SKIP
+>>> pred.expected().shape  # (samples, rows)  # doctest: +SKIP
+(40, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from numpy.typing import ArrayLike, NDArray
+from scipy import special
+
+from bayesscale import names
+from bayesscale.core import laws
+from bayesscale.data.fitfile import fit_spec
+from bayesscale.data.observations import (
+    SETTING_SEPARATOR,
+    ObservationError,
+    Table,
+    axis_sizes,
+    column_error,
+    outcome_columns,
+    prepare,
+    rows_text,
+    setting_labels,
+    validate,
+)
+from bayesscale.data.spec import ModelSpec
+
+Array = NDArray[np.float64]
+
+NEW_GROUPS = (None, names.NEW_GROUPS_POOLED)
+MIN_LOSS = 1e-12  # predictions of draws whose law gives L <= 0 (p >= 1) use this loss
+MAX_WALL_TRIES = 1000  # rejection rounds for the floor's soft wall of a new setting
+SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
+
+
+class PredictError(ValueError):
+    """A fit lacks what a prediction needs (variables, constant data, a population spread)."""
+
+
+# --- validating rows to predict --------------------------------------------------------------
+
+
+def validate_rows(
+    frame: pd.DataFrame, spec: ModelSpec, source: str = "<table>", observed: bool = True
+) -> pd.DataFrame:
+    """:func:`bayesscale.data.observations.validate` for rows to *predict*, not to fit: every
+    per-row rule, none of the fitting-only ones; ``observed=False`` allows rows without
+    outcomes (see there)."""
+    return validate(frame, spec, source, for_fitting=False, observed=observed)
+
+
+def _stack(da: xr.DataArray, *rest: str) -> Array:
+    """``(S, *rest)`` float array, chain-major over the sample dims."""
+    extra = set(map(str, da.dims)) - {*SAMPLE, *rest}
+    if extra:
+        raise PredictError(f"{da.name}: unexpected dims {sorted(extra)}")
+    arr = da.transpose(*SAMPLE, *rest).to_numpy().astype(float)
+    return arr.reshape(-1, *arr.shape[2:])
+
+
+@dataclass(frozen=True)
+class FitLayout:
+    """What a law fit knows about its settings and groups (from its posterior coordinates,
+    constant data and stored spec)."""
+
+    spec: ModelSpec
+    settings: tuple[str, ...]
+    axes: tuple[str, ...]
+    reference: Array
+    size_reference: float | None
+    model_size: dict[str, float]
+    key_values: dict[str, tuple[str, ...]]  # setting key -> its value per fit setting
+    size_groups: tuple[str, ...] | None  # coords of log_level_group, None without it
+    exponent_groups: dict[str, tuple[str, ...]]
+    chains: int
+    draws: int
+
+    @property
+    def samples(self) -> int:
+        return self.chains * self.draws
+
+
+def fit_layout(fit: xr.DataTree) -> FitLayout:
+    """Read a law fit's settings, reference scales and group labels; check what predicting
+    needs is there."""
+    kind = fit.attrs.get(names.ATTR_KIND, names.KIND_LAW_FIT)
+    if kind != names.KIND_LAW_FIT:
+        raise PredictError(f"expected a law fit ({names.KIND_LAW_FIT!r}), got a {kind!r}")
+    if "posterior" not in fit.children:
+        raise PredictError("the fit has no posterior group")
+    spec_text = fit.attrs.get(names.ATTR_SPEC)
+    if not spec_text:
+        raise PredictError(f"the fit has no {names.ATTR_SPEC!r} attribute (no model spec)")
+    spec = fit_spec(fit)
+    post = fit["posterior"]
+    const = fit["constant_data"].to_dataset() if "constant_data" in fit.children else xr.Dataset()
+    for var in (names.ALPHA, names.AMPLITUDE, names.LOSS_FLOOR):
+        if var not in post:
+            raise PredictError(f"the fit's posterior has no {var!r}")
+    if names.REFERENCE_SCALE not in const:
+        raise PredictError(f"the fit's constant_data has no {names.REFERENCE_SCALE!r}")
+    axes = tuple(str(a) for a in post[names.ALPHA][names.AXIS_DIM].to_numpy())
+    if axes != spec.axis_names:
+        raise PredictError(f"the fit's axes {axes} differ from its spec's {spec.axis_names}")
+    settings = tuple(str(s) for s in post[names.ALPHA][names.SETTING_DIM].to_numpy())
+    reference = const[names.REFERENCE_SCALE].sel({names.AXIS_DIM: list(axes)}).to_numpy()
+    model_size: dict[str, float] = {}
+    size_reference = None
+    if spec.size is not None and names.SIZE_AMPLITUDE in post:
+        if names.PARAMS_B not in const or names.SIZE_REFERENCE not in const:
+            raise PredictError(
+                f"the fit has a size term but constant_data lacks {names.PARAMS_B!r} or "
+                f"{names.SIZE_REFERENCE!r}"
+            )
+        size_reference = float(const[names.SIZE_REFERENCE])
+        sizes = const[names.PARAMS_B].sel({names.SETTING_DIM: list(settings)}).to_numpy()
+        model_size = dict(zip(settings, sizes.astype(float).tolist(), strict=True))
+    key_values = {}
+    for key in spec.setting_keys:
+        if key in const:
+            values = const[key].sel({names.SETTING_DIM: list(settings)}).to_numpy()
+            key_values[key] = tuple(str(v) for v in values)
+        else:  # the setting label holds the keys in order
+            pos = spec.setting_keys.index(key)
+            key_values[key] = tuple(s.split(SETTING_SEPARATOR)[pos] for s in settings)
+    size_groups = None
+    if names.LOG_LEVEL_GROUP in post:
+        size_groups = tuple(
+            str(g) for g in post[names.LOG_LEVEL_GROUP][names.SIZE_GROUP_DIM].to_numpy()
+        )
+    exponent_groups = {}
+    for key in spec.exponent_groups:
+        name = names.group_effect_name(key)
+        if name in post:
+            dim = f"{names.EXPONENT_GROUP_DIM}_{key}"
+            exponent_groups[key] = tuple(str(g) for g in post[name][dim].to_numpy())
+    return FitLayout(
+        spec=spec,
+        settings=settings,
+        axes=axes,
+        reference=np.asarray(reference, dtype=float),
+        size_reference=size_reference,
+        model_size=model_size,
+        key_values=key_values,
+        size_groups=size_groups,
+        exponent_groups=exponent_groups,
+        chains=int(post.sizes[names.CHAIN_DIM]),
+        draws=int(post.sizes[names.DRAW_DIM]),
+    )
+
+
+def table_layout(table: Table, spec: ModelSpec) -> FitLayout:
+    """The layout a fit of ``table`` would have (settings, groups, model sizes), without
+    fitting: to check held-out settings before sampling (no draws: ``chains = draws = 0``)."""
+    design = prepare(table, spec)
+    labels = setting_labels(table.frame, spec)
+    first = _setting_values(table.frame, spec, labels).reindex(list(design.settings))
+    model_size = {}
+    if design.model_size is not None:
+        model_size = dict(
+            zip(design.settings, design.model_size.astype(float).tolist(), strict=True)
+        )
+    return FitLayout(
+        spec=spec,
+        settings=design.settings,
+        axes=spec.axis_names,
+        reference=design.reference,
+        size_reference=design.size_reference,
+        model_size=model_size,
+        key_values={k: tuple(first[k].astype(str)) for k in spec.setting_keys},
+        size_groups=design.size_groups if design.size_group_index is not None else None,
+        exponent_groups={k: v[0] for k, v in design.exponent_groups.items()},
+        chains=0,
+        draws=0,
+    )
+
+
+def size_group_label(values: dict[str, str], spec: ModelSpec) -> str:
+    """A setting's size-group label: the size term's group keys joined by ``' | '``."""
+    if spec.size is None or not spec.size.groups:
+        return "all"
+    return SETTING_SEPARATOR.join(str(values[g]) for g in spec.size.groups)
+
+
+@dataclass(frozen=True)
+class Population:
+    """Population-level posterior draws (flattened to ``S`` samples) a new setting is drawn
+    from: the pieces of :func:`bayesscale.law.model.build_law_model` below the setting level."""
+
+    spec: ModelSpec
+    log_alpha_pop: Array  # (S, A)
+    alpha_spread: Array  # (S, A)
+    log_slope_pop: Array  # (S, A)
+    slope_spread: Array  # (S, A)
+    log_level_group: Array | None  # (S, groups)
+    log_level_pop: Array | None  # (S,)
+    level_spread: Array  # (S,)
+    group_effects: dict[str, Array]  # key -> (S, groups, A) = z * spread
+    group_spreads: dict[str, Array]  # key -> (S, A)
+    size_amplitude: Array | None  # (S,)
+
+    def take(self, index: NDArray[np.int64]) -> Population:
+        """The same population at the samples ``index``."""
+
+        def pick(x: Array | None) -> Array | None:
+            return None if x is None else x[index]
+
+        return Population(
+            spec=self.spec,
+            log_alpha_pop=self.log_alpha_pop[index],
+            alpha_spread=self.alpha_spread[index],
+            log_slope_pop=self.log_slope_pop[index],
+            slope_spread=self.slope_spread[index],
+            log_level_group=pick(self.log_level_group),
+            log_level_pop=pick(self.log_level_pop),
+            level_spread=self.level_spread[index],
+            group_effects={k: v[index] for k, v in self.group_effects.items()},
+            group_spreads={k: v[index] for k, v in self.group_spreads.items()},
+            size_amplitude=pick(self.size_amplitude),
+        )
+
+    def setting(
+        self,
+        exponent_effect: ArrayLike,
+        log_level_base: ArrayLike,
+        z_alpha: ArrayLike,
+        z_slope: ArrayLike,
+        z_level: ArrayLike,
+    ) -> tuple[Array, Array, Array]:
+        """One setting's ``(alpha, amplitude, loss_floor)`` per sample from its standardised
+        deviations, as the model composes them::
+
+            log alpha = log alpha_pop + effect + tau z_alpha
+            A = exp(log s_pop + sigma_s z_slope - log alpha)
+            L_inf = exp(log c_base + sigma_c z_level) - sum_a A_a - E
+        """
+        log_alpha = (
+            self.log_alpha_pop
+            + np.asarray(exponent_effect, dtype=float)
+            + self.alpha_spread * np.asarray(z_alpha, dtype=float)
+        )
+        log_slope = self.log_slope_pop + self.slope_spread * np.asarray(z_slope, dtype=float)
+        amplitude = np.exp(log_slope - log_alpha)
+        level = np.exp(
+            np.asarray(log_level_base, dtype=float)
+            + self.level_spread * np.asarray(z_level, dtype=float)
+        )
+        floor = level - amplitude.sum(axis=-1)
+        if self.size_amplitude is not None:
+            floor = floor - self.size_amplitude
+        return np.exp(log_alpha), amplitude, floor
+
+
+def read_population(fit: xr.DataTree) -> Population:
+    """The population-level draws of a law fit (needs the fit's free variables, so a fit of
+    one setting, which has no spreads, cannot predict new settings)."""
+    layout = fit_layout(fit)
+    post = fit["posterior"].to_dataset()
+    axis = names.AXIS_DIM
+    needed = [
+        names.LOG_ALPHA_POP,
+        names.ALPHA_SPREAD,
+        names.LOG_SLOPE_POP,
+        names.SLOPE_SPREAD,
+        names.LEVEL_SPREAD,
+    ]
+    missing = [v for v in needed if v not in post]
+    if names.LOG_LEVEL_GROUP not in post and names.LOG_LEVEL_POP not in post:
+        missing.append(f"{names.LOG_LEVEL_GROUP} or {names.LOG_LEVEL_POP}")
+    if missing:
+        why = (
+            " (a fit of a single setting has no population spread)"
+            if len(layout.settings) == 1
+            else ""
+        )
+        raise PredictError(
+            f"the fit's posterior lacks {missing}, needed to draw a new setting from the "
+            f"population{why}"
+        )
+    effects, spreads = {}, {}
+    for key in layout.exponent_groups:
+        dim = f"{names.EXPONENT_GROUP_DIM}_{key}"
+        spread = _stack(post[names.group_spread_name(key)], axis)
+        effects[key] = _stack(post[names.group_effect_name(key)], dim, axis) * spread[:, None, :]
+        spreads[key] = spread
+    return Population(
+        spec=layout.spec,
+        log_alpha_pop=_stack(post[names.LOG_ALPHA_POP], axis),
+        alpha_spread=_stack(post[names.ALPHA_SPREAD], axis),
+        log_slope_pop=_stack(post[names.LOG_SLOPE_POP], axis),
+        slope_spread=_stack(post[names.SLOPE_SPREAD], axis),
+        log_level_group=(
+            _stack(post[names.LOG_LEVEL_GROUP], names.SIZE_GROUP_DIM)
+            if names.LOG_LEVEL_GROUP in post
+            else None
+        ),
+        log_level_pop=_stack(post[names.LOG_LEVEL_POP]) if names.LOG_LEVEL_POP in post else None,
+        level_spread=_stack(post[names.LEVEL_SPREAD]),
+        group_effects=effects,
+        group_spreads=spreads,
+        size_amplitude=(
+            _stack(post[names.SIZE_AMPLITUDE]) if names.SIZE_AMPLITUDE in post else None
+        ),
+    )
+
+
+# --- settings of the rows: known ones and new ones ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewSetting:
+    """A setting the fit does not know, with its group labels (``None``: unknown to the fit)."""
+
+    label: str
+    size_group: int | None  # index into the fit's size groups
+    size_group_label: str
+    exponent_groups: dict[str, int | None]
+    exponent_group_labels: dict[str, str]
+
+
+def _setting_values(frame: pd.DataFrame, spec: ModelSpec, labels: pd.Series) -> pd.DataFrame:
+    first = frame.groupby(labels.to_numpy(), sort=False).head(1)
+    return first.set_axis(labels[first.index].to_numpy())
+
+
+def classify_settings(
+    frame: pd.DataFrame,
+    layout: FitLayout,
+    labels: pd.Series,
+    new_groups: str | None,
+    source: str,
+) -> list[NewSetting]:
+    """Check every row's setting against the fit; return the new settings that may be
+    predicted from the population, raise ``ObservationError`` (naming ``source``, the column
+    and the rows by ``frame``'s index as 0-based positions) for the others."""
+    spec = layout.spec
+    known = set(layout.settings)
+    first = _setting_values(frame, spec, labels)
+    if spec.size is not None and layout.model_size:
+        column = spec.size.column
+        for label, fitted in layout.model_size.items():
+            rows = frame.index[(labels == label).to_numpy()]
+            if len(rows):
+                given = frame.loc[rows, column].to_numpy(float)
+                bad = rows[~np.isclose(given, fitted, rtol=1e-9, atol=0.0)]
+                if len(bad):
+                    raise column_error(
+                        source,
+                        column,
+                        bad,
+                        f"setting {label!r} was fitted with {column} = {fitted:g}, these rows give "
+                        f"{frame.loc[bad[0], column]:g}; a different model is a different setting "
+                        "(another value in the setting keys)",
+                    )
+    new: list[NewSetting] = []
+    for label in dict.fromkeys(labels):
+        if label in known:
+            continue
+        values = {k: str(first.loc[label, k]) for k in spec.setting_keys}
+        rows = frame.index[(labels == label).to_numpy()]
+        size_label = size_group_label(values, spec)
+        size_index = None
+        if layout.size_groups is not None and size_label in layout.size_groups:
+            size_index = layout.size_groups.index(size_label)
+        exp_index = {
+            key: (groups.index(values[key]) if values[key] in groups else None)
+            for key, groups in layout.exponent_groups.items()
+        }
+        groups_known = (layout.size_groups is None or size_index is not None) and all(
+            i is not None for i in exp_index.values()
+        )
+        new_model = spec.size is not None and layout.size_groups is not None and groups_known
+        if new_groups != names.NEW_GROUPS_POOLED and not new_model:
+            raise _unknown_setting(frame, layout, label, values, rows, size_label, source)
+        new.append(
+            NewSetting(
+                label=label,
+                size_group=size_index,
+                size_group_label=size_label,
+                exponent_groups=exp_index,
+                exponent_group_labels={k: values[k] for k in layout.exponent_groups},
+            )
+        )
+    return new
+
+
+def _unknown_setting(
+    frame: pd.DataFrame,
+    layout: FitLayout,
+    label: str,
+    values: dict[str, str],
+    rows: pd.Index,
+    size_label: str,
+    source: str,
+) -> ObservationError:
+    spec = layout.spec
+    hint = (
+        f"Pass new_groups={names.NEW_GROUPS_POOLED!r} (--new-groups {names.NEW_GROUPS_POOLED}) to "
+        "draw it, and any unknown group, from the population's spreads."
+    )
+    for key in spec.setting_keys:
+        fitted = sorted(set(layout.key_values.get(key, ())))
+        if values[key] not in fitted:
+            where = rows_text(rows, source)
+            detail = (
+                f"setting {label!r} is not in the fit, and {values[key]!r} is not among the fit's "
+                f"{key} values {fitted}."
+            )
+            if spec.size is None:
+                detail += " The law has no size term, so no new setting is predicted by default."
+            elif key not in spec.size.groups:
+                detail += (
+                    f" (A new {key} of a known {list(spec.size.groups)} group is predicted from "
+                    "the population.)"
+                )
+            return ObservationError(f"{source}: column {key!r}, {where}: {detail} {hint}")
+    if spec.size is not None and layout.size_groups is not None:
+        cols = ",".join(spec.size.groups)
+        return ObservationError(
+            f"{source}: column {cols!r}, {rows_text(rows, source)}: setting {label!r} is not in "
+            f"the fit, and its {list(spec.size.groups)} group {size_label!r} is not among the "
+            f"fit's {list(layout.size_groups)}. {hint}"
+        )
+    cols = ",".join(spec.setting_keys)
+    why = (
+        "the law has no size term, so a new model is a new setting too"
+        if spec.size is None
+        else "its groups are not all known"
+    )
+    return ObservationError(
+        f"{source}: column {cols!r}, {rows_text(rows, source)}: setting {label!r} is not among "
+        f"the fit's settings {list(layout.settings)} ({why}). {hint}"
+    )
+
+
+# --- per-setting parameter draws ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SettingDraws:
+    """Law parameters per sample and setting: ``alpha``, ``amplitude`` (S, G, A),
+    ``floor`` (S, G) (the loss floor without the size term), ``gamma`` (S, G) or None."""
+
+    settings: tuple[str, ...]
+    alpha: Array
+    amplitude: Array
+    floor: Array
+    gamma: Array | None
+
+
+def _known_draws(fit: xr.DataTree, settings: Sequence[str], layout: FitLayout) -> SettingDraws:
+    post = fit["posterior"].to_dataset().sel({names.SETTING_DIM: list(settings)})
+    s, a = names.SETTING_DIM, names.AXIS_DIM
+    gamma = None
+    if layout.spec.interaction is not None:
+        if names.INTERACTION_GAMMA not in post:
+            raise PredictError(
+                f"the spec has an interaction but the fit has no {names.INTERACTION_GAMMA!r}"
+            )
+        gamma = _stack(post[names.INTERACTION_GAMMA], s)
+    return SettingDraws(
+        settings=tuple(settings),
+        alpha=_stack(post[names.ALPHA], s, a),
+        amplitude=_stack(post[names.AMPLITUDE], s, a),
+        floor=_stack(post[names.LOSS_FLOOR], s),
+        gamma=gamma,
+    )
+
+
+def _new_draws(
+    fit: xr.DataTree, new: Sequence[NewSetting], layout: FitLayout, rng: np.random.Generator
+) -> SettingDraws:
+    """Draw each new setting (and each new group, shared by its settings) from the population;
+    the floors' soft wall by rejection, jointly per sample."""
+    pop = read_population(fit)
+    spec = layout.spec
+    n_s, n_a, n_g = layout.samples, len(layout.axes), len(new)
+    level_mu, level_sd = float(np.log(spec.level.median)), spec.level.log_sd
+    new_size = sorted({n.size_group_label for n in new if n.size_group is None})
+    new_exp = {
+        key: sorted({n.exponent_group_labels[key] for n in new if n.exponent_groups[key] is None})
+        for key in layout.exponent_groups
+    }
+    alpha = np.empty((n_s, n_g, n_a))
+    amplitude = np.empty((n_s, n_g, n_a))
+    floor = np.empty((n_s, n_g))
+    gamma = np.empty((n_s, n_g)) if spec.interaction is not None else None
+    todo = np.arange(n_s)
+    for _ in range(MAX_WALL_TRIES):
+        m = len(todo)
+        sub = pop.take(todo)
+        size_draw = {g: rng.normal(level_mu, level_sd, m) for g in new_size}
+        exp_draw = {
+            key: {g: rng.standard_normal((m, n_a)) * sub.group_spreads[key] for g in groups}
+            for key, groups in new_exp.items()
+        }
+        a_t = np.empty((m, n_g, n_a))
+        amp_t = np.empty((m, n_g, n_a))
+        fl_t = np.empty((m, n_g))
+        for j, setting in enumerate(new):
+            effect = np.zeros((m, n_a))
+            for key, index in setting.exponent_groups.items():
+                if index is None:
+                    effect += exp_draw[key][setting.exponent_group_labels[key]]
+                else:
+                    effect += sub.group_effects[key][:, index]
+            if sub.log_level_group is None:
+                if sub.log_level_pop is None:  # read_population checked one exists
+                    raise PredictError("the fit has neither a group level nor a population level")
+                base = sub.log_level_pop
+            elif setting.size_group is not None:
+                base = sub.log_level_group[:, setting.size_group]
+            else:
+                base = size_draw[setting.size_group_label]
+            a_t[:, j], amp_t[:, j], fl_t[:, j] = sub.setting(
+                effect,
+                base,
+                rng.standard_normal((m, n_a)),
+                rng.standard_normal((m, n_a)),
+                rng.standard_normal(m),
+            )
+        # soft wall: accept with probability prod_s sigmoid(L_inf,s / softness)
+        log_accept = -np.logaddexp(0.0, -fl_t / spec.floor_softness).sum(axis=1)
+        ok = np.log(rng.uniform(size=m)) < log_accept
+        done = todo[ok]
+        alpha[done], amplitude[done], floor[done] = a_t[ok], amp_t[ok], fl_t[ok]
+        if gamma is not None and spec.interaction is not None:
+            weight = rng.beta(*spec.interaction.weight_beta, size=(int(ok.sum()), n_g))
+            gamma[done] = weight * np.maximum(fl_t[ok], 0.0)
+        todo = todo[~ok]
+        if len(todo) == 0:
+            break
+    else:
+        raise PredictError(
+            f"{len(todo)} of {n_s} posterior samples put no mass on a positive loss floor for new "
+            f"setting(s) {[n.label for n in new]} after {MAX_WALL_TRIES} tries; the population "
+            "is too wide to predict them"
+        )
+    return SettingDraws(
+        settings=tuple(n.label for n in new),
+        alpha=alpha,
+        amplitude=amplitude,
+        floor=floor,
+        gamma=gamma,
+    )
+
+
+# --- the prediction ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Per-draw predictions for the rows of a table: ``loss`` is ``(S, R)`` (``S`` = chains x
+    draws, chain-major; ``R`` rows in table order)."""
+
+    frame: pd.DataFrame
+    source: str
+    outcome: str
+    chains: int
+    draws: int
+    setting: tuple[str, ...]  # per row
+    new_setting: NDArray[np.bool_]  # per row
+    loss: Array
+    trials: NDArray[np.int64] | None
+    concentration: Array | None  # (S,)
+    log_loss_sigma: Array | None  # (S,)
+    student_nu: float
+    observed: Array | None = field(default=None)  # successes or loss per row, when given
+
+    @property
+    def rows(self) -> int:
+        return int(self.loss.shape[1])
+
+    @property
+    def nonpositive(self) -> int:
+        """How many (draw, row) pairs have ``L <= 0`` (``p >= 1``): possible where the floor's
+        soft wall lets a draw's floor dip below zero and the row is far beyond the data. Their
+        predictions use ``L = MIN_LOSS``; their likelihood is undefined (NaN), as in PyMC."""
+        return int(np.sum(~(self.loss > 0)))
+
+    def _clipped(self) -> Array:
+        return np.maximum(self.loss, MIN_LOSS)
+
+    def expected(self) -> Array:
+        """The law's expected outcome per draw: ``p = exp(-L)`` (success) or ``L`` (loss)."""
+        loss = self._clipped()
+        return laws.success_from_loss(loss) if self.outcome == "success" else loss
+
+    def _beta_parameters(self, loss: Array) -> tuple[Array, Array]:
+        if self.concentration is None:
+            raise PredictError(f"the fit has no {names.CONCENTRATION!r}")
+        with np.errstate(invalid="ignore"):  # L <= 0: NaN, as the model's own logp
+            logit = laws.logit_from_loss(loss)
+        phi = self.concentration[:, None]
+        return special.expit(logit) * phi, special.expit(-logit) * phi
+
+    def sample(self, seed: int | np.random.Generator = 0, replicates: int = 1) -> Array:
+        """Posterior predictive draws ``(replicates * S, R)``: successes ``k`` (beta-binomial:
+        seed-to-seed spread and binomial noise) or a loss ``y`` (Student-t on ``log y``)."""
+        rng = np.random.default_rng(seed)
+        if replicates < 1:
+            raise ValueError(f"replicates must be >= 1, got {replicates}")
+        if self.outcome == "success":
+            a, b = self._beta_parameters(self._clipped())
+            if self.trials is None:
+                raise PredictError("predicting success counts needs the trials column")
+            a, b = np.tile(a, (replicates, 1)), np.tile(b, (replicates, 1))
+            q = rng.beta(a, b)
+            return rng.binomial(self.trials[None, :], q).astype(float)
+        if self.log_loss_sigma is None:
+            raise PredictError(f"the fit has no {names.LOG_LOSS_SIGMA!r}")
+        log_l = np.tile(np.log(self._clipped()), (replicates, 1))
+        sigma = np.tile(self.log_loss_sigma[:, None], (replicates, 1))
+        return np.exp(log_l + sigma * rng.standard_t(self.student_nu, size=log_l.shape))
+
+    def log_likelihood(self, observed: ArrayLike | None = None) -> Array:
+        """Pointwise log-likelihood ``(S, R)`` of the observed outcome (the rows' own unless
+        given), the density the model's ``outcome`` variable has: the beta-binomial pmf of
+        ``k``, or the Student-t density of ``log y``."""
+        obs = self.observed if observed is None else np.asarray(observed, dtype=float)
+        if obs is None:
+            raise PredictError("the rows have no observed outcome")
+        if self.outcome == "success":
+            if self.trials is None:
+                raise PredictError("the beta-binomial likelihood needs the trials column")
+            a, b = self._beta_parameters(self.loss)
+            return beta_binomial_logpmf(obs[None, :], self.trials[None, :], a, b)
+        if self.log_loss_sigma is None:
+            raise PredictError(f"the fit has no {names.LOG_LOSS_SIGMA!r}")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            log_loss = np.where(self.loss > 0, np.log(np.abs(self.loss)), np.nan)
+        return student_t_logpdf(
+            np.log(obs)[None, :], self.student_nu, log_loss, self.log_loss_sigma[:, None]
+        )
+
+    def to_dataarray(self, values: Array, name: str) -> xr.DataArray:
+        """``(S, R)`` values as a ``(chain, draw, obs)`` DataArray."""
+        shaped = np.asarray(values).reshape(self.chains, self.draws, self.rows)
+        return xr.DataArray(
+            shaped,
+            dims=(*SAMPLE, names.OBS_DIM),
+            coords={
+                names.CHAIN_DIM: np.arange(self.chains),
+                names.DRAW_DIM: np.arange(self.draws),
+                names.OBS_DIM: np.arange(self.rows),
+            },
+            name=name,
+        )
+
+
+def beta_binomial_logpmf(k: ArrayLike, n: ArrayLike, a: ArrayLike, b: ArrayLike) -> Array:
+    """``log C(n, k) + log B(k + a, n - k + b) - log B(a, b)``, written as PyMC writes it
+    (``log C(n, k) = -log(n + 1) - log B(n - k + 1, k + 1)``).
+
+    >>> round(float(beta_binomial_logpmf(1, 2, 1.0, 1.0)), 12) == round(float(np.log(1 / 3)), 12)
+    True
+    """
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    binom = -np.log1p(n) - special.betaln(n - k + 1, k + 1)
+    return np.asarray(binom + special.betaln(k + a, n - k + b) - special.betaln(a, b), dtype=float)
+
+
+def student_t_logpdf(x: ArrayLike, nu: float, mu: ArrayLike, sigma: ArrayLike) -> Array:
+    """Log density of ``StudentT(nu, mu, sigma)`` at ``x``."""
+    z = (np.asarray(x) - np.asarray(mu)) / np.asarray(sigma)
+    return np.asarray(
+        special.gammaln((nu + 1) / 2)
+        - special.gammaln(nu / 2)
+        - 0.5 * np.log(nu * np.pi)
+        - np.log(sigma)
+        - (nu + 1) / 2 * np.log1p(z * z / nu),
+        dtype=float,
+    )
+
+
+def predict(
+    fit: xr.DataTree,
+    rows: Table | pd.DataFrame,
+    new_groups: str | None = None,
+    seed: int = 0,
+    source: str | None = None,
+    observed: bool | None = None,
+) -> Prediction:
+    """Per-draw law and predictive parameters for ``rows`` (validated here, errors naming
+    ``source``, column and rows). ``new_groups``: ``None`` (a new setting only as a new model
+    of a known size group, when the law has a size term) or ``"pooled"`` (any new setting,
+    unknown groups drawn from their spreads). ``seed`` drives the draws of new settings.
+    ``observed``: require the outcome columns (default: when present)."""
+    if new_groups not in NEW_GROUPS:
+        raise ValueError(f"new_groups must be one of {NEW_GROUPS}, got {new_groups!r}")
+    layout = fit_layout(fit)
+    spec = layout.spec
+    if isinstance(rows, Table):
+        frame, src = rows.frame, source or rows.source
+    else:
+        frame, src = rows, source or "<table>"
+    if observed is None:
+        observed = all(c in frame.columns for c in outcome_columns(spec))
+    frame = validate_rows(frame, spec, src, observed=observed)
+    labels = setting_labels(frame, spec)
+    new = classify_settings(frame, layout, labels, new_groups, src)
+    known = [s for s in dict.fromkeys(labels) if s in set(layout.settings)]
+    rng = np.random.default_rng(seed)
+    parts = []
+    if known:
+        parts.append(_known_draws(fit, known, layout))
+    if new:
+        parts.append(_new_draws(fit, new, layout, rng))
+    order = [s for part in parts for s in part.settings]
+    alpha = np.concatenate([p.alpha for p in parts], axis=1)
+    amplitude = np.concatenate([p.amplitude for p in parts], axis=1)
+    floor = np.concatenate([p.floor for p in parts], axis=1)
+    index_of = {s: i for i, s in enumerate(order)}
+    sidx = labels.map(index_of).to_numpy(np.int64)
+
+    post = fit["posterior"].to_dataset()
+    sizes = axis_sizes(frame, spec)
+    log_x = np.log(sizes / layout.reference)[None, :, :] * np.ones((layout.samples, 1, 1))
+    if spec.dense_reward is not None:
+        if names.DENSE_MULTIPLIER not in post:
+            raise PredictError(
+                f"the spec has dense reward but the fit has no {names.DENSE_MULTIPLIER!r}"
+            )
+        j = spec.axis_names.index(spec.dense_reward.axis)
+        dense = (frame[names.REWARD] == names.DENSE).to_numpy()
+        log_m = np.log(_stack(post[names.DENSE_MULTIPLIER]))
+        log_x[:, dense, j] += log_m[:, None]
+    loss = floor[:, sidx] + np.sum(amplitude[:, sidx] * np.exp(-alpha[:, sidx] * log_x), axis=-1)
+    if layout.size_reference is not None and spec.size is not None:
+        e = _stack(post[names.SIZE_AMPLITUDE])
+        a_n = _stack(post[names.ALPHA_SIZE])
+        n_rows = frame[spec.size.column].to_numpy(float)
+        loss = loss + laws.size_term(
+            n_rows[None, :], e[:, None], a_n[:, None], layout.size_reference
+        )
+    if spec.interaction is not None:
+        gammas = [p.gamma for p in parts]
+        if any(g is None for g in gammas):
+            raise PredictError("interaction weights are missing for some settings")
+        gamma = np.concatenate([g for g in gammas if g is not None], axis=1)
+        i, k = (spec.axis_names.index(a) for a in spec.interaction.axes)
+        beta = _stack(post[names.INTERACTION_BETA])
+        loss = loss + laws.interaction_term(
+            sizes[None, :, i], sizes[None, :, k], gamma[:, sidx], beta[:, None]
+        )
+
+    success = spec.outcome == "success"
+    obs_values = None
+    if observed:
+        column = names.SUCCESSES if success else names.LOSS
+        obs_values = frame[column].to_numpy(float)
+    new_labels = {n.label for n in new}
+    return Prediction(
+        frame=frame,
+        source=src,
+        outcome=spec.outcome,
+        chains=layout.chains,
+        draws=layout.draws,
+        setting=tuple(labels),
+        new_setting=labels.isin(new_labels).to_numpy(),
+        loss=np.asarray(loss, dtype=float),
+        trials=frame[names.TRIALS].to_numpy(np.int64) if success else None,
+        concentration=_stack(post[names.CONCENTRATION]) if names.CONCENTRATION in post else None,
+        log_loss_sigma=_stack(post[names.LOG_LOSS_SIGMA]) if names.LOG_LOSS_SIGMA in post else None,
+        student_nu=spec.student_nu,
+        observed=obs_values,
+    )
+
+
+def pointwise_log_likelihood(fit: xr.DataTree, table: Table | pd.DataFrame) -> xr.DataArray:
+    """The fit's pointwise log-likelihood of ``table`` (its own data: the model's ``outcome``),
+    ``(chain, draw, obs)``, named like the observed variable."""
+    pred = predict(fit, table, observed=True)
+    return pred.to_dataarray(pred.log_likelihood(), names.OUTCOME)

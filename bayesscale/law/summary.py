@@ -1,0 +1,217 @@
+"""Summaries of a law fit: exponents with credible intervals and the ordering probability.
+
+Intervals are equal-tailed at ``prob`` (default 0.9). The ordering probability is
+``P(alpha_1 > alpha_2 > ... )`` over posterior draws, axes in the spec's order (for the
+default spec: environments > tasks > rollouts).
+
+Every exponent also says how much the data moved it from its prior
+(:mod:`bayesscale.law.sensitivity`): its ``contraction``, power-scaling ``prior_sensitivity`` and
+``likelihood_sensitivity``, and ``flag`` (``"prior-dominated"``, ``"prior-sensitive"`` or
+``None``); the rule and the prior are under ``identification``. The text marks flagged
+exponents with ``‡`` and ``†``.
+
+Example
+-------
+>>> result = summarise(load_fit("fit.nc"), prob=0.9)  # doctest: +SKIP
+>>> result["exponents"]["population"]["env"]["median"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.core import laws
+from bayesscale.core.intervals import describe
+from bayesscale.data.fitfile import diagnose, fit_spec, format_diagnostics
+from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS, assess
+
+SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
+
+
+def interval(da: xr.DataArray, prob: float) -> dict[str, float]:
+    """Mean, median and the equal-tailed ``prob`` interval of one scalar's draws."""
+    return describe(da.to_numpy(), prob)
+
+
+def ordering_probability(alpha: xr.DataArray) -> xr.DataArray:
+    """Share of draws with ``alpha`` strictly decreasing along the axis dimension."""
+    ordered = (alpha.diff(names.AXIS_DIM) < 0).all(names.AXIS_DIM)
+    return ordered.mean(SAMPLE)
+
+
+def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
+    """Everything ``bayesscale summary`` prints, as plain data (JSON-ready)."""
+    if not 0 < prob < 1:
+        raise ValueError(f"--prob must be in (0, 1), got {prob}")
+    post = tree["posterior"].to_dataset()
+    const = tree["constant_data"].to_dataset()
+    axes = [str(a) for a in post[names.AXIS_DIM].values]
+    settings = [str(s) for s in post[names.SETTING_DIM].values]
+    alpha_pop, alpha = post[names.ALPHA_POP], post[names.ALPHA]
+    reference = const[names.REFERENCE_SCALE]
+    amplitude_one = xr.apply_ufunc(laws.amplitude_at_one, post[names.AMPLITUDE], alpha, reference)
+    spec = fit_spec(tree)
+    identified = assess(tree, spec)
+
+    per_setting: dict[str, Any] = {}
+    for s in settings:
+        per_setting[s] = {
+            a: {
+                **interval(alpha.sel(setting=s, axis=a), prob),
+                "amplitude_at_one": interval(amplitude_one.sel(setting=s, axis=a), prob),
+                **identified["settings"][s][a],
+            }
+            for a in axes
+        }
+        per_setting[s]["loss_floor"] = interval(post[names.LOSS_FLOOR].sel(setting=s), prob)
+    ordering_settings = ordering_probability(alpha)
+    other = {
+        name: interval(post[name], prob)
+        for name in (
+            names.ALPHA_SIZE,
+            names.SIZE_AMPLITUDE,
+            names.CONCENTRATION,
+            names.LOG_LOSS_SIGMA,
+            names.DENSE_MULTIPLIER,
+            names.INTERACTION_BETA,
+        )
+        if name in post
+    }
+    return {
+        "prob": prob,
+        "model": spec.name,
+        "data": {
+            "source": tree.attrs.get(names.ATTR_DATA_SOURCE),
+            "sha256": tree.attrs.get(names.ATTR_DATA_HASH),
+        },
+        "sampler": tree.attrs.get(names.ATTR_SAMPLER),
+        "seed": int(tree.attrs.get(names.ATTR_SEED, -1)),
+        "exponents": {
+            "population": {
+                a: {**interval(alpha_pop.sel(axis=a), prob), **identified["population"][a]}
+                for a in axes
+            },
+            "settings": per_setting,
+        },
+        "identification": {
+            k: v for k, v in identified.items() if k not in ("population", "settings")
+        },
+        "reference_scale": {a: float(reference.sel(axis=a)) for a in axes},
+        "ordering": {
+            "axes": axes,
+            "population": float(ordering_probability(alpha_pop)),
+            "settings": {s: float(ordering_settings.sel(setting=s)) for s in settings},
+        },
+        "other": other,
+        "diagnostics": diagnose(tree).to_dict(),
+    }
+
+
+def _fmt(i: dict[str, Any]) -> str:
+    return f"{i['median']:.3f} [{i['lower']:.3f}, {i['upper']:.3f}]{marker(i)}"
+
+
+def marker(entry: dict[str, Any]) -> str:
+    """``‡`` (prior-dominated), ``†`` (prior-sensitive) or ``""`` for an exponent's entry."""
+    return MARKERS.get(entry.get("flag") or "", "")
+
+
+def flagged(result: dict[str, Any]) -> list[str]:
+    """``"<flag>: <axis> (population)"`` and ``"... <setting>"`` for each flagged exponent."""
+    out = []
+    for a, v in result["exponents"]["population"].items():
+        if v.get("flag"):
+            out.append(f"{v['flag']}: {a} (population)")
+    for s, values in result["exponents"]["settings"].items():
+        for a in result["ordering"]["axes"]:
+            if values[a].get("flag"):
+                out.append(f"{values[a]['flag']}: {a}, {s}")
+    return out
+
+
+def _psense(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def identification_lines(result: dict[str, Any]) -> list[str]:
+    """Per population exponent: contraction, power-scaling sensitivities and flag; a count of
+    flagged per-setting exponents per axis; the rule."""
+    ident = result.get("identification")
+    if ident is None:
+        return []
+    axes = result["ordering"]["axes"]
+    scale = ident["exponent_prior_scale"]
+    prior = ", ".join(f"{a} {ident['prior_log_sd']['population'][a]:.2f}" for a in axes)
+    lines = [
+        "What the data identify (contraction = 1 - posterior/prior variance of log alpha; "
+        "power-scaling sensitivity of prior and likelihood):",
+        f"  prior log-sd of alpha_pop: {prior}"
+        + (f" (exponent priors {scale:g}x the declared width)" if scale != 1 else ""),
+    ]
+    for a in axes:
+        v = result["exponents"]["population"][a]
+        lines.append(
+            f"  {a:>8}  contraction {v['contraction']:.2f}, psense prior "
+            f"{_psense(v['prior_sensitivity'])} / likelihood {_psense(v['likelihood_sensitivity'])}"
+            f"  {marker(v)} {v['flag'] or 'identified by the data'}".rstrip()
+        )
+    settings = result["exponents"]["settings"]
+    counts = []
+    for a in axes:
+        cs = [values[a]["contraction"] for values in settings.values()]
+        n = sum(1 for values in settings.values() if values[a].get("flag"))
+        counts.append(f"{a} {n}/{len(cs)} flagged (contraction {min(cs):.2f}-{max(cs):.2f})")
+    lines.append("  per setting: " + "; ".join(counts))
+    if ident.get("psense_skipped"):
+        lines.append(f"  (no power-scaling check: {ident['psense_skipped']})")
+    lines.append(f"  {ident['rule']}")
+    return lines
+
+
+def format_text(result: dict[str, Any]) -> str:
+    """A terminal-friendly rendering of ``summarise``'s result."""
+    prob = result["prob"]
+    axes = result["ordering"]["axes"]
+    headline = result["diagnostics"].get("headline")
+    lines = [headline] if headline else []
+    lines += [
+        f"model {result['model']!r}, data {result['data']['source']} (sha256 {str(result['data']['sha256'])[:12]}), "
+        f"sampler {result['sampler']}, seed {result['seed']}",
+        "",
+        f"Population exponents (posterior median [{prob:.0%} equal-tailed interval]):",
+    ]
+    for a in axes:
+        lines.append(f"  {a:>8}  {_fmt(result['exponents']['population'][a])}")
+    order = " > ".join(f"alpha_{a}" for a in axes)
+    lines += ["", f"P({order}) = {result['ordering']['population']:.3f} (population)"]
+    for name, value in result["other"].items():
+        lines.append(f"  {name} = {_fmt(value)}")
+    ident = identification_lines(result)
+    if ident:
+        lines += ["", *ident]
+    width = max(len(s) for s in result["exponents"]["settings"])
+    lines += [
+        "",
+        f"Per-setting exponents (median [{prob:.0%} equal-tailed interval]) and P(ordering):",
+    ]
+    lines.append("  " + "setting".ljust(width) + "".join(f"  {a:^23}" for a in axes) + "  P(order)")
+    for s, values in result["exponents"]["settings"].items():
+        cells = "".join(f"  {_fmt(values[a]):<23}" for a in axes)
+        lines.append(f"  {s.ljust(width)}{cells}  {result['ordering']['settings'][s]:.3f}")
+    notes = flagged(result)
+    if notes:
+        lines.append(
+            f"  NOTE: {len(notes)} exponent(s) marked {MARKERS[FLAG_DOMINATED]}/"
+            f"{MARKERS[FLAG_SENSITIVE]}: their intervals lean on the prior (rule above); "
+            "compare a refit with `bayesscale fit --prior-scale 2`"
+        )
+    diag = result["diagnostics"]
+    verdict = "ok" if diag["ok"] else ("PREVIEW" if diag.get("preview") else "FAILED")
+    lines += [
+        "",
+        f"Diagnostics ({verdict}): {format_diagnostics(diag)}, draws {diag['draws']}",
+    ]
+    return "\n".join(lines)

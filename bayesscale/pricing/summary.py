@@ -1,0 +1,262 @@
+"""Summaries of a pricing fit: kappa0, r* and the peak ratio per method with intervals, the
+variance share of the axis (eta squared), notes on r*, the text table.
+
+>>> summarise_pricing(tree)["methods"]["AWM"]["kappa0"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.core import collapse
+
+if TYPE_CHECKING:
+    from bayesscale.data.fitfile import Diagnostics
+from bayesscale.pricing.spec import COARSE_GAP, DERIVED, SAMPLE
+
+# --- summaries --------------------------------------------------------------------------------
+
+
+def eta_squared(values: np.ndarray, groups: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Share of variance between groups, and the one-way ANOVA F, along the last axis.
+
+    ``eta^2 = SS_between / SS_total``; ``F = (SS_b / (k - 1)) / (SS_w / (n - k))``.
+    Leading dimensions (draws) broadcast.
+
+    >>> e, f = eta_squared(np.array([1.0, 1.2, 3.0, 3.2]), ["a", "a", "b", "b"])
+    >>> round(float(e), 4), round(float(f), 1)
+    (0.9901, 200.0)
+    """
+    v = np.asarray(values, dtype=float)
+    labels = np.asarray([str(g) for g in groups])
+    kinds = list(dict.fromkeys(labels))
+    n, k = v.shape[-1], len(kinds)
+    if n != len(labels) or k < 2 or n <= k:
+        raise ValueError(f"need n > k >= 2 (values {n}, groups {k}) with one label per value")
+    grand = v.mean(axis=-1, keepdims=True)
+    total = ((v - grand) ** 2).sum(axis=-1)
+    between = np.zeros(v.shape[:-1])
+    for g in kinds:
+        member = v[..., labels == g]
+        between = between + member.shape[-1] * (member.mean(axis=-1) - grand[..., 0]) ** 2
+    within = total - between
+    eta = between / total
+    with np.errstate(divide="ignore"):
+        f = (between / (k - 1)) / (within / (n - k))
+    return eta, f
+
+
+def _interval(values: np.ndarray, prob: float) -> dict[str, float | None]:
+    """Mean, median and the equal-tailed ``prob`` interval of draws: an infinite value (r* of
+    draws without collapse) stays ``inf``; an undefined one (NaN) is ``None``."""
+    from bayesscale.core.intervals import describe
+
+    return {k: None if np.isnan(x) else float(x) for k, x in describe(values, prob).items()}
+
+
+def json_ready(value: Any) -> Any:
+    """A summary as strict JSON, the convention of ``bayesscale recipe --json``: an infinite
+    number is the string ``"inf"`` or ``"-inf"``, an undefined one (NaN) ``null``.
+
+    >>> json_ready({"r_star": {"median": float("inf"), "lower": 0.5, "mean": float("nan")}})
+    {'r_star': {'median': 'inf', 'lower': 0.5, 'mean': None}}
+    """
+    if isinstance(value, Mapping):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    if isinstance(value, float | np.floating):
+        if np.isnan(value):
+            return None
+        if np.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return float(value)
+    return value
+
+
+def r_star_notes(r_star_median: float, ratios: np.ndarray) -> list[str]:
+    """Where r* falls relative to the observed ratio grid (beyond it, or in a wide gap)."""
+    grid = np.unique(ratios[ratios > 0])
+    if not np.isfinite(r_star_median):
+        return ["success never falls to the threshold in the posterior median: no collapse"]
+    if r_star_median > grid.max():
+        return [
+            f"r* (median {r_star_median:.3g}) lies beyond the largest ratio {grid.max():g}: "
+            "extrapolated by the kappa family, not placed by data"
+        ]
+    below, above = grid[grid <= r_star_median], grid[grid >= r_star_median]
+    low = below.max() if len(below) else 0.0
+    high = above.min()
+    if low == 0 or high / low >= COARSE_GAP:
+        return [
+            f"r* (median {r_star_median:.3g}) falls between ratios {low:g} and {high:g}: a grid "
+            f"this coarse (a factor >= {COARSE_GAP:g} apart) leaves r* to the kappa family; add ratios there"
+        ]
+    return []
+
+
+def pricing_diagnostics(tree: xr.DataTree) -> Diagnostics:
+    """Convergence of the sampled and deterministic variables; r* and the peak ratio are
+    computed per draw after sampling (and may be infinite), so they are left out."""
+    from bayesscale.data.fitfile import diagnose
+
+    groups = {"posterior": tree["posterior"].to_dataset().drop_vars(list(DERIVED), errors="ignore")}
+    if "sample_stats" in tree.children:
+        groups["sample_stats"] = tree["sample_stats"].to_dataset()
+    base = xr.DataTree.from_dict(groups)
+    base.attrs = dict(tree.attrs)  # the preview mark
+    return diagnose(base)
+
+
+def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
+    """Everything ``bayesscale pricing-table`` prints, as plain data (JSON-ready).
+
+    Per method: axis, runs, kappa0, collapse scale, r*, peak ratio (equal-tailed ``prob``
+    intervals; ``inf`` for an infinite bound, i.e. no collapse, ``None`` for an undefined one;
+    :func:`json_ready` writes them as ``"inf"`` and ``null``); per axis: the pooled
+    kappa0; the share of kappa0 variance axis membership explains (eta^2, per draw, over
+    methods on axes with at least two methods), with its interval; exclusions; diagnostics.
+    """
+    if not 0 < prob < 1:
+        raise ValueError(f"--prob must be in (0, 1), got {prob}")
+    post = tree["posterior"].to_dataset()
+    const = tree["constant_data"].to_dataset()
+    methods = [str(m) for m in post[names.METHOD_DIM].to_numpy()]
+    axes = [str(a) for a in post[names.PRICED_AXIS_DIM].to_numpy()]
+    axis_of = {m: str(a) for m, a in zip(methods, const[names.METHOD_AXIS].to_numpy(), strict=True)}
+    obs_method = const[names.OBS_METHOD].to_numpy().astype(str)
+    ratio = (const[names.SYNTHETIC] / const[names.REAL]).to_numpy()
+
+    per_method: dict[str, Any] = {}
+    for m in methods:
+        r_star = post[names.R_STAR].sel({names.METHOD_DIM: m}).to_numpy()
+        mine = ratio[obs_method == m]
+        per_method[m] = {
+            "axis": axis_of[m],
+            "runs": int((obs_method == m).sum()),
+            "ratios": np.unique(mine).round(4).tolist(),
+            "kappa0": _interval(post[names.KAPPA0].sel({names.METHOD_DIM: m}).to_numpy(), prob),
+            "collapse_scale": _interval(
+                post[names.COLLAPSE_SCALE].sel({names.METHOD_DIM: m}).to_numpy(), prob
+            ),
+            "kappa_zero_ratio": _interval(
+                post[names.KAPPA_ZERO].sel({names.METHOD_DIM: m}).to_numpy(), prob
+            ),
+            "r_star": _interval(r_star, prob),
+            "r_star_no_collapse_share": float(np.mean(~np.isfinite(r_star))),
+            "peak_ratio": _interval(
+                post[names.PEAK_RATIO].sel({names.METHOD_DIM: m}).to_numpy(), prob
+            ),
+            "notes": r_star_notes(float(np.median(r_star)), mine),
+        }
+    per_axis = {
+        a: {
+            "kappa0": _interval(
+                post[names.KAPPA0_AXIS].sel({names.PRICED_AXIS_DIM: a}).to_numpy(), prob
+            ),
+            "methods": [m for m in methods if axis_of[m] == a],
+        }
+        for a in axes
+    }
+    counts = {a: len(v["methods"]) for a, v in per_axis.items()}
+    grouped = [m for m in methods if counts[axis_of[m]] >= 2]
+    left_out = [m for m in methods if counts[axis_of[m]] < 2]
+    variance: dict[str, Any]
+    n_groups = len({axis_of[m] for m in grouped})
+    if n_groups >= 2 and len(grouped) > n_groups:
+        k0 = (
+            post[names.KAPPA0]
+            .sel({names.METHOD_DIM: grouped})
+            .stack(_s=SAMPLE)
+            .transpose("_s", names.METHOD_DIM)
+        )
+        eta, f = eta_squared(k0.to_numpy(), [axis_of[m] for m in grouped])
+        variance = {
+            "eta_squared": _interval(eta, prob),
+            "f_statistic": _interval(f, prob),
+            "df": [n_groups - 1, len(grouped) - n_groups],
+            "methods": grouped,
+            "left_out": left_out,
+        }
+    else:
+        variance = {"eta_squared": None, "reason": "needs two axes with two or more methods each"}
+    return {
+        "prob": prob,
+        "threshold": float(tree.attrs.get(names.ATTR_THRESHOLD, collapse.DEFAULT_THRESHOLD)),
+        "frame": str(tree.attrs.get(names.ATTR_FRAME, collapse.FIXED_REAL)),
+        "pooling": str(tree.attrs.get("pooling", "")),
+        "methods": per_method,
+        "axes": per_axis,
+        "axis_share_of_kappa0_variance": variance,
+        "exponent_source": json.loads(str(tree.attrs.get(names.ATTR_EXPONENT_SOURCE, "{}"))),
+        "exclusions": [
+            e["message"] for e in json.loads(str(tree.attrs.get(names.ATTR_EXCLUSIONS, "[]")))
+        ],
+        "diagnostics": pricing_diagnostics(tree).to_dict(),
+    }
+
+
+def format_pricing_text(result: Mapping[str, Any]) -> str:
+    """The pricing table as aligned text."""
+    from bayesscale.data.fitfile import format_diagnostics
+
+    def iv(d: Mapping[str, Any] | None, digits: int = 2) -> str:
+        if d is None:
+            return "-"
+
+        def num(x: float | None) -> str:
+            if x is None:
+                return "n/a"
+            return ("inf" if x > 0 else "-inf") if np.isinf(x) else f"{x:.{digits}f}"
+
+        return f"{num(d['median'])} [{num(d['lower'])}, {num(d['upper'])}]"
+
+    pct = round(100 * result["prob"])
+    lines = [
+        f"pricing: kappa(r) = kappa0 - (1 - kappa0) r / c; r* where normalised success falls "
+        f"below {result['threshold']:g} of the pure-real baseline ({result['frame']}); "
+        f"median [{pct}% interval]; pooling: {result['pooling']}",
+        "",
+        f"{'method':<14}{'axis':<8}{'runs':>5}  {'kappa0':<22}{'r*':<24}{'peak ratio':<22}",
+    ]
+    notes = []
+    for m, d in result["methods"].items():
+        lines.append(
+            f"{m:<14}{d['axis']:<8}{d['runs']:>5}  {iv(d['kappa0']):<22}{iv(d['r_star']):<24}"
+            f"{iv(d['peak_ratio']):<22}"
+        )
+        notes += [f"  {m}: {n}" for n in d["notes"]]
+    lines += ["", "pooled kappa0 per axis:"]
+    for a, d in result["axes"].items():
+        lines.append(f"  {a:<10}{iv(d['kappa0']):<24}methods: {', '.join(d['methods'])}")
+    v = result["axis_share_of_kappa0_variance"]
+    lines.append("")
+    if v.get("eta_squared") is None:
+        lines.append(f"axis share of kappa0 variance: not computed ({v.get('reason')})")
+    else:
+        lines.append(
+            f"axis share of kappa0 variance (eta^2): {iv(v['eta_squared'])}; "
+            f"F({v['df'][0]}, {v['df'][1]}) {iv(v['f_statistic'], 1)}"
+            + (
+                f"; left out (alone on their axis): {', '.join(v['left_out'])}"
+                if v["left_out"]
+                else ""
+            )
+        )
+    if notes:
+        lines += ["", "notes:", *notes]
+    if result["exclusions"]:
+        lines += ["", "left out of the fit:", *[f"  {e}" for e in result["exclusions"]]]
+    dg = result["diagnostics"]
+    lines += [
+        "",
+        f"diagnostics: {format_diagnostics(dg)}"
+        + ("" if dg["ok"] else f"  ({dg.get('headline') or 'FAILED: do not trust yet'})"),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,357 @@
+"""Reading a law fit for the recipe: the law's draws per setting in raw counts, the discount
+kappa per draw, the bounds of each axis, and how far a recipe lies beyond the swept data.
+
+>>> from bayesscale.recipe.synthetic import synthetic_fit
+>>> draws = law_draws(synthetic_fit(draws=10, spread=0.0))
+>>> draws.axes
+('env', 'task', 'traj')
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+from numpy.typing import NDArray
+
+from bayesscale import names
+from bayesscale.core import allocate, laws
+from bayesscale.core.prices import check_kappa
+from bayesscale.data.extrapolation import SweptRange
+from bayesscale.data.fitfile import fit_spec
+
+Array = NDArray[np.float64]
+COST_ADDITIVE = "additive linear: sum_i (c_i / kappa_i) D_i"
+DEFAULT_PROB = 0.9
+_MULTIPLIER_RANGE = (1e-3, 1e6)
+
+
+class RecipeError(ValueError):
+    """Inputs that the recipe cannot use (missing variables, unknown axes, bad bounds)."""
+
+
+# --- reading a fit ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LawDraws:
+    """The law's parameters per posterior sample (chain x draw flattened to ``S``).
+
+    ``coef``, ``alpha``: (S, G, n); ``floor``: (S, G) — the loss floor plus the size term at the
+    setting's model size; ``gamma`` (S, G) and ``beta`` (S, 1) with ``pair`` the interaction's
+    axis positions, or ``None``.
+    """
+
+    axes: tuple[str, ...]
+    settings: tuple[str, ...]
+    chain: Array
+    draw: Array
+    coef: Array
+    alpha: Array
+    floor: Array
+    reference: Array
+    gamma: Array | None = None
+    beta: Array | None = None
+    pair: tuple[int, int] | None = None
+
+    @property
+    def samples(self) -> int:
+        return int(self.coef.shape[0])
+
+    def law(self) -> allocate.PowerLaw:
+        """The (S, G) batch of laws."""
+        return allocate.PowerLaw(
+            self.coef, self.alpha, self.floor, self.gamma, self.beta, self.pair
+        )
+
+
+def _stack(da: xr.DataArray, chains: Sequence[int], draws: Sequence[int]) -> Array:
+    da = da.sel({names.CHAIN_DIM: list(chains), names.DRAW_DIM: list(draws)})
+    lead = (names.CHAIN_DIM, names.DRAW_DIM)
+    rest = [d for d in (names.SETTING_DIM, names.AXIS_DIM) if d in da.dims]
+    other = set(da.dims) - set(lead) - set(rest)
+    if other:
+        raise RecipeError(f"{da.name}: unexpected dims {sorted(map(str, other))}")
+    arr = da.transpose(*lead, *rest).to_numpy().astype(float)
+    return arr.reshape(-1, *arr.shape[2:])
+
+
+def law_draws(
+    fit: xr.DataTree,
+    settings: Sequence[str] | None = None,
+    max_draws: int | None = None,
+    size_axis: bool = False,
+) -> LawDraws:
+    """Extract per-draw law parameters from a law fit (see the fit contract in
+    ``docs/recipe.md``). ``max_draws`` thins each chain evenly to at most that many draws.
+
+    The size term ``E (N/N_ref)^(-alpha_N)`` is a constant at each setting's model size; with
+    ``size_axis`` it becomes one more axis, ``params_b`` (billions of parameters, coefficient
+    ``E N_ref^alpha_N``, reference ``N_ref``), for the recipe to choose."""
+    if "posterior" not in fit.children:
+        raise RecipeError("the fit has no posterior group")
+    post = fit["posterior"].to_dataset()
+    const = fit["constant_data"].to_dataset() if "constant_data" in fit.children else xr.Dataset()
+    for var in (names.ALPHA, names.AMPLITUDE, names.LOSS_FLOOR):
+        if var not in post:
+            raise RecipeError(f"the fit's posterior has no {var!r}")
+    if names.REFERENCE_SCALE not in const:
+        raise RecipeError(f"the fit's constant_data has no {names.REFERENCE_SCALE!r}")
+    axes = tuple(str(a) for a in post[names.ALPHA][names.AXIS_DIM].to_numpy())
+    all_settings = tuple(str(s) for s in post[names.ALPHA][names.SETTING_DIM].to_numpy())
+    chosen = tuple(settings) if settings else all_settings
+    missing = [s for s in chosen if s not in all_settings]
+    if missing:
+        raise RecipeError(
+            f"setting(s) {missing} not in the fit; its settings: {list(all_settings)}"
+        )
+    chains = [int(c) for c in post[names.CHAIN_DIM].to_numpy()]
+    draws = [int(d) for d in post[names.DRAW_DIM].to_numpy()]
+    if max_draws is not None and max_draws < len(draws):
+        if max_draws < 1:
+            raise RecipeError(f"max_draws must be >= 1, got {max_draws}")
+        keep = np.unique(np.linspace(0, len(draws) - 1, max_draws).round().astype(int))
+        draws = [draws[i] for i in keep]
+    post = post.sel({names.SETTING_DIM: list(chosen)})
+    alpha = _stack(post[names.ALPHA].transpose(..., names.AXIS_DIM), chains, draws)
+    amp = _stack(post[names.AMPLITUDE], chains, draws)
+    reference = (
+        const[names.REFERENCE_SCALE].sel({names.AXIS_DIM: list(axes)}).to_numpy().astype(float)
+    )
+    coef = laws.amplitude_at_one(amp, alpha, reference)
+    floor = _stack(post[names.LOSS_FLOOR], chains, draws)
+    if names.SIZE_AMPLITUDE in post and names.ALPHA_SIZE in post:
+        if names.PARAMS_B not in const or names.SIZE_REFERENCE not in const:
+            raise RecipeError(
+                f"the fit has a size term but constant_data lacks {names.PARAMS_B!r} or "
+                f"{names.SIZE_REFERENCE!r}"
+            )
+        e = _stack(post[names.SIZE_AMPLITUDE], chains, draws)
+        a_n = _stack(post[names.ALPHA_SIZE], chains, draws)
+        n_ref = float(const[names.SIZE_REFERENCE])
+        if size_axis:
+            g = coef.shape[1]
+            k_n = laws.amplitude_at_one(e, a_n, n_ref)
+            coef = np.concatenate([coef, np.repeat(k_n[:, None, None], g, axis=1)], axis=-1)
+            alpha = np.concatenate([alpha, np.repeat(a_n[:, None, None], g, axis=1)], axis=-1)
+            reference = np.append(reference, n_ref)
+            axes = (*axes, names.PARAMS_B)
+        else:
+            size = const[names.PARAMS_B].sel({names.SETTING_DIM: list(chosen)})
+            floor = floor + laws.size_term(
+                size.to_numpy().astype(float)[None, :], e[:, None], a_n[:, None], n_ref
+            )
+    elif size_axis:
+        raise RecipeError(
+            f"a price for {names.PARAMS_B!r} asks the recipe to choose the model size, but the "
+            "fit has no size term"
+        )
+    gamma = beta = None
+    pair = None
+    if names.INTERACTION_GAMMA in post and names.INTERACTION_BETA in post:
+        spec_text = fit.attrs.get(names.ATTR_SPEC)
+        if not spec_text:
+            raise RecipeError(
+                f"the fit has an interaction term but no {names.ATTR_SPEC!r} attribute"
+            )
+        spec = fit_spec(fit)
+        if spec.interaction is None:
+            raise RecipeError(
+                "the fit has interaction parameters but its spec declares no interaction"
+            )
+        pair = (axes.index(spec.interaction.axes[0]), axes.index(spec.interaction.axes[1]))
+        gamma = _stack(post[names.INTERACTION_GAMMA], chains, draws)
+        beta = _stack(post[names.INTERACTION_BETA], chains, draws)[:, None]
+    n_chain, n_draw = len(chains), len(draws)
+    return LawDraws(
+        axes=axes,
+        settings=chosen,
+        chain=np.repeat(chains, n_draw).astype(float),
+        draw=np.tile(draws, n_chain).astype(float),
+        coef=coef,
+        alpha=alpha,
+        floor=floor,
+        reference=reference,
+        gamma=gamma,
+        beta=beta,
+        pair=pair,
+    )
+
+
+def kappa_draws(
+    axes: Sequence[str],
+    samples: int,
+    pricing: xr.DataTree | None = None,
+    kappa: Mapping[str, float] | None = None,
+    seed: int = 0,
+) -> tuple[Array, str]:
+    """Discounts per sample and axis (S, n), and a description of where they came from.
+
+    User values win over a pricing fit's ``kappa0_axis`` posterior; axes neither names get 1
+    (real data). Pricing-fit draws are paired with law-fit draws by a seeded random
+    permutation (independent posteriors), cycled when there are fewer of them.
+    """
+    out = np.ones((samples, len(axes)))
+    sources = []
+    if pricing is not None:
+        if "posterior" not in pricing.children or names.KAPPA0_AXIS not in pricing["posterior"]:
+            raise RecipeError(f"the pricing fit's posterior has no {names.KAPPA0_AXIS!r}")
+        da = pricing["posterior"][names.KAPPA0_AXIS]
+        da = da.stack(_s=(names.CHAIN_DIM, names.DRAW_DIM)).transpose("_s", names.PRICED_AXIS_DIM)
+        priced = [str(a) for a in da[names.PRICED_AXIS_DIM].to_numpy()]
+        vals = da.to_numpy().astype(float)
+        rng = np.random.default_rng(seed)
+        pick = rng.permutation(np.resize(np.arange(vals.shape[0]), samples))
+        for j, axis in enumerate(priced):
+            if axis in axes:
+                col = vals[pick, j]
+                if (~np.isfinite(col) | (col <= 0)).any():
+                    raise RecipeError(
+                        f"pricing fit: {names.KAPPA0_AXIS}[{axis}] has values <= 0 or NaN"
+                    )
+                out[:, list(axes).index(axis)] = col
+                sources.append(f"{axis}: pricing fit")
+    if kappa:
+        checked = check_kappa(kappa)
+        unknown = sorted(set(checked) - set(axes))
+        if unknown:
+            raise RecipeError(
+                f"kappa names axis/axes {unknown} that the fit does not have: {list(axes)}"
+            )
+        for axis, value in checked.items():
+            out[:, list(axes).index(axis)] = value
+            sources.append(f"{axis}: user {value:g}")
+    return out, "; ".join(sources) or "none (real data, kappa = 1)"
+
+
+def bounds_arrays(
+    axes: Sequence[str], bounds: Mapping[str, tuple[float | None, float | None]] | None
+) -> tuple[Array, Array]:
+    """Box bounds (purchased units) per axis: default ``[1, inf)``; validated.
+
+    >>> bounds_arrays(["env", "task"], {"env": (1, 384)})[1].tolist()
+    [384.0, inf]
+    """
+    lo = np.ones(len(axes))
+    hi = np.full(len(axes), np.inf)
+    for axis, (a, b) in (bounds or {}).items():
+        if axis not in axes:
+            raise RecipeError(f"bounds name axis {axis!r} that the fit does not have: {list(axes)}")
+        i = list(axes).index(axis)
+        if a is not None:
+            lo[i] = float(a)
+        if b is not None:
+            hi[i] = float(b)
+        if not lo[i] > 0:
+            raise RecipeError(f"bounds {axis}: lower bound must be > 0, got {lo[i]:g}")
+        if lo[i] > hi[i]:
+            raise RecipeError(f"bounds {axis}: lower {lo[i]:g} > upper {hi[i]:g}")
+    return lo, hi
+
+
+def bounds_within_data(
+    fit: xr.DataTree,
+    factor: float,
+    bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
+    settings: Sequence[str] | None = None,
+    size_axis: bool = False,
+) -> dict[str, tuple[float | None, float | None]]:
+    """``bounds`` with every axis capped at ``factor`` times its largest swept value (the
+    model size too, with ``size_axis``: when the recipe chooses it).
+
+    The cap is in purchased units, at the largest value of the axis in the rows of the chosen
+    settings (the widest of them, where their swept ranges differ: run one setting at a time for
+    each one's own). A user's tighter upper bound is kept. With a discount ``kappa < 1`` the law
+    sees ``kappa`` times the purchase, which stays inside the cap.
+
+    >>> from bayesscale.recipe.synthetic import synthetic_fit
+    >>> fit = synthetic_fit(draws=5, spread=0.0)
+    >>> bounds_within_data(fit, 4.0, {"env": (2, None)})["env"]
+    (2, 1024.0)
+    """
+    if not (np.isfinite(factor) and factor >= 1):
+        raise RecipeError(f"within_data must be a number >= 1, got {factor:g}")
+    swept = SweptRange.from_fit(fit)
+    if swept is None:
+        raise RecipeError(
+            "the fit stores no swept range (it was written by an older version): refit it to "
+            "keep the recipe within the data"
+        )
+    chosen = list(settings) if settings else list(swept.settings)
+    unknown = [s for s in chosen if s not in swept.settings]
+    if unknown:
+        raise RecipeError(f"setting(s) {unknown} not in the fit")
+    rows = [swept.settings.index(s) for s in chosen]
+    out = dict(bounds or {})
+    for i, axis in enumerate(swept.axes):
+        if axis == names.PARAMS_B and not size_axis:
+            continue
+        cap = factor * float(np.nanmax(swept.hi[rows, i]))
+        lo, hi = out.get(axis, (None, None))
+        out[axis] = (lo, cap if hi is None else min(float(hi), cap))
+    return out
+
+
+def add_data_extent(ds: xr.Dataset, fit: xr.DataTree) -> xr.Dataset:
+    """Add to a recipe result how far it lies beyond the data, and what its units buy.
+
+    * ``swept_min`` / ``swept_max`` (setting, axis): the fit's swept range (absent for fits
+      written before it was stored);
+    * ``extrapolation`` per draw: the optimum the law sees (effective units) over the largest
+      swept value, ``D*_i / D_max,i``; ``decision_extrapolation`` (setting, budget, axis): the
+      median over draws of the decision's ``kappa_i x_i / D_max,i``;
+    * ``trajectories`` per draw (and ``decision_trajectories``): purchased tasks times
+      rollouts per task, the rollouts one pass over the tasks generates, where the fit has
+      both axes;
+    * ``units_json``: what one unit of each axis is.
+    """
+    axes = [str(a) for a in ds[names.AXIS_DIM].to_numpy()]
+    settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()]
+    columns = _axis_columns(fit, axes)
+    ds.attrs["units_json"] = json.dumps(
+        {a: names.UNIT_LONG.get(c, f"units of {c}") for a, c in columns.items()}
+    )
+    ds.attrs["units_short_json"] = json.dumps(
+        {a: names.UNIT_SHORT.get(c, c) for a, c in columns.items()}
+    )
+    by_column = {c: a for a, c in columns.items()}
+    task, traj = by_column.get(names.N_TASKS), by_column.get(names.ROLLOUTS)
+    if task is not None and traj is not None:
+        bought = ds[names.PURCHASED]
+        ds[names.TRAJECTORIES] = bought.sel({names.AXIS_DIM: task}, drop=True) * bought.sel(
+            {names.AXIS_DIM: traj}, drop=True
+        )
+        if names.DECISION in ds:
+            dec = ds[names.DECISION]
+            ds[names.DECISION_TRAJECTORIES] = dec.sel({names.AXIS_DIM: task}, drop=True) * dec.sel(
+                {names.AXIS_DIM: traj}, drop=True
+            )
+    swept = SweptRange.from_fit(fit)
+    if swept is None:
+        return ds
+    missing = [a for a in axes if a not in swept.axes]
+    if missing:
+        raise RecipeError(f"the fit's swept range has no axis {missing}")
+    swept = swept.select(settings, axes)
+    dims = (names.SETTING_DIM, names.AXIS_DIM)
+    ds[names.SWEPT_MIN] = (dims, swept.lo)
+    ds[names.SWEPT_MAX] = (dims, swept.hi)
+    ds[names.EXTRAPOLATION] = ds[names.ALLOCATION] / ds[names.SWEPT_MAX]
+    if names.DECISION in ds:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            kappa = ds[names.ALLOCATION] / ds[names.PURCHASED]  # per draw: 1 for real data
+        seen = (ds[names.DECISION] * kappa).median((names.CHAIN_DIM, names.DRAW_DIM))
+        ds[names.DECISION_EXTRAPOLATION] = seen / ds[names.SWEPT_MAX]
+    return ds
+
+
+def _axis_columns(fit: xr.DataTree, axes: Sequence[str]) -> dict[str, str]:
+    """The observation column each axis counts (from the fit's spec; the axis name otherwise)."""
+    columns = {}
+    if fit.attrs.get(names.ATTR_SPEC):
+        columns = {a.name: a.column for a in fit_spec(fit).axes}
+    columns[names.PARAMS_B] = names.PARAMS_B
+    return {a: columns.get(a, a) for a in axes}

@@ -1,0 +1,202 @@
+"""The recipe's summaries: medians and equal-tailed intervals over draws, and the JSON.
+
+>>> from bayesscale.recipe.solve import recipe
+>>> from bayesscale.recipe.synthetic import synthetic_fit
+>>> s = summarize(recipe(synthetic_fit(draws=50, spread=0.0), [1e5]))
+>>> "quantile" in s.dims
+True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.core.intervals import quantiles, tail_quantiles
+from bayesscale.data.extrapolation import WARN_FACTOR, check_threshold, outside
+from bayesscale.recipe.draws import DEFAULT_PROB, RecipeError
+
+# --- summaries --------------------------------------------------------------------------------
+
+
+def summarize(ds: xr.Dataset, prob: float = DEFAULT_PROB) -> xr.Dataset:
+    """Median and equal-tailed credible interval over draws of every per-draw variable.
+
+    Returns variables with a ``quantile`` dim (lower, median, upper); decision variables pass
+    through unchanged. NaN draws (an unfundable baseline) are ignored; ``inf`` is kept.
+    """
+    if not 0 < prob < 1:
+        raise RecipeError(f"prob must be in (0, 1), got {prob}")
+    lower, upper = tail_quantiles(prob)
+    q = [lower, 0.5, upper]
+    out = {name: _summarize_var(da, q) for name, da in ds.data_vars.items()}
+    res = xr.Dataset(out)
+    res.attrs = {**ds.attrs, "prob": prob}
+    return res
+
+
+def _summarize_var(da: xr.DataArray, q: Sequence[float]) -> xr.DataArray:
+    sample = (names.CHAIN_DIM, names.DRAW_DIM)
+    if not set(sample) <= set(da.dims):
+        return da
+    rest = [d for d in da.dims if d not in sample]
+    arr = da.transpose(*sample, *rest).to_numpy()
+    vals = quantiles(arr.reshape(-1, *arr.shape[2:]), q, axis=0)
+    coords = {d: da[d] for d in rest if d in da.coords}
+    return xr.DataArray(
+        vals, dims=(names.QUANTILE_DIM, *rest), coords={names.QUANTILE_DIM: list(q), **coords}
+    )
+
+
+def _json_number(x: float) -> float | str | None:
+    """Strict-JSON number: NaN (undefined, e.g. an unfundable baseline) -> null, +-inf -> "inf"."""
+    if np.isnan(x):
+        return None
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return float(x)
+
+
+def to_json(
+    ds: xr.Dataset, prob: float = DEFAULT_PROB, warn_factor: float = WARN_FACTOR
+) -> dict[str, object]:
+    """A JSON-ready summary: per setting and budget, intervals per axis and per baseline, and
+    per axis how far the optimum and the decision lie beyond the swept range (``beyond``: the
+    axes more than ``warn_factor`` times outside it)."""
+    warn_factor = check_threshold(warn_factor)
+    s = summarize(ds, prob)
+    axes = [str(a) for a in ds[names.AXIS_DIM].to_numpy()]
+    baselines = (
+        [str(b) for b in ds[names.BASELINE_DIM].to_numpy()] if names.BASELINE_DIM in ds.dims else []
+    )
+
+    def trio(da: xr.DataArray) -> dict[str, float | str | None]:
+        return {
+            k: _json_number(x)
+            for k, x in zip(("lower", "median", "upper"), da.to_numpy().astype(float), strict=True)
+        }
+
+    rows = []
+    for setting in s[names.SETTING_DIM].to_numpy():
+        for budget in s[names.BUDGET_DIM].to_numpy():
+            sel = {names.SETTING_DIM: setting, names.BUDGET_DIM: budget}
+            row: dict[str, object] = {"setting": str(setting), "budget": float(budget)}
+            row["allocation"] = {
+                a: trio(s[names.PURCHASED].sel({**sel, names.AXIS_DIM: a})) for a in axes
+            }
+            if names.SPEND_SHARE in s:
+                row["spend_share"] = {
+                    a: trio(s[names.SPEND_SHARE].sel({**sel, names.AXIS_DIM: a})) for a in axes
+                }
+            row["recipe_exponent"] = {
+                a: trio(s[names.RECIPE_EXPONENT].sel({**sel, names.AXIS_DIM: a})) for a in axes
+            }
+            row["success_at_own_optimum"] = trio(s[names.SUCCESS_OPTIMUM].sel(sel))
+            if names.DECISION in s:
+                row["decision"] = {
+                    a: _json_number(float(s[names.DECISION].sel({**sel, names.AXIS_DIM: a})))
+                    for a in axes
+                }
+                row["decision_spend"] = {
+                    a: _json_number(float(s[names.DECISION_SPEND].sel({**sel, names.AXIS_DIM: a})))
+                    for a in axes
+                }
+                row["expected_success"] = _json_number(float(s[names.EXPECTED_SUCCESS].sel(sel)))
+                row["success_at_decision"] = trio(s[names.SUCCESS_DECISION].sel(sel))
+            row["baselines"] = {}
+            for b in baselines:
+                entry = {
+                    "success": trio(s[names.SUCCESS_BASELINE].sel({**sel, names.BASELINE_DIM: b}))
+                }
+                if names.SUCCESS_GAIN in s:
+                    entry["gain_of_decision"] = trio(
+                        s[names.SUCCESS_GAIN].sel({**sel, names.BASELINE_DIM: b})
+                    )
+                if names.COMPUTE_MULTIPLIER in s:
+                    entry["compute_multiplier"] = trio(
+                        s[names.COMPUTE_MULTIPLIER].sel({**sel, names.BASELINE_DIM: b})
+                    )
+                row["baselines"][b] = entry  # type: ignore[index]
+            for name in s.data_vars:
+                if str(name).startswith(names.SWITCH_PRICE):
+                    row[str(name)] = trio(s[name].sel(sel))
+            if names.TRAJECTORIES in s:
+                trajectories: dict[str, object] = {"optimum": trio(s[names.TRAJECTORIES].sel(sel))}
+                if names.DECISION_TRAJECTORIES in s:
+                    trajectories["decision"] = _json_number(
+                        float(s[names.DECISION_TRAJECTORIES].sel(sel))
+                    )
+                row["trajectories"] = trajectories
+            if names.DECISION_SPEND in s:
+                spent = float(s[names.DECISION_SPEND].sel(sel).sum())
+            elif names.SPEND_SHARE in ds:
+                shares = ds[names.SPEND_SHARE].sel(sel).sum(names.AXIS_DIM)
+                spent = float(shares.median()) * float(budget)
+            else:
+                spent = float("nan")  # a compute budget: spent in full by construction
+            row["budget_spent"] = _json_number(spent)
+            row["extrapolation"] = _extent_json(s, sel, axes, warn_factor)
+            rows.append(row)
+    return {
+        "prob": prob,
+        "cost_model": ds.attrs.get(names.ATTR_COST_MODEL),
+        "currency": ds.attrs.get(names.ATTR_CURRENCY),
+        "unit_prices": json.loads(ds.attrs.get(names.ATTR_PRICES, "{}")),
+        "cost_powers": json.loads(ds.attrs.get("cost_powers", "null")),
+        "kappa": ds.attrs.get(names.ATTR_KAPPA_SOURCE),
+        "bounds": json.loads(ds.attrs.get("bounds", "{}")),
+        "anchors": json.loads(ds.attrs.get("anchors", "{}")),
+        "decision_solver_failures": int(ds.attrs.get("decision_solver_failures", 0)),
+        "units": json.loads(ds.attrs.get("units_json", "{}")),
+        "within_data": _json_attr(ds.attrs.get("within_data", "none")),
+        "extrapolation_warn_factor": warn_factor,
+        "results": rows,
+    }
+
+
+def _json_attr(value: object) -> object:
+    return None if value == "none" else float(value)  # type: ignore[arg-type]
+
+
+def _extent_json(
+    s: xr.Dataset, sel: Mapping[str, object], axes: Sequence[str], warn_factor: float
+) -> dict[str, object] | None:
+    """Per axis: the swept range, the optimum's and the decision's factor over its largest
+    value, and how far outside the range the decision (else the optimum's median) lies."""
+    if names.SWEPT_MAX not in s:
+        return None
+    per_axis: dict[str, object] = {}
+    beyond = []
+    for a in axes:
+        at = {**sel, names.AXIS_DIM: a}
+        lo = float(
+            s[names.SWEPT_MIN].sel({names.SETTING_DIM: sel[names.SETTING_DIM], names.AXIS_DIM: a})
+        )
+        hi = float(
+            s[names.SWEPT_MAX].sel({names.SETTING_DIM: sel[names.SETTING_DIM], names.AXIS_DIM: a})
+        )
+        opt = s[names.EXTRAPOLATION].sel(at)
+        entry: dict[str, object] = {
+            "swept_min": lo,
+            "swept_max": hi,
+            "optimum_over_max": {
+                k: _json_number(x)
+                for k, x in zip(
+                    ("lower", "median", "upper"), opt.to_numpy().astype(float), strict=True
+                )
+            },
+        }
+        factor = float(opt.sel({names.QUANTILE_DIM: 0.5}))
+        if names.DECISION_EXTRAPOLATION in s:
+            factor = float(s[names.DECISION_EXTRAPOLATION].sel(at))
+            entry["decision_over_max"] = _json_number(factor)
+        far = float(outside(factor * hi, lo, hi))
+        entry["outside"] = _json_number(far)
+        if far > warn_factor:
+            beyond.append(a)
+        per_axis[a] = entry
+    return {"axes": per_axis, "beyond": beyond}

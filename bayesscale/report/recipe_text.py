@@ -1,0 +1,150 @@
+"""The recipe as text: what ``bayesscale recipe`` prints, from the recipe's JSON summary.
+
+Every number has one format (:func:`bayesscale.report.tables.format_number`: three
+significant digits, k/M/G/T from a thousand up); intervals read ``median [lower, upper]``.
+
+>>> from bayesscale.recipe.output import to_json
+>>> from bayesscale.recipe.solve import recipe
+>>> from bayesscale.recipe.synthetic import synthetic_fit
+>>> text = format_recipe(to_json(recipe(synthetic_fit(draws=20, spread=0.0), [1e5])))
+>>> text.splitlines()[0].startswith("cost model: additive linear")
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bayesscale.data.extrapolation import times
+from bayesscale.report.tables import format_number
+
+
+def _fmt(x: float | str | None) -> str:
+    """One number format for every cell: 3 significant digits, k/M/G from a thousand up."""
+    if x is None:
+        return "n/a"
+    if isinstance(x, str):
+        return format_number(float(x), None)  # "inf" / "-inf"
+    return format_number(x, None)
+
+
+def _interval(t: dict[str, float | str | None]) -> str:
+    return f"{_fmt(t['median'])} [{_fmt(t['lower'])}, {_fmt(t['upper'])}]"
+
+
+def format_recipe(summary: dict[str, Any]) -> str:
+    """The text ``bayesscale recipe`` prints: a table per (setting, budget) row of the recipe's
+    JSON (:func:`bayesscale.recipe.output.to_json`), after the cost model, units, discounts and
+    bounds it was computed with."""
+    pct = round(100 * summary["prob"])
+    cur = summary["currency"]
+    powers = summary.get("cost_powers")
+    units = summary.get("units", {})
+    warn = summary.get("extrapolation_warn_factor")
+    within = summary.get("within_data")
+    lines = [
+        f"cost model: {summary['cost_model']}; unit prices ({cur}): "
+        + ", ".join(f"{a} {p:g}" for a, p in summary["unit_prices"].items())
+        + (
+            f"; cost powers: {', '.join(f'{a} {m:g}' for a, m in powers.items())}" if powers else ""
+        ),
+        "units: " + "; ".join(f"{a} = {u}" for a, u in units.items()),
+        f"discounts: {summary['kappa']}; bounds (purchased units): "
+        + ", ".join(
+            f"{a} [{lo:g}, {'inf' if hi is None else f'{hi:g}'}]"
+            for a, (lo, hi) in summary["bounds"].items()
+        )
+        + (f" (within {within:g}x the largest swept values)" if within else ""),
+        f"intervals: median [{pct}% equal-tailed] over posterior draws",
+        f"x swept max: the decision (else the optimum's median) over the largest value of the "
+        f"axis in the setting's data; ! = more than {warn:g}x outside the swept range",
+        "",
+    ]
+    for row in summary["results"]:
+        lines.append(f"== {row['setting']}  |  budget {row['budget']:,.0f} {cur}")
+        head = ("axis", "optimum per draw", "decision", "x swept max", "exponent e_i")
+        lines.append(f"   {head[0]:<10} {head[1]:<28} {head[2]:>9}  {head[3]:<12} {head[4]}")
+        extent = row.get("extrapolation") or {}
+        for axis, t in row["allocation"].items():
+            dec = _fmt(row["decision"][axis]) if "decision" in row else "-"
+            expo = _interval(row["recipe_exponent"][axis])
+            factor = "n/a"
+            if extent:
+                e = extent["axes"][axis]
+                over_max = e.get("decision_over_max", e["optimum_over_max"]["median"])
+                factor = "n/a" if over_max is None else times(float(over_max))
+                factor += " !" if axis in extent["beyond"] else ""
+            lines.append(f"   {axis:<10} {_interval(t):<28} {dec:>9}  {factor:<12} {expo}")
+        if "trajectories" in row:
+            tr = row["trajectories"]
+            text = (
+                f"   trajectories (tasks x rollouts per task): optimum {_interval(tr['optimum'])}"
+            )
+            if "decision" in tr:
+                text += f"; decision {_fmt(tr['decision'])}"
+            lines.append(text)
+        spent = row.get("budget_spent")
+        if spent is not None and spent < 0.99 * row["budget"]:
+            lines.append(
+                f"   spent: {_fmt(spent)} of {_fmt(row['budget'])} {cur}: the bounds leave the "
+                "rest unspent"
+            )
+        if "success_at_decision" in row:
+            lines.append(
+                f"   success of the decision: {_interval(row['success_at_decision'])} "
+                f"(expected {_fmt(row['expected_success'])})"
+            )
+        for b, entry in row.get("baselines", {}).items():
+            text = f"   vs {b:<11} success {_interval(entry['success'])}"
+            if "gain_of_decision" in entry:
+                text += f"; gain {_interval(entry['gain_of_decision'])}"
+            if "compute_multiplier" in entry:
+                text += f"; budget x needed {_interval(entry['compute_multiplier'])}"
+            lines.append(text)
+        for key, value in row.items():
+            if key.startswith("switch_price"):
+                lines.append(f"   {key} ({cur} per unit): {_interval(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def extrapolation_warning(summary: dict[str, Any], within: float | None) -> str | None:
+    """One line when rows of the recipe's JSON lie beyond its warning threshold (how many, the
+    worst factor per axis, and what keeps the recipe inside the data), a note when the fit
+    stores no swept range, else ``None``. ``within``: the ``--within-data`` factor, if any."""
+    from bayesscale.data.extrapolation import describe
+
+    results = summary["results"]
+    if results and not any(r.get("extrapolation") for r in results):
+        return (
+            "note: this fit stores no swept range (written by an older version): refit it to "
+            "see how far the recipe extrapolates"
+        )
+    beyond = [r for r in results if r.get("extrapolation") and r["extrapolation"]["beyond"]]
+    if not beyond:
+        return None
+    worst: dict[str, float] = {}
+    for r in beyond:
+        for axis in r["extrapolation"]["beyond"]:
+            factor = _as_float(r["extrapolation"]["axes"][axis]["outside"])
+            worst[axis] = max(worst.get(axis, 0.0), factor)
+    threshold = summary["extrapolation_warn_factor"]
+    axes = ", ".join(
+        f"{a} up to {describe(f).removesuffix(' the swept range')}"
+        for a, f in sorted(worst.items(), key=lambda kv: -kv[1])
+    )
+    hint = (
+        f"--within-data {threshold:g} keeps the recipe within {threshold:g}x"
+        if within is None
+        else "with --within-data, what remains lies below the swept range"
+    )
+    return (
+        f"warning: {len(beyond)} of {len(results)} (setting, budget) rows lie more than "
+        f"{threshold:g}x outside the swept range: {axes}; a power law says little that far "
+        f"beyond the range it was fitted on ({hint})"
+    )
+
+
+def _as_float(x: float | str | None) -> float:
+    """A JSON number back to a float (``"inf"`` too; ``None`` is NaN)."""
+    return float("nan") if x is None else float(x)

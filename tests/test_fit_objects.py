@@ -1,0 +1,150 @@
+"""``import bayesscale as bs``: the fit objects, their answers, and the diagnostics kept with a fit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import bayesscale as bs
+from bayesscale import names
+from bayesscale.checks.heldout import check, load_heldout
+from bayesscale.data.fitfile import ATTR_CONVERGENCE, FitFileError, diagnose, save_fit
+from bayesscale.law.sensitivity import ATTR_IDENTIFICATION, assess
+from bayesscale.law.summary import summarise
+from bayesscale.recipe.output import summarize
+from bayesscale.recipe.solve import recipe
+
+ROOT = Path(__file__).resolve().parent.parent
+HELDOUT = ROOT / "data" / "reference" / "heldout.csv"
+
+
+def _copy(tree: xr.DataTree) -> xr.DataTree:
+    """A copy without the figures a fit keeps once computed (they are recomputed)."""
+    out = tree.copy(deep=True)
+    out.attrs.pop(ATTR_CONVERGENCE, None)
+    out.attrs.pop(ATTR_IDENTIFICATION, None)
+    return out
+
+
+def test_the_public_api_is_small_and_lazy() -> None:
+    # nine names, each of them there and documented
+    assert len(bs.__all__) == 9 and {"fit", "load", "LawFit"} <= set(bs.__all__)
+    for name in bs.__all__:
+        assert getattr(bs, name) is not None and name in dir(bs)
+    code = "import sys, bayesscale as bs\nprint(sorted(m for m in ('pymc', 'jax', 'matplotlib') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = bs.nope
+
+
+def test_a_loaded_law_fit_answers_as_the_functions_do(law_fit, tmp_path) -> None:
+    path = save_fit(_copy(law_fit), tmp_path / "law.nc")
+    fit = bs.load(path)
+    assert isinstance(fit, bs.LawFit)
+    assert fit.path == path
+    assert fit.spec.name == json.loads(json.dumps(fit.spec.name))
+    assert fit.settings == [str(s) for s in law_fit["posterior"]["setting"].values]
+    assert "settings" in repr(fit)
+    # the same numbers as the functions the commands call
+    assert fit.summary(0.8) == summarise(law_fit, 0.8)
+    ours = fit.recipe([1e5], summarize=True, max_draws=40)
+    theirs = summarize(recipe(law_fit, [1e5], max_draws=40))
+    xr.testing.assert_allclose(ours[names.ALLOCATION], theirs[names.ALLOCATION])
+    table = fit.check(HELDOUT)
+    expected = check(law_fit, load_heldout(HELDOUT, law_fit))
+    np.testing.assert_allclose(table["predicted"], expected["predicted"])
+    assert fit.diagnostics.to_dict() == diagnose(law_fit).to_dict()
+
+
+def test_saving_refuses_to_overwrite_and_a_loaded_fit_cannot_plot_without_its_data(
+    law_fit, tmp_path
+) -> None:
+    fit = bs.LawFit(_copy(law_fit))
+    path = fit.save(tmp_path / "law.nc")
+    with pytest.raises(FileExistsError):
+        fit.save(path)
+    fit.save(path, overwrite=True)
+    with pytest.raises(ValueError, match="does not carry its observations"):
+        bs.load(path).plot_law("env")
+
+
+def test_the_kind_of_fit_is_checked(law_fit, pricing_fit, tmp_path) -> None:
+    with pytest.raises(FitFileError, match="expected a pricing fit"):
+        bs.PricingFit(law_fit)
+    with pytest.raises(FitFileError, match="expected a law fit"):
+        bs.LawFit(pricing_fit)
+    path = save_fit(pricing_fit, tmp_path / "pricing.nc")
+    priced = bs.load(path)
+    assert isinstance(priced, bs.PricingFit)
+    assert set(priced.methods) == set(priced.summary()["methods"])
+    assert priced.summary_text().strip()
+    odd = xr.DataTree()
+    odd.attrs[names.ATTR_KIND] = "recipe"
+    odd.to_netcdf(tmp_path / "odd.nc", engine="h5netcdf")
+    with pytest.raises(FitFileError, match="expected a bayesscale law or pricing fit"):
+        bs.load(tmp_path / "odd.nc")
+
+
+def test_diagnostics_are_kept_with_the_fit_and_recomputed_when_its_draws_change(
+    law_fit, tmp_path
+) -> None:
+    tree = _copy(law_fit)
+    fresh = diagnose(tree)
+    assert ATTR_CONVERGENCE in tree.attrs  # kept, and saved with the file
+    reloaded = bs.load(save_fit(tree, tmp_path / "law.nc")).tree
+    assert json.loads(reloaded.attrs[ATTR_CONVERGENCE]) == json.loads(tree.attrs[ATTR_CONVERGENCE])
+    assert diagnose(reloaded).to_dict() == fresh.to_dict()
+    # thinned draws are another posterior: the stored figures are not reused
+    thin = reloaded.isel(draw=slice(0, 20))
+    thin.attrs = dict(reloaded.attrs)
+    expected = diagnose(_copy(thin))
+    assert diagnose(thin).to_dict() == expected.to_dict()
+    assert expected.min_ess_bulk < fresh.min_ess_bulk
+
+
+def test_a_saved_fit_carries_its_identification(law_fit, tmp_path) -> None:
+    fit = bs.LawFit(_copy(law_fit))
+    path = fit.save(tmp_path / "law.nc")
+    tree = bs.load(path).tree
+    assert ATTR_IDENTIFICATION in tree.attrs
+    assert assess(tree) == assess(_copy(law_fit)) == fit.identification
+    # other log densities (a prior twice as wide) are another question: computed anew
+    wider = _copy(law_fit)
+    wider["log_prior"] = wider["log_prior"].to_dataset() * 0.5
+    wider.attrs[ATTR_IDENTIFICATION] = tree.attrs[ATTR_IDENTIFICATION]
+    assert assess(wider) == assess(_copy(wider))
+
+
+def test_reading_a_fit_end_to_end_imports_neither_pymc_nor_jax(law_fit, tmp_path) -> None:
+    path = bs.LawFit(_copy(law_fit)).save(tmp_path / "law.nc")
+    code = (
+        "import sys\n"
+        "import bayesscale as bs\n"
+        f"fit = bs.load({str(path)!r})\n"
+        "fit.summary_text(); fit.diagnostics; fit.recipe([1e5], max_draws=20)\n"
+        f"fit.check({str(HELDOUT)!r})\n"
+        "print(sorted(m for m in ('pymc', 'pytensor', 'jax') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_one_call_fits_from_a_path(tmp_path) -> None:
+    """``bs.fit(path, **sampler options)``: the table is read and kept (for the figures), the
+    options reach the sampler (a preview: seconds), and the fit says what it is."""
+    fit = bs.fit(ROOT / "data" / "reference" / "observations.csv", preview=True, seed=3)
+    assert isinstance(fit, bs.LawFit)
+    assert fit.table is not None and fit.tree.attrs[names.ATTR_DATA_HASH] == fit.table.sha256
+    assert fit.tree.attrs[names.ATTR_SEED] == 3
+    assert fit.diagnostics.preview and "PREVIEW" in repr(fit)
+    assert len(fit.settings) == 21
