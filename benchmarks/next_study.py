@@ -39,20 +39,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayesscale.core import laws
 from bayesscale import names
-from bayesscale.design.costs import Costs
-from bayesscale.design.next_runs import (
-    axis_columns,
-    candidate_grid,
-    default_anchors,
-    next_runs,
-)
+from bayesscale.core import laws
 from bayesscale.data.extrapolation import SweptRange
-from bayesscale.law.inference import FitConfig, fit
 from bayesscale.data.observations import DataWarning, Table, frame_sha256, validate
-from bayesscale.recipe.solve import recipe
-from bayesscale.recipe.synthetic import synthetic_fit
 from bayesscale.data.simulate import (
     AXIS_COLUMNS,
     PAPER_ANCHORS,
@@ -63,6 +53,16 @@ from bayesscale.data.simulate import (
     simulate,
 )
 from bayesscale.data.spec import parse_spec
+from bayesscale.design.costs import Costs
+from bayesscale.design.next_runs import (
+    axis_columns,
+    candidate_grid,
+    default_anchors,
+    next_runs,
+)
+from bayesscale.law.inference import FitConfig, fit
+from bayesscale.recipe.solve import recipe
+from bayesscale.recipe.synthetic import synthetic_fit
 
 SPEC_TEXT = """
 [model]

@@ -19,6 +19,10 @@ from testdata import ROOT
 
 from bayesscale import __version__, names
 from bayesscale.cli import main
+from bayesscale.data.extrapolation import SweptRange
+from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION, load_fit, save_fit
+from bayesscale.data.observations import Table, frame_sha256, validate
+from bayesscale.data.spec import parse_spec
 from bayesscale.design import preposterior as pp
 from bayesscale.design.costs import Costs, CostsError, load_costs, parse_costs
 from bayesscale.design.next_runs import (
@@ -32,13 +36,9 @@ from bayesscale.design.next_runs import (
     with_concentration,
 )
 from bayesscale.design.sweep_file import next_sweep_text, toml_text
-from bayesscale.data.extrapolation import SweptRange
-from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION, load_fit, save_fit
 from bayesscale.law.inference import FitConfig, fit
-from bayesscale.data.observations import Table, frame_sha256, validate
 from bayesscale.recipe.draws import law_draws
 from bayesscale.recipe.synthetic import synthetic_fit
-from bayesscale.data.spec import parse_spec
 from bayesscale.verl import manifest as mf
 from bayesscale.verl.sweep import SpecError, load_sweep_spec, parse_sweep_spec
 
@@ -237,6 +237,7 @@ def test_next_plan_launch_dry_run_on_the_bundled_example(
     assert main([*args, "--out", str(nxt), "--figure", str(png)]) == 0
     out = capsys.readouterr().out
     assert "next 3 run(s)" in out and f"next: bayesscale plan {nxt}" in out
+    assert out.startswith("DIAGNOSTICS FAILED")  # a fit of 160 draws: said first
     assert png.stat().st_size > 0
     assert main([*args, "--out", str(nxt)]) == 2
     assert "exists; pass --force" in capsys.readouterr().err
@@ -256,6 +257,7 @@ def test_next_plan_launch_dry_run_on_the_bundled_example(
     assert main([*args[:-4], "--json"]) == 0  # no --out: print only
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["chosen"]) == 3 and doc["candidates"]
+    assert doc["fit_diagnostics"]["ok"] is False
 
 
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -270,6 +272,8 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "--refit-below needs --observations" in capsys.readouterr().err
     assert main(["next", str(fit), "--budget", "-1"]) == 2
     assert "budget must be finite and > 0" in capsys.readouterr().err
+    assert main(["next", str(fit), "--budget", "100", "--strict"]) == 2
+    assert "DIAGNOSTICS FAILED" in capsys.readouterr().err
 
 
 # --- a real fit of a tiny model: reweighting against refitting -------------------------------------

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bayesscale.cli import add_force
+from bayesscale.cli import add_force, add_strict
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -65,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", metavar="NEXT.toml", help="write the batch as a sweep file")
     add_force(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
+    add_strict(parser)
     parser.add_argument("--figure", metavar="PNG", help="save value per cost over the grid")
     parser.add_argument(
         "--trials",
@@ -120,12 +121,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bayesscale.atomic import write_atomically
-    from bayesscale.cli import CommandError, output_path
+    from bayesscale.cli import CommandError, output_path, refuse_failed
+    from bayesscale.core.prices import load_prices
     from bayesscale.design import next_runs as nr
     from bayesscale.design import sweep_file
     from bayesscale.design.costs import Costs, load_costs
-    from bayesscale.data.fitfile import load_fit
-    from bayesscale.core.prices import load_prices
+    from bayesscale.fits.law import LawFit
     from bayesscale.recipe.draws import law_draws
 
     if args.refit_below is not None and args.observations is None:
@@ -136,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(
             "--out needs --sweep BASE.toml: the pool, models and verl settings of the runs"
         )
-    fit = load_fit(args.fit)
+    law = LawFit.load(args.fit)
+    refuse_failed(args.fit, law.diagnostics, args.strict)
+    fit = law.tree
     prices = load_prices(args.prices)
     costs = load_costs(args.costs, Costs(data=dict(prices.unit), currency=prices.currency))
     settings = list(law_draws(fit, None, 1).settings)
@@ -211,9 +214,16 @@ def run(args: argparse.Namespace) -> int:
         fig = value_per_cost_figure(result)
         write_atomically(figure, lambda tmp: fig.savefig(tmp, format="png"), args.force)
     if args.json:
-        print(json.dumps(nr.to_json(result), indent=2))
+        print(
+            json.dumps(
+                {**nr.to_json(result), "fit_diagnostics": law.diagnostics.to_dict()}, indent=2
+            )
+        )
     else:
-        print(nr.format_text(result))
+        headline = law.diagnostics.headline()
+        print(
+            nr.format_text(result) if headline is None else f"{headline}\n{nr.format_text(result)}"
+        )
         if out is not None:
             print(f"wrote {out}\nnext: bayesscale plan {out} --out SWEEP_DIR")
     return 0
@@ -228,9 +238,9 @@ def _refitter(
 
     from bayesscale import names
     from bayesscale.data.fitfile import fit_spec
+    from bayesscale.data.observations import Table, frame_sha256, read_table, validate
     from bayesscale.law.inference import FitConfig
     from bayesscale.law.inference import fit as fit_law
-    from bayesscale.data.observations import Table, frame_sha256, read_table, validate
 
     spec = fit_spec(fit)
     frame, _ = read_table(observations)

@@ -20,7 +20,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from bayesscale.design.next_runs import DECISION_AXIS, NextRuns
-from bayesscale.report.figures.style import PALETTE, grid_shape, new_figure, paper_style, remove_unused
+from bayesscale.report.figures.style import (
+    PALETTE,
+    grid_shape,
+    new_figure,
+    paper_style,
+    remove_unused,
+)
 
 
 def value_per_cost_figure(result: NextRuns, max_panels: int = 12) -> Figure:

@@ -40,8 +40,12 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from bayesscale.core import allocate, laws
 from bayesscale import names
+from bayesscale.core import allocate, laws
+from bayesscale.core.prices import Prices
+from bayesscale.data.extrapolation import SweptRange
+from bayesscale.data.fitfile import fit_spec
+from bayesscale.data.simulate import AXIS_COLUMNS, PAPER_ANCHORS
 from bayesscale.design.costs import Costs
 from bayesscale.design.preposterior import (
     beta_binomial_logpmf,
@@ -51,12 +55,8 @@ from bayesscale.design.preposterior import (
     simulate_beta_binomial,
     weighted_variance,
 )
-from bayesscale.data.extrapolation import SweptRange
-from bayesscale.core.prices import Prices
 from bayesscale.recipe.draws import LawDraws, law_draws
 from bayesscale.recipe.solve import recipe
-from bayesscale.data.simulate import AXIS_COLUMNS, PAPER_ANCHORS
-from bayesscale.data.spec import parse_spec
 
 Array = NDArray[np.float64]
 TARGET_DECISION = "decision"
@@ -220,10 +220,9 @@ def setting_keys(fit: xr.DataTree, settings: Sequence[str]) -> dict[str, dict[st
 
 def axis_columns(fit: xr.DataTree, axes: Sequence[str]) -> dict[str, str]:
     """The observation column each axis counts (``n_envs``, ``n_tasks``, ``rollouts``, ...)."""
-    text = fit.attrs.get(names.ATTR_SPEC)
     columns = {names.ENV: names.N_ENVS, names.TASK: names.N_TASKS, names.TRAJ: names.ROLLOUTS}
-    if text:
-        columns.update({a.name: a.column for a in parse_spec(str(text), "fit attribute").axes})
+    if fit.attrs.get(names.ATTR_SPEC):
+        columns.update({a.name: a.column for a in fit_spec(fit).axes})
     return {a: columns.get(a, a) for a in axes}
 
 
