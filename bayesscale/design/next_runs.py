@@ -408,19 +408,7 @@ def next_runs(
     cost (at most ``runs`` runs, fewer when the cap is reached): then the greedy by value per cost
     and the greedy by value are both run and the batch worth more is kept.
     """
-    if target not in TARGETS:
-        raise DesignError(f"target must be one of {TARGETS}, got {target!r}")
-    if spend is not None and not (np.isfinite(spend) and spend > 0):
-        raise DesignError(f"spend must be finite and > 0, got {spend}")
-    if runs < 1 or simulations < 2 or actions < 1 or trials < 1:
-        raise DesignError("runs, actions and trials must be >= 1 and simulations >= 2")
-    if not (np.isfinite(budget) and budget > 0):
-        raise DesignError(f"budget must be finite and > 0, got {budget}")
-    if prices is not None and names.PARAMS_B in prices.explicit:
-        raise DesignError(
-            f"a price for {names.PARAMS_B!r} (the recipe choosing the model size) is not "
-            "supported by next: candidates keep each setting's model size"
-        )
+    _check_arguments(target, spend, runs, simulations, actions, trials, budget, prices)
     costs = costs or Costs()
     rng = np.random.default_rng([seed, 1])
     draws = law_draws(fit, None, max_draws)
@@ -460,28 +448,13 @@ def next_runs(
         seed=seed,
     )
     decision = ds[names.DECISION].isel({names.BUDGET_DIM: 0})  # (setting, axis) purchased
-    per_draw = ds[names.PURCHASED].isel({names.BUDGET_DIM: 0})
     gap = (ds[names.SUCCESS_OPTIMUM] - ds[names.SUCCESS_DECISION]).isel({names.BUDGET_DIM: 0})
     recipe_gap = {s: float(gap.sel({names.SETTING_DIM: s}).mean()) for s in targets}
 
     success: list[Array] = []
     exponents = None
     if target == TARGET_DECISION:
-        pick = np.unique(np.linspace(0, S - 1, max(actions - 1, 1)).round().astype(int))
-        for s in targets:
-            g = all_settings.index(s)
-            opt = per_draw.sel({names.SETTING_DIM: s}).transpose(..., names.AXIS_DIM).to_numpy()
-            opt = opt.reshape(-1, len(axes))[pick]
-            act = np.vstack([decision.sel({names.SETTING_DIM: s}).to_numpy()[None, :], opt])
-            law = allocate.PowerLaw(
-                draws.coef[:, g, None],
-                draws.alpha[:, g, None],
-                draws.floor[:, g, None],
-                None if draws.gamma is None else draws.gamma[:, g, None],
-                None if draws.beta is None else draws.beta,
-                draws.pair,
-            )
-            success.append(regret(laws.success_from_loss(law.loss(act[None]))))
+        success = _decision_regrets(ds, draws, targets, actions)
     else:
         if names.ALPHA_POP not in post:
             raise DesignError(f"the fit's posterior has no {names.ALPHA_POP!r}")
@@ -505,95 +478,24 @@ def next_runs(
         raise DesignError("no candidate runs")
 
     keys = setting_keys(fit, all_settings)
-    owned: dict[str, dict[str, float]] = {}
-    swept_all = swept.select(all_settings, list(axes))
-    for g, s in enumerate(all_settings):
-        dom = str(keys[s].get(names.DOMAIN, s))
-        have = owned.setdefault(dom, {a: 0.0 for a in axes})
-        for i, a in enumerate(axes):
-            have[a] = max(have[a], float(swept_all.hi[g, i]))
-
-    p_cache = [engine.p_at(c) for c in cands]
-    cache_ok = len(cands) * M * S * 4 <= CACHE_BYTES
-    ll_cache: dict[tuple[int, int], NDArray[np.float32]] = {}
-
-    def loglik(i: int, repeat: int) -> Array:
-        if not cache_ok:
-            return engine.loglik(i, repeat, p_cache[i])
-        if (i, repeat) not in ll_cache:
-            ll_cache[(i, repeat)] = engine.loglik(i, repeat, p_cache[i]).astype(np.float32)
-        return np.asarray(ll_cache[(i, repeat)], dtype=float)
-
-    def greedy(by_ratio: bool) -> tuple[list[ChosenRun], list[Valued], Array]:
-        repeats = [0] * len(cands)
-        have = {d: dict(v) for d, v in owned.items()}
-        ll_batch = np.zeros((M, S))
-        batch: list[ChosenRun] = []
-        first_values: list[Valued] = []
-        spent = 0.0
-        for step_no in range(runs):
-            current, current_parts, _ = engine.score(ll_batch)
-            valued = []
-            for i, c in enumerate(cands):
-                total, parts, ess = engine.score(ll_batch + loglik(i, repeats[i]))
-                gain = total - current
-                raw = float(gain.mean())
-                se = float(gain.std(ddof=1) / np.sqrt(M))
-                dom = str(keys[c.setting].get(names.DOMAIN, c.setting))
-                cost = _cost(
-                    c,
-                    axes,
-                    columns,
-                    have[dom],
-                    costs,
-                    keys[c.setting][names.PARAMS_B],
-                    updates,
-                    cells,
-                )
-                by = tuple((parts - current_parts).mean(axis=0).tolist())
-                valued.append(
-                    Valued(
-                        i, max(raw, 0.0), raw, se, cost, float(np.median(ess)), float(ess.min()), by
-                    )
-                )
-            if step_no == 0:
-                first_values = valued
-            affordable = [v for v in valued if spend is None or spent + v.cost.total <= spend]
-            if not affordable:
-                break
-            rank = (
-                (lambda v: (v.per_cost, v.raw)) if by_ratio else (lambda v: (v.raw, -v.cost.total))
-            )
-            best = max(affordable, key=rank)
-            c = cands[best.candidate]
-            batch.append(
-                ChosenRun(
-                    c,
-                    repeats[best.candidate],
-                    best,
-                    _why(c, best, target, targets, axes),
-                    engine.outcomes(
-                        best.candidate, repeats[best.candidate], p_cache[best.candidate]
-                    ),
-                )
-            )
-            ll_batch = ll_batch + loglik(best.candidate, repeats[best.candidate])
-            repeats[best.candidate] += 1
-            spent += best.cost.total
-            dom = str(keys[c.setting].get(names.DOMAIN, c.setting))
-            for a, v in zip(axes, c.sizes, strict=True):
-                have[dom][a] = max(have[dom][a], float(v))
-        return batch, first_values, ll_batch
-
-    ll_zero = np.zeros((M, S))
-    base_total, _, _ = engine.score(ll_zero)  # zero reduction before anything is seen
+    batcher = _Greedy(
+        engine,
+        cands,
+        keys,
+        _owned_sizes(keys, swept.select(all_settings, list(axes)), all_settings, axes),
+        _RunCosts(axes, columns, costs, updates, cells),
+        runs=runs,
+        spend=spend,
+        why=lambda c, v: _why(c, v, target, targets, axes),
+    )
+    base_total, _, _ = engine.score(np.zeros((M, S)))  # zero reduction before anything is seen
     notes: list[str] = []
-    chosen, first, ll_batch = greedy(by_ratio=True)
+    chosen, first, ll_batch = batcher.run(by_ratio=True)
     if spend is not None:
         # Budgeted greedy by value per cost alone can fill the budget with cheap runs of little
         # value; the greedy by value alone, kept when its batch is worth more, bounds the loss
         # (Leskovec et al. 2007, "cost-effective outbreak detection", CELF).
-        alt, _, ll_alt = greedy(by_ratio=False)
+        alt, _, ll_alt = batcher.run(by_ratio=False)
         if engine.score(ll_alt)[0].mean() > engine.score(ll_batch)[0].mean():
             chosen, ll_batch = alt, ll_alt
             notes.append(
@@ -609,19 +511,7 @@ def next_runs(
     else:
         assert exponents is not None
         now = float(np.var(exponents, axis=0).sum())
-    low = [r for r in chosen if r.valued.ess_median < min_ess]
-    if low:
-        notes.append(
-            f"{len(low)} chosen run(s) have a median importance-weight ESS below {min_ess:g} "
-            f"(of {S} draws): their outcomes would move the posterior further than {S} draws "
-            "can represent, so their values are rough; refit after them (or rerun with more "
-            "draws) before trusting the ranking"
-        )
-    if any(r.valued.raw < 0 for r in chosen) or any(v.raw < 0 for v in first):
-        notes.append(
-            "values are Monte Carlo estimates clipped at 0 (the raw estimate and its standard "
-            "error are in the JSON); a negative raw value is sampling noise around 0"
-        )
+    notes += _notes(chosen, first, min_ess, S)
     return NextRuns(
         target=target,
         budget=float(budget),
@@ -639,6 +529,203 @@ def next_runs(
         notes=notes,
         recipe_gap=recipe_gap,
     )
+
+
+def _check_arguments(
+    target: str,
+    spend: float | None,
+    runs: int,
+    simulations: int,
+    actions: int,
+    trials: int,
+    budget: float,
+    prices: Prices | None,
+) -> None:
+    if target not in TARGETS:
+        raise DesignError(f"target must be one of {TARGETS}, got {target!r}")
+    if spend is not None and not (np.isfinite(spend) and spend > 0):
+        raise DesignError(f"spend must be finite and > 0, got {spend}")
+    if runs < 1 or simulations < 2 or actions < 1 or trials < 1:
+        raise DesignError("runs, actions and trials must be >= 1 and simulations >= 2")
+    if not (np.isfinite(budget) and budget > 0):
+        raise DesignError(f"budget must be finite and > 0, got {budget}")
+    if prices is not None and names.PARAMS_B in prices.explicit:
+        raise DesignError(
+            f"a price for {names.PARAMS_B!r} (the recipe choosing the model size) is not "
+            "supported by next: candidates keep each setting's model size"
+        )
+
+
+def _decision_regrets(
+    ds: xr.Dataset, draws: LawDraws, targets: Sequence[str], actions: int
+) -> list[Array]:
+    """Per target setting, the regret ``R[s, j]`` of every draw ``s`` under each action ``j``
+    of the finite action set: the recipe's decision and the per-draw optima of ``actions - 1``
+    draws spread over the posterior."""
+    decision = ds[names.DECISION].isel({names.BUDGET_DIM: 0})
+    per_draw = ds[names.PURCHASED].isel({names.BUDGET_DIM: 0})
+    all_settings = list(draws.settings)
+    pick = np.unique(np.linspace(0, draws.samples - 1, max(actions - 1, 1)).round().astype(int))
+    out = []
+    for s in targets:
+        g = all_settings.index(s)
+        opt = per_draw.sel({names.SETTING_DIM: s}).transpose(..., names.AXIS_DIM).to_numpy()
+        opt = opt.reshape(-1, len(draws.axes))[pick]
+        act = np.vstack([decision.sel({names.SETTING_DIM: s}).to_numpy()[None, :], opt])
+        law = allocate.PowerLaw(
+            draws.coef[:, g, None],
+            draws.alpha[:, g, None],
+            draws.floor[:, g, None],
+            None if draws.gamma is None else draws.gamma[:, g, None],
+            None if draws.beta is None else draws.beta,
+            draws.pair,
+        )
+        out.append(regret(laws.success_from_loss(law.loss(act[None]))))
+    return out
+
+
+def _owned_sizes(
+    keys: Mapping[str, Mapping[str, Any]],
+    swept_all: SweptRange,
+    settings: Sequence[str],
+    axes: Sequence[str],
+) -> dict[str, dict[str, float]]:
+    """Per domain, the largest size of every axis already in the fit's rows (data bought)."""
+    owned: dict[str, dict[str, float]] = {}
+    for g, s in enumerate(settings):
+        dom = str(keys[s].get(names.DOMAIN, s))
+        have = owned.setdefault(dom, {a: 0.0 for a in axes})
+        for i, a in enumerate(axes):
+            have[a] = max(have[a], float(swept_all.hi[g, i]))
+    return owned
+
+
+@dataclass(frozen=True)
+class _RunCosts:
+    """What a candidate costs, given the data already owned in its domain."""
+
+    axes: Sequence[str]
+    columns: Mapping[str, str]
+    costs: Costs
+    updates: float | None
+    cells: float | None
+
+    def __call__(self, c: Candidate, owned: Mapping[str, float], params_b: Any) -> RunCost:
+        return _cost(
+            c, self.axes, self.columns, owned, self.costs, params_b, self.updates, self.cells
+        )
+
+
+class _Greedy:
+    """The greedy batch: at each step every candidate is valued given the simulated outcomes
+    of the runs already chosen (diminishing returns), and the best by value per cost (or by
+    value) is added, until ``runs`` runs or the ``spend`` cap."""
+
+    def __init__(
+        self,
+        engine: _Engine,
+        cands: Sequence[Candidate],
+        keys: Mapping[str, Mapping[str, Any]],
+        owned: Mapping[str, Mapping[str, float]],
+        cost_of: _RunCosts,
+        *,
+        runs: int,
+        spend: float | None,
+        why: Callable[[Candidate, Valued], str],
+    ) -> None:
+        self.engine, self.cands, self.keys, self.owned = engine, cands, keys, owned
+        self.cost_of, self.runs, self.spend, self.why = cost_of, runs, spend, why
+        self.p_cache = [engine.p_at(c) for c in cands]
+        m, s = len(engine.outer), engine.draws.samples
+        self.shape = (m, s)
+        self.cache_ok = len(cands) * m * s * 4 <= CACHE_BYTES
+        self.ll_cache: dict[tuple[int, int], NDArray[np.float32]] = {}
+
+    def _domain(self, c: Candidate) -> str:
+        return str(self.keys[c.setting].get(names.DOMAIN, c.setting))
+
+    def loglik(self, i: int, repeat: int) -> Array:
+        """The log-likelihood of every draw for each simulated outcome of candidate ``i``'s
+        ``repeat``-th run (cached in float32 up to ``CACHE_BYTES``)."""
+        if not self.cache_ok:
+            return self.engine.loglik(i, repeat, self.p_cache[i])
+        if (i, repeat) not in self.ll_cache:
+            ll = self.engine.loglik(i, repeat, self.p_cache[i]).astype(np.float32)
+            self.ll_cache[(i, repeat)] = ll
+        return np.asarray(self.ll_cache[(i, repeat)], dtype=float)
+
+    def value_all(
+        self, ll_batch: Array, repeats: Sequence[int], have: Mapping[str, Mapping[str, float]]
+    ) -> list[Valued]:
+        """Every candidate's marginal value (clipped, raw, standard error), cost and ESS."""
+        engine, m = self.engine, self.shape[0]
+        current, current_parts, _ = engine.score(ll_batch)
+        valued = []
+        for i, c in enumerate(self.cands):
+            total, parts, ess = engine.score(ll_batch + self.loglik(i, repeats[i]))
+            gain = total - current
+            raw = float(gain.mean())
+            se = float(gain.std(ddof=1) / np.sqrt(m))
+            cost = self.cost_of(c, have[self._domain(c)], self.keys[c.setting][names.PARAMS_B])
+            by = tuple((parts - current_parts).mean(axis=0).tolist())
+            valued.append(
+                Valued(i, max(raw, 0.0), raw, se, cost, float(np.median(ess)), float(ess.min()), by)
+            )
+        return valued
+
+    def run(self, by_ratio: bool) -> tuple[list[ChosenRun], list[Valued], Array]:
+        """The batch, the first step's values of every candidate, and the batch's summed
+        simulated log-likelihoods."""
+        repeats = [0] * len(self.cands)
+        have = {d: dict(v) for d, v in self.owned.items()}
+        ll_batch = np.zeros(self.shape)
+        batch: list[ChosenRun] = []
+        first_values: list[Valued] = []
+        spent = 0.0
+        for step_no in range(self.runs):
+            valued = self.value_all(ll_batch, repeats, have)
+            if step_no == 0:
+                first_values = valued
+            affordable = [
+                v for v in valued if self.spend is None or spent + v.cost.total <= self.spend
+            ]
+            if not affordable:
+                break
+            rank = (
+                (lambda v: (v.per_cost, v.raw)) if by_ratio else (lambda v: (v.raw, -v.cost.total))
+            )
+            best = max(affordable, key=rank)
+            i = best.candidate
+            c = self.cands[i]
+            outcomes = self.engine.outcomes(i, repeats[i], self.p_cache[i])
+            batch.append(ChosenRun(c, repeats[i], best, self.why(c, best), outcomes))
+            ll_batch = ll_batch + self.loglik(i, repeats[i])
+            repeats[i] += 1
+            spent += best.cost.total
+            for a, v in zip(self.cost_of.axes, c.sizes, strict=True):
+                have[self._domain(c)][a] = max(have[self._domain(c)][a], float(v))
+        return batch, first_values, ll_batch
+
+
+def _notes(
+    chosen: Sequence[ChosenRun], first: Sequence[Valued], min_ess: float, S: int
+) -> list[str]:
+    """What the reader of the batch must know: rough values, clipped values."""
+    notes = []
+    low = [r for r in chosen if r.valued.ess_median < min_ess]
+    if low:
+        notes.append(
+            f"{len(low)} chosen run(s) have a median importance-weight ESS below {min_ess:g} "
+            f"(of {S} draws): their outcomes would move the posterior further than {S} draws "
+            "can represent, so their values are rough; refit after them (or rerun with more "
+            "draws) before trusting the ranking"
+        )
+    if any(r.valued.raw < 0 for r in chosen) or any(v.raw < 0 for v in first):
+        notes.append(
+            "values are Monte Carlo estimates clipped at 0 (the raw estimate and its standard "
+            "error are in the JSON); a negative raw value is sampling noise around 0"
+        )
+    return notes
 
 
 def _why(c: Candidate, v: Valued, target: str, targets: Sequence[str], axes: Sequence[str]) -> str:
