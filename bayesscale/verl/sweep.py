@@ -277,27 +277,7 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
     if not algorithms or bad:
         raise SpecError(f"{source}: key 'algorithms': unknown {bad}; use {sorted(ALGORITHMS)}")
 
-    models = []
-    for i, entry in enumerate(_take(top, "models", list, source, [])):
-        where = f"{source}: [[models]] #{i + 1}"
-        if not isinstance(entry, dict):
-            raise SpecError(f"{where}: expected a table")
-        entry = dict(entry)
-        path = _take(entry, "path", str, where, None)
-        if path is None:
-            raise SpecError(f"{where}: key 'path' is required (model path for verl)")
-        mname = _take(entry, "name", str, where, path.rstrip("/").split("/")[-1])
-        params = _take(entry, "params_b", (int, float), where, None)
-        if params is not None and params <= 0:
-            raise SpecError(f"{where}: key 'params_b' must be > 0")
-        _no_leftovers(entry, where, ["name", "path", "params_b"])
-        models.append(ModelEntry(mname, path, None if params is None else float(params)))
-    if not models:
-        raise SpecError(
-            f"{source}: at least one [[models]] entry (name, path, params_b) is required"
-        )
-    if len({m.name for m in models}) != len(models):
-        raise SpecError(f"{source}: [[models]] names must be distinct")
+    models = _models(top, source)
 
     anchors = dict(DEFAULT_ANCHORS)
     table = dict(_take(top, "anchors", dict, source, {}))
@@ -331,6 +311,71 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
         axes = ()
     _no_leftovers(grid, where, ["axes", "points", "span", "point", *AXIS_COLUMNS])
 
+    cells, updates = _alignment(top, source)
+
+    holdout, selection_seed = _holdout(top, source)
+
+    count_settings = _count_settings(top, source, base)
+
+    verl = _verl_settings(top, source)
+    _no_leftovers(top, source, allowed_top)
+
+    pool_path = Path(pool)
+    if not pool_path.is_absolute():
+        pool_path = base / pool_path
+    return SweepSpec(
+        name=name,
+        pool=pool_path,
+        models=tuple(models),
+        domain=domain,
+        reward=reward,
+        seeds=tuple(seeds),
+        algorithms=tuple(algorithms),
+        anchors=anchors,
+        axes=axes,
+        points=points,
+        span=float(span),
+        explicit_grid=explicit,
+        explicit_points=point_list,
+        cells=cells,
+        updates=updates,
+        holdout=holdout,
+        selection_seed=selection_seed,
+        count=count_settings,
+        verl=verl,
+        source=source,
+        text=text,
+    )
+
+
+def _models(top: dict[str, Any], source: str) -> list[ModelEntry]:
+    """The ``[[models]]`` entries: name, path for verl, size in billions."""
+    models = []
+    for i, entry in enumerate(_take(top, "models", list, source, [])):
+        where = f"{source}: [[models]] #{i + 1}"
+        if not isinstance(entry, dict):
+            raise SpecError(f"{where}: expected a table")
+        entry = dict(entry)
+        path = _take(entry, "path", str, where, None)
+        if path is None:
+            raise SpecError(f"{where}: key 'path' is required (model path for verl)")
+        mname = _take(entry, "name", str, where, path.rstrip("/").split("/")[-1])
+        params = _take(entry, "params_b", (int, float), where, None)
+        if params is not None and params <= 0:
+            raise SpecError(f"{where}: key 'params_b' must be > 0")
+        _no_leftovers(entry, where, ["name", "path", "params_b"])
+        models.append(ModelEntry(mname, path, None if params is None else float(params)))
+    if not models:
+        raise SpecError(
+            f"{source}: at least one [[models]] entry (name, path, params_b) is required"
+        )
+    if len({m.name for m in models}) != len(models):
+        raise SpecError(f"{source}: [[models]] names must be distinct")
+    return models
+
+
+def _alignment(top: dict[str, Any], source: str) -> tuple[int, int]:
+    """``[alignment]``: the cells and updates every run trains on."""
     align = dict(_take(top, "alignment", dict, source, {}))
     where = f"{source}: [alignment]"
     cells = _positive_int(_take(align, "cells", int, where, DEFAULT_CELLS), where, "cells")
@@ -341,7 +386,11 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
             f"{where}: cells ({cells}) must be a multiple of updates ({updates}): "
             "each update takes cells/updates task-environment cells (verl's data.train_batch_size)"
         )
+    return cells, updates
 
+
+def _holdout(top: dict[str, Any], source: str) -> tuple[Holdout, int]:
+    """``[holdout]``: the held-out split and the seed of its selection."""
     hold = dict(_take(top, "holdout", dict, source, {}))
     where = f"{source}: [holdout]"
     by = _take(hold, "by", str, where, names.TASK)
@@ -362,7 +411,11 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
         _positive_int(max_val, where, "max_val_cells")
     selection_seed = _take(hold, "selection_seed", int, where, 0)
     _no_leftovers(hold, where, ["by", "fraction", "count", "max_val_cells", "selection_seed"])
+    return Holdout(by=by, fraction=fraction, count=count, max_val_cells=max_val), selection_seed
 
+
+def _count_settings(top: dict[str, Any], source: str, base: Path) -> CountSettings:
+    """``[count]``: how tasks are embedded and merged when counting distinct units."""
     ct = dict(_take(top, "count", dict, source, {}))
     where = f"{source}: [count]"
     model = _take(ct, "model", str, where, None)
@@ -382,7 +435,11 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
     if count_settings.model is not None and count_settings.embedding_column is not None:
         raise SpecError(f"{where}: give 'model' or 'embedding_column', not both")
     _no_leftovers(ct, where, ["model", "embedding_column", "text_column", "threshold"])
+    return count_settings
 
+
+def _verl_settings(top: dict[str, Any], source: str) -> VerlSettings:
+    """``[verl]``: the trainer settings every run shares."""
     vt = dict(_take(top, "verl", dict, source, {}))
     where = f"{source}: [verl]"
     default = VerlSettings()
@@ -418,34 +475,7 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
             "ppo_mini_batch_size", "entrypoint", "project_name", "extra_overrides",
         ],
     )  # fmt: skip
-    _no_leftovers(top, source, allowed_top)
-
-    pool_path = Path(pool)
-    if not pool_path.is_absolute():
-        pool_path = base / pool_path
-    return SweepSpec(
-        name=name,
-        pool=pool_path,
-        models=tuple(models),
-        domain=domain,
-        reward=reward,
-        seeds=tuple(seeds),
-        algorithms=tuple(algorithms),
-        anchors=anchors,
-        axes=axes,
-        points=points,
-        span=float(span),
-        explicit_grid=explicit,
-        explicit_points=point_list,
-        cells=cells,
-        updates=updates,
-        holdout=Holdout(by=by, fraction=fraction, count=count, max_val_cells=max_val),
-        selection_seed=selection_seed,
-        count=count_settings,
-        verl=verl,
-        source=source,
-        text=text,
-    )
+    return verl
 
 
 def _grid_point_list(
