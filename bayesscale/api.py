@@ -12,7 +12,9 @@
     pricing = bs.fit_pricing("data/pricing/pricing.csv")      # a PricingFit
     same = bs.load("fits/law.nc")
 
-Fitting imports PyMC and JAX (seconds); loading and reading fits do not.
+Fitting imports PyMC and JAX (seconds). Loading and reading a fit do not, when the fit carries
+its identification figures (every fit written by ``bayesscale fit`` or ``LawFit.save``): for
+an older file, the first ``summary`` computes them with ArviZ, which loads JAX.
 """
 
 from __future__ import annotations

@@ -135,6 +135,8 @@ ATTR_SETTINGS_TABLE: Final = "settings_json"
 ATTR_KIND: Final = "bayesscale_kind"
 ATTR_PREVIEW: Final = "preview"  # 1 for a --preview fit (short run, no ESS target), else 0
 KIND_LAW_FIT: Final = "law_fit"
+ATTR_CONVERGENCE: Final = "convergence_json"  # R-hat/ESS kept with the fit (data.fitfile.diagnose)
+ATTR_IDENTIFICATION: Final = "identification_json"  # law.sensitivity.assess, kept with the fit
 
 # --- pricing tables and fits (synthetic data: discount kappa(r), collapse ratio r*) -------
 METHOD: Final = "method"  # column and dim: the synthetic-data generator

@@ -14,9 +14,10 @@ import xarray as xr
 import bayesscale as bs
 from bayesscale import names
 from bayesscale.checks.heldout import check, load_heldout
-from bayesscale.data.fitfile import ATTR_CONVERGENCE, FitFileError, diagnose, save_fit
-from bayesscale.law.sensitivity import ATTR_IDENTIFICATION, assess
+from bayesscale.data.fitfile import FitFileError, diagnose, save_fit
+from bayesscale.law.sensitivity import assess
 from bayesscale.law.summary import summarise
+from bayesscale.names import ATTR_CONVERGENCE, ATTR_IDENTIFICATION
 from bayesscale.recipe.output import summarize
 from bayesscale.recipe.solve import recipe
 

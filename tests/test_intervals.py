@@ -59,3 +59,20 @@ def test_describe_and_the_mass_check() -> None:
         interval(np.arange(5.0), 0.5, kind="quantile")
     with pytest.raises(ValueError, match="an HDI needs finite draws"):
         interval(np.r_[np.arange(5.0), np.inf], 0.5, kind=HDI)
+
+
+def test_nan_draws_are_left_out_and_infinities_kept() -> None:
+    assert quantiles([-np.inf, 1.0, 2.0, np.inf], [0.0, 0.2, 0.5, 0.9, 1.0]).tolist() == [
+        -np.inf,
+        -np.inf,
+        1.5,
+        np.inf,
+        np.inf,
+    ]
+    assert describe([1.0, np.nan, 3.0], 0.5) == {
+        "mean": 2.0,
+        "median": 2.0,
+        "lower": 1.5,
+        "upper": 2.5,
+    }
+    assert all(np.isnan(v) for v in describe([np.nan, np.nan], 0.5).values())

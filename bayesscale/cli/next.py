@@ -142,9 +142,10 @@ def run(args: argparse.Namespace) -> int:
     fit = law.tree
     prices = load_prices(args.prices)
     costs = load_costs(args.costs, Costs(data=dict(prices.unit), currency=prices.currency))
-    settings = list(law_draws(fit, None, 1).settings)
+    shape = law_draws(fit, None, 1)  # one draw: the settings and axes the recipe sees
+    settings = list(shape.settings)
     keys = nr.setting_keys(fit, settings)
-    columns = nr.axis_columns(fit, law_draws(fit, None, 1).axes)
+    columns = nr.axis_columns(fit, shape.axes)
     movers = None
     max_sizes = None
     updates = cells = None

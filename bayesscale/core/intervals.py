@@ -9,8 +9,9 @@ The one place the package turns draws into intervals. For draws ``x_1 ≤ … �
     \\mathrm{HDI}_p = \\operatorname*{arg\\,min}_{i} \\,(x_{i+k} - x_i),\\quad k = \\lfloor p n \\rfloor,
 
 with ``Q`` the linear-interpolated quantile. Quantiles ignore NaN draws (an unfundable
-baseline) and keep ``inf`` (r* of a draw without collapse), where ``numpy.quantile``
-would return NaN for ``inf - inf``. The HDI needs finite draws.
+baseline: every interval, mean included, is over the draws that are not NaN) and keep ``inf``
+(r* of a draw without collapse), where ``numpy.quantile`` would return NaN for ``inf - inf``.
+The HDI needs finite draws.
 
 >>> import numpy as np
 >>> draws = np.arange(101.0)
@@ -51,11 +52,13 @@ def tail_quantiles(prob: float) -> tuple[float, float]:
 
 
 def quantiles(values: ArrayLike, q: Sequence[float], axis: int = 0) -> Array:
-    """Linear-interpolated quantiles along ``axis`` that ignore NaN and keep ``inf``; all-NaN
-    slices give NaN. The quantile dim comes first.
+    """Linear-interpolated quantiles along ``axis`` that ignore NaN and keep ``inf`` and
+    ``-inf``; all-NaN slices give NaN. The quantile dim comes first.
 
     >>> quantiles([1.0, 2.0, np.inf, np.nan], [0.0, 0.5, 1.0]).tolist()
     [1.0, 2.0, inf]
+    >>> quantiles([-np.inf, 1.0], [0.5]).tolist()
+    [-inf]
     """
     arr = np.moveaxis(np.asarray(values, dtype=float), axis, 0)
     srt = np.sort(arr, axis=0)  # NaN last
@@ -69,7 +72,9 @@ def quantiles(values: ArrayLike, q: Sequence[float], axis: int = 0) -> Array:
         b = np.take_along_axis(srt, i1[None], axis=0)[0]
         frac = pos - i0
         with np.errstate(invalid="ignore"):
-            val = np.where((a == b) | (frac == 0), a, a + (b - a) * frac)
+            lerp = a + (b - a) * frac  # NaN between an infinite and a finite draw
+        # between -inf and x the quantile is -inf, between x and inf it is inf (as NumPy's)
+        val = np.where((a == b) | (frac == 0) | (a == -np.inf), a, np.where(b == np.inf, b, lerp))
         out[k] = np.where(count > 0, val, np.nan)
     return out
 
@@ -105,15 +110,17 @@ def interval(values: ArrayLike, prob: float, kind: str = ETI, axis: int = 0) -> 
 
 
 def describe(values: ArrayLike, prob: float) -> dict[str, float]:
-    """Mean, median and the equal-tailed ``prob`` interval of one scalar's draws (flattened).
-    An infinite draw makes the mean ``inf``; ``inf`` and ``-inf`` together make it NaN.
+    """Mean, median and the equal-tailed ``prob`` interval of one scalar's draws (flattened),
+    over the draws that are not NaN (all NaN: all NaN). An infinite draw makes the mean
+    ``inf``; ``inf`` and ``-inf`` together make it NaN.
 
     >>> {k: round(v, 9) for k, v in describe(np.arange(11.0), 0.8).items()}
     {'mean': 5.0, 'median': 5.0, 'lower': 1.0, 'upper': 9.0}
     """
     v = np.asarray(values, dtype=float).ravel()
     lower, upper = tail_quantiles(prob)
+    kept = v[~np.isnan(v)]
     with np.errstate(invalid="ignore"):
-        mean = float(v.mean())
+        mean = float(kept.mean()) if kept.size else float("nan")
     median, lo, hi = quantiles(v, [0.5, lower, upper]).tolist()
     return {"mean": mean, "median": median, "lower": lo, "upper": hi}

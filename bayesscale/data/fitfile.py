@@ -19,10 +19,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -31,16 +31,15 @@ from bayesscale import __version__, names
 from bayesscale.atomic import write_atomically
 from bayesscale.data.spec import ModelSpec, parse_spec
 from bayesscale.sampling.config import ESS_TARGET
-from bayesscale.sampling.diagnostics import convergence_of
-
-if TYPE_CHECKING:
-    from bayesscale.pricing.spec import PricingSpec
+from bayesscale.sampling.diagnostics import convergence_of, tail_probabilities
 
 RHAT_MAX = 1.01
+# Part of the key of the stored convergence figures: change it when their computation changes,
+# so that fits saved before are diagnosed anew.
+CONVERGENCE_METHOD = "rank-normalised split R-hat, bulk and tail ESS (Vehtari et al. 2021) v1"
 ESS_MIN = ESS_TARGET
 FORMAT_VERSION = 1
 ATTR_FORMAT = "bayesscale_format"
-ATTR_CONVERGENCE = "convergence_json"
 
 
 class FitFileError(ValueError):
@@ -59,24 +58,9 @@ def fit_spec(tree: xr.DataTree) -> ModelSpec:
     return _parse_stored_spec(str(text))
 
 
-def pricing_fit_spec(tree: xr.DataTree) -> PricingSpec:
-    """The pricing spec a pricing fit was made with (the one place it is parsed; cached)."""
-    text = tree.attrs.get(names.ATTR_SPEC)
-    if not text:
-        raise FitFileError(f"the fit has no {names.ATTR_SPEC!r} attribute (no pricing spec)")
-    return _parse_stored_pricing_spec(str(text))
-
-
 @functools.lru_cache(maxsize=16)
 def _parse_stored_spec(text: str) -> ModelSpec:
     return parse_spec(text, source="<spec stored in fit>")
-
-
-@functools.lru_cache(maxsize=16)
-def _parse_stored_pricing_spec(text: str) -> PricingSpec:
-    from bayesscale.pricing.spec import parse_pricing_spec
-
-    return parse_pricing_spec(text, source="<pricing spec stored in fit>")
 
 
 # --- diagnostics ---------------------------------------------------------------------------
@@ -183,15 +167,16 @@ def format_diagnostics(d: Mapping[str, Any]) -> str:
     )
 
 
-def diagnose(tree: xr.DataTree) -> Diagnostics:
-    """R-hat, bulk and tail ESS over all posterior variables, and divergences.
+def diagnose(tree: xr.DataTree, leave_out: Sequence[str] = ()) -> Diagnostics:
+    """R-hat, bulk and tail ESS over all posterior variables but ``leave_out``, and
+    divergences.
 
     Rank-normalising every variable takes seconds on a large fit, so the convergence figures
-    are kept in the tree's attributes (``ATTR_CONVERGENCE``, saved with the fit) together
+    are kept in the tree's attributes (``names.ATTR_CONVERGENCE``, saved with the fit) together
     with a digest of the posterior they describe; a later call on the same draws reads them,
     and any change to the draws (thinning, a subset of chains) recomputes them.
     """
-    posterior = tree["posterior"].to_dataset()
+    posterior = tree["posterior"].to_dataset().drop_vars(list(leave_out), errors="ignore")
     n_draws = int(posterior.sizes[names.CHAIN_DIM] * posterior.sizes[names.DRAW_DIM])
 
     def compute() -> dict[str, Any]:
@@ -204,7 +189,8 @@ def diagnose(tree: xr.DataTree) -> Diagnostics:
             "worst_ess": check.worst_ess,
         }
 
-    stored = cached(tree, ATTR_CONVERGENCE, digest(posterior), compute)
+    key = digest(posterior, f"{CONVERGENCE_METHOD} {tail_probabilities()}")
+    stored = cached(tree, names.ATTR_CONVERGENCE, key, compute)
     stats = tree["sample_stats"].to_dataset() if "sample_stats" in tree.children else None
     # a tree assembled from draws made elsewhere (tests, synthetic fits) may lack them
     diverging = (
@@ -227,13 +213,16 @@ def diagnose(tree: xr.DataTree) -> Diagnostics:
 
 
 def digest(*parts: xr.Dataset | str) -> str:
-    """A digest of datasets (every variable's name, dims and values) and strings
-    (milliseconds for a fit's posterior)."""
+    """A digest of datasets (every variable's name, dims and values, and every coordinate's
+    labels) and strings (milliseconds for a fit's posterior)."""
     h = hashlib.blake2b(digest_size=16)
     for part in parts:
         if isinstance(part, str):
             h.update(part.encode())
             continue
+        for name in sorted(map(str, part.coords)):
+            labels = part.coords[name].to_numpy().ravel()
+            h.update(f"{name}={'|'.join(map(str, labels))};".encode())
         for name in sorted(map(str, part.data_vars)):
             da = part[name]
             h.update(f"{name}{da.dims}{da.shape}".encode())
@@ -273,8 +262,9 @@ def fit_attrs(kind: str, spec_text: str, data_sha256: str, data_source: str) -> 
 def save_fit(tree: xr.DataTree, path: str | Path, overwrite: bool = False) -> Path:
     """Write a fit to netCDF atomically (temporary file in the same folder, then rename).
 
-    A law fit is saved with its convergence figures (:func:`diagnose`), so that every command
-    that reads it states its verdict without recomputing them.
+    A law fit is saved with its convergence figures (:func:`diagnose`, which keeps them in the
+    tree's attributes: the tree passed in gains them too), so that every command that reads it
+    states its verdict without recomputing them.
     """
     if tree.attrs.get(names.ATTR_KIND) == names.KIND_LAW_FIT and "posterior" in tree.children:
         diagnose(tree)

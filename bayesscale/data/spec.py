@@ -218,7 +218,9 @@ class SpecReader:
     def optional(self, key: str) -> SpecReader:
         """The reader of the sub-table ``key``, or of an empty table when the spec has none
         (every key then takes its default)."""
-        return self.sub(key) if key in self.table else SpecReader({}, key, self.source)
+        if key in self.table:
+            return self.sub(key)
+        return SpecReader({}, f"{self.where}.{key}" if self.where else key, self.source)
 
     def finish(self) -> None:
         unknown = sorted(set(self.table) - self.used)

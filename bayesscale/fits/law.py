@@ -25,11 +25,13 @@ Example
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import xarray as xr
 
@@ -78,9 +80,18 @@ class LawFit:
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write the fit to netCDF atomically; an existing file needs ``overwrite=True``.
         The file carries the diagnostics and the identification figures, computed now if
-        they were not yet, so that every later reader of it skips that work."""
+        they were not yet, so that every later reader of it skips that work. A fit is never
+        lost to them: when the identification fails, the fit is written without it (with a
+        warning), and ``summary`` computes it when read."""
         self.diagnostics  # noqa: B018
-        self.identification  # noqa: B018
+        try:
+            self.identification  # noqa: B018
+        except Exception as exc:  # the sampled fit matters more than a figure derived from it
+            warnings.warn(
+                f"the fit is saved without its identification figures ({exc})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         self.path = save_fit(self.tree, path, overwrite=overwrite)
         return self.path
 
@@ -160,7 +171,8 @@ class LawFit:
         from bayesscale.recipe.output import summarize as summarize_recipe
         from bayesscale.recipe.solve import recipe
 
-        budgets = [budgets] if isinstance(budgets, int | float) else list(budgets)
+        if isinstance(budgets, int | float | np.number):  # one budget (a NumPy scalar too)
+            budgets = [float(budgets)]
         ds = recipe(self.tree, budgets, **options)
         return summarize_recipe(ds) if summarize else ds
 

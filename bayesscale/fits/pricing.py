@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.data.fitfile import Diagnostics, FitFileError, load_fit, pricing_fit_spec, save_fit
+from bayesscale.data.fitfile import Diagnostics, FitFileError, load_fit, save_fit
+from bayesscale.pricing.spec import pricing_fit_spec
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -47,7 +48,9 @@ class PricingFit:
         return cls(load_fit(path, names.KIND_PRICING_FIT), path=Path(path))
 
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
-        """Write the fit to netCDF atomically; an existing file needs ``overwrite=True``."""
+        """Write the fit to netCDF atomically; an existing file needs ``overwrite=True``.
+        The file carries the diagnostics, computed now if they were not yet."""
+        self.diagnostics  # noqa: B018
         self.path = save_fit(self.tree, path, overwrite=overwrite)
         return self.path
 

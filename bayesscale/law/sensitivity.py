@@ -56,7 +56,6 @@ FLAG_DOMINATED: Final = "prior-dominated"
 FLAG_SENSITIVE: Final = "prior-sensitive"
 MARKERS: Final = {FLAG_DOMINATED: "‡", FLAG_SENSITIVE: "†"}
 SAMPLE: Final = (names.CHAIN_DIM, names.DRAW_DIM)
-ATTR_IDENTIFICATION: Final = "identification_json"  # assess()'s result, kept with the fit
 
 RULE: Final = (
     f"{MARKERS[FLAG_DOMINATED]} {FLAG_DOMINATED}: prior contraction of log alpha < "
@@ -211,7 +210,7 @@ def assess(tree: xr.DataTree, spec: ModelSpec | None = None) -> dict[str, Any]:
     prior_sensitivity, likelihood_sensitivity, flag}`` (sensitivities ``None`` when the fit
     lacks the log densities), with the rule and the prior it was measured against.
 
-    Kept in the fit's attributes (``ATTR_IDENTIFICATION``) with a digest of the draws, log
+    Kept in the fit's attributes (``names.ATTR_IDENTIFICATION``) with a digest of the draws, log
     densities and spec it was computed from: a fit saved after fitting carries it, and reading
     it then needs neither ArviZ nor the power-scaling computation."""
     from bayesscale.data.fitfile import cached, digest, fit_spec
@@ -222,7 +221,10 @@ def assess(tree: xr.DataTree, spec: ModelSpec | None = None) -> dict[str, Any]:
         if group in tree.children:
             parts.append(tree[group].to_dataset())
     parts.append(str(tree.attrs.get(names.ATTR_PREVIEW, 0)))
-    return cached(tree, ATTR_IDENTIFICATION, digest(*parts), lambda: _assess(tree, spec))
+    parts.append(
+        f"{RULE} {CONTRACTION_DOMINATED} {CONTRACTION_SENSITIVE} {PSENSE_THRESHOLD} {PSENSE_ALPHAS}"
+    )
+    return cached(tree, names.ATTR_IDENTIFICATION, digest(*parts), lambda: _assess(tree, spec))
 
 
 def _assess(tree: xr.DataTree, spec: ModelSpec) -> dict[str, Any]:

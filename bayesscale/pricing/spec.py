@@ -8,18 +8,23 @@ True
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from bayesscale import names
 from bayesscale.core import collapse
+from bayesscale.data.fitfile import FitFileError
 from bayesscale.data.observations import (
     DataWarning,
     ObservationError,
 )
 from bayesscale.data.spec import SPEC_DIR, LogNormalPrior, SpecError, open_spec
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 DEFAULT_PRICING_SPEC: Final = "pricing"
 POOLING_MODES: Final = ("axis", "none")
@@ -160,6 +165,21 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
         text=text,
         source=source,
     )
+
+
+def pricing_fit_spec(tree: xr.DataTree) -> PricingSpec:
+    """The pricing spec a pricing fit was made with, parsed from its attributes: the one place a
+    stored pricing spec is parsed (cached by its text, as :func:`bayesscale.data.fitfile.fit_spec`
+    caches the law's)."""
+    text = tree.attrs.get(names.ATTR_SPEC)
+    if not text:
+        raise FitFileError(f"the fit has no {names.ATTR_SPEC!r} attribute (no pricing spec)")
+    return _parse_stored(str(text))
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_stored(text: str) -> PricingSpec:
+    return parse_pricing_spec(text, source="<pricing spec stored in fit>")
 
 
 def load_pricing_spec(path_or_name: str | Path | None = None) -> PricingSpec:

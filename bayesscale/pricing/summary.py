@@ -106,12 +106,7 @@ def pricing_diagnostics(tree: xr.DataTree) -> Diagnostics:
     computed per draw after sampling (and may be infinite), so they are left out."""
     from bayesscale.data.fitfile import diagnose
 
-    groups = {"posterior": tree["posterior"].to_dataset().drop_vars(list(DERIVED), errors="ignore")}
-    if "sample_stats" in tree.children:
-        groups["sample_stats"] = tree["sample_stats"].to_dataset()
-    base = xr.DataTree.from_dict(groups)
-    base.attrs = dict(tree.attrs)  # the preview mark
-    return diagnose(base)
+    return diagnose(tree, leave_out=DERIVED)
 
 
 def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from matplotlib.patches import Patch
 from bayesscale import names
 from bayesscale.core import collapse
 from bayesscale.core.intervals import quantiles
-from bayesscale.data.fitfile import pricing_fit_spec
+from bayesscale.pricing.spec import pricing_fit_spec
 from bayesscale.report.figures.marks import stamp, verdict
 from bayesscale.report.figures.provenance import attach_provenance, provenance, source_of
 from bayesscale.report.figures.style import (

@@ -3,7 +3,7 @@
 Bands are computed over posterior draws at each plotted point, at the probabilities in
 ``probs`` (default 50% and 90%), as equal-tailed intervals around the median (``kind="eti"``,
 the default: the intervals of the tables, the recipe and ``bayesscale summary``, so a figure
-and a table agree) or highest-density intervals (``kind="hdi"``, via ``arviz_stats``):
+and a table agree) or highest-density intervals (``kind="hdi"``; both from :mod:`bayesscale.core.intervals`):
 
 .. math::
 
