@@ -149,3 +149,16 @@ def test_one_call_fits_from_a_path(tmp_path) -> None:
     assert fit.tree.attrs[names.ATTR_SEED] == 3
     assert fit.diagnostics.preview and "PREVIEW" in repr(fit)
     assert len(fit.settings) == 21
+
+
+def test_the_command_line_parser_loads_no_numerics() -> None:
+    """``bayesscale --help`` (every command registered) imports neither xarray, SciPy, PyMC
+    nor JAX: a command's defaults live in light modules."""
+    code = (
+        "import sys\n"
+        "from bayesscale.cli import build_parser\n"
+        "build_parser()\n"
+        "print(sorted(m for m in ('xarray', 'scipy', 'pymc', 'jax', 'matplotlib') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from bayesscale.design import next_runs as nr
+    from bayesscale.design import defaults
 
     parser = subparsers.add_parser(
         "next",
@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--budget", type=float, required=True, help="the recipe budget B the decision is for"
     )
     parser.add_argument(
-        "--runs", type=int, default=nr.DEFAULT_RUNS, help="batch size K (default %(default)s)"
+        "--runs", type=int, default=defaults.DEFAULT_RUNS, help="batch size K (default %(default)s)"
     )
     parser.add_argument(
         "--spend",
@@ -44,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--target",
-        choices=nr.TARGETS,
-        default=nr.TARGET_DECISION,
+        choices=defaults.TARGETS,
+        default=defaults.TARGET_DECISION,
         help="decision: expected value of perfect information of the recipe at B (default); "
         "exponents: posterior variance of the population exponents",
     )
@@ -72,27 +72,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="held-out tasks per run (default: the base sweep's held-out cells, else "
-        f"{nr.DEFAULT_TRIALS})",
+        f"{defaults.DEFAULT_TRIALS})",
     )
     parser.add_argument(
         "--beyond",
         type=float,
-        default=nr.DEFAULT_BEYOND,
+        default=defaults.DEFAULT_BEYOND,
         help="candidates reach this many times the largest swept size (default %(default)s)",
     )
     parser.add_argument(
-        "--simulations", type=int, default=nr.DEFAULT_SIMULATIONS, help="outer draws M"
+        "--simulations", type=int, default=defaults.DEFAULT_SIMULATIONS, help="outer draws M"
     )
     parser.add_argument(
         "--max-draws",
         type=int,
-        default=nr.DEFAULT_MAX_DRAWS,
+        default=defaults.DEFAULT_MAX_DRAWS,
         help="posterior draws per chain used (default %(default)s)",
     )
     parser.add_argument(
         "--min-ess",
         type=float,
-        default=nr.DEFAULT_MIN_ESS,
+        default=defaults.DEFAULT_MIN_ESS,
         help="flag chosen runs whose importance weights' median ESS is below this",
     )
     parser.add_argument(

@@ -47,6 +47,19 @@ from bayesscale.data.extrapolation import SweptRange
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.simulate import AXIS_COLUMNS, PAPER_ANCHORS
 from bayesscale.design.costs import Costs
+from bayesscale.design.defaults import (
+    DEFAULT_ACTIONS,
+    DEFAULT_BEYOND,
+    DEFAULT_MAX_DRAWS,
+    DEFAULT_MIN_ESS,
+    DEFAULT_RUNS,
+    DEFAULT_SIMULATIONS,
+    DEFAULT_STEP,
+    DEFAULT_TRIALS,
+    TARGET_DECISION,
+    TARGET_EXPONENTS,
+    TARGETS,
+)
 from bayesscale.design.preposterior import (
     beta_binomial_logpmf,
     kish_ess,
@@ -59,18 +72,7 @@ from bayesscale.recipe.draws import LawDraws, law_draws
 from bayesscale.recipe.solve import recipe
 
 Array = NDArray[np.float64]
-TARGET_DECISION = "decision"
-TARGET_EXPONENTS = "exponents"
-TARGETS = (TARGET_DECISION, TARGET_EXPONENTS)
 DECISION_AXIS = "decision"  # the candidate at the recipe's decision (every axis moves)
-DEFAULT_RUNS = 8
-DEFAULT_SIMULATIONS = 128
-DEFAULT_MAX_DRAWS = 400
-DEFAULT_ACTIONS = 64
-DEFAULT_BEYOND = 4.0
-DEFAULT_STEP = 2.0
-DEFAULT_TRIALS = 1000
-DEFAULT_MIN_ESS = 20.0
 CACHE_BYTES = 256 * 2**20  # simulated log-likelihoods kept between greedy steps up to this size
 
 

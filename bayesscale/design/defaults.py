@@ -1,0 +1,22 @@
+"""The defaults of ``bayesscale next``, declared once and light to import: the command line's
+``--help`` reads them without loading the design's numerics.
+
+>>> TARGET_DECISION in TARGETS
+True
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+TARGET_DECISION: Final = "decision"  # value: the expected value of perfect information at B
+TARGET_EXPONENTS: Final = "exponents"  # value: the population exponents' posterior variance
+TARGETS: Final = (TARGET_DECISION, TARGET_EXPONENTS)
+DEFAULT_RUNS: Final = 8  # runs per batch
+DEFAULT_SIMULATIONS: Final = 128  # outer draws M of the preposterior analysis
+DEFAULT_MAX_DRAWS: Final = 400  # posterior draws per chain reweighted
+DEFAULT_ACTIONS: Final = 64  # size of the finite action set of the decision target
+DEFAULT_BEYOND: Final = 4.0  # candidates up to this many times the largest swept value
+DEFAULT_STEP: Final = 2.0  # candidate sizes this factor apart
+DEFAULT_TRIALS: Final = 1000  # held-out tasks a run is evaluated on
+DEFAULT_MIN_ESS: Final = 20.0  # below this median importance-weight ESS a value is rough
