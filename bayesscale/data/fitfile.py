@@ -20,7 +20,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from bayesscale import __version__, names
 from bayesscale.atomic import write_atomically
 from bayesscale.data.spec import ModelSpec, parse_spec
 from bayesscale.sampling.config import ESS_TARGET
-from bayesscale.sampling.diagnostics import convergence_of, tail_probabilities
+from bayesscale.sampling.diagnostics import Convergence, convergence_of, tail_probabilities
 
 RHAT_MAX = 1.01
 # Part of the key of the stored convergence figures: change it when their computation changes,
@@ -52,10 +52,15 @@ def fit_spec(tree: xr.DataTree) -> ModelSpec:
     The one place a stored law spec is parsed; the parse is cached by the spec's text, so
     every reader of the same fit shares one :class:`~bayesscale.data.spec.ModelSpec`.
     """
+    return _parse_stored_spec(stored_spec_text(tree))
+
+
+def stored_spec_text(tree: xr.DataTree) -> str:
+    """The spec text a fit (law or pricing) stores in its attributes."""
     text = tree.attrs.get(names.ATTR_SPEC)
     if not text:
         raise FitFileError(f"the fit has no {names.ATTR_SPEC!r} attribute (no model spec)")
-    return _parse_stored_spec(str(text))
+    return str(text)
 
 
 @functools.lru_cache(maxsize=16)
@@ -179,36 +184,24 @@ def diagnose(tree: xr.DataTree, leave_out: Sequence[str] = ()) -> Diagnostics:
     posterior = tree["posterior"].to_dataset().drop_vars(list(leave_out), errors="ignore")
     n_draws = int(posterior.sizes[names.CHAIN_DIM] * posterior.sizes[names.DRAW_DIM])
 
-    def compute() -> dict[str, Any]:
-        check = convergence_of(posterior)
-        return {
-            "max_rhat": check.max_rhat,
-            "min_ess_bulk": check.min_ess_bulk,
-            "min_ess_tail": check.min_ess_tail,
-            "worst_rhat": check.worst_rhat,
-            "worst_ess": check.worst_ess,
-        }
-
     key = digest(posterior, f"{CONVERGENCE_METHOD} {tail_probabilities()}")
-    stored = cached(tree, names.ATTR_CONVERGENCE, key, compute)
+    check = Convergence(
+        **cached(tree, names.ATTR_CONVERGENCE, key, lambda: asdict(convergence_of(posterior)))
+    )
     stats = tree["sample_stats"].to_dataset() if "sample_stats" in tree.children else None
     # a tree assembled from draws made elsewhere (tests, synthetic fits) may lack them
     diverging = (
         stats["diverging"] if stats is not None and "diverging" in stats else xr.DataArray(0)
     )
     preview = bool(int(tree.attrs.get(names.ATTR_PREVIEW, 0)))
-
-    def number(value: object) -> float:
-        return float("nan") if value is None else float(value)  # type: ignore[arg-type]
-
     return Diagnostics(
         preview=preview,
-        max_rhat=number(stored["max_rhat"]),
-        min_ess_bulk=number(stored["min_ess_bulk"]),
-        min_ess_tail=number(stored["min_ess_tail"]),
+        max_rhat=float(check.max_rhat),
+        min_ess_bulk=float(check.min_ess_bulk),
+        min_ess_tail=float(check.min_ess_tail),
         divergences=int(diverging.sum()),
         draws=n_draws,
-        worst={"rhat": stored["worst_rhat"], "ess": stored["worst_ess"]},
+        worst={"rhat": check.worst_rhat, "ess": check.worst_ess},
     )
 
 

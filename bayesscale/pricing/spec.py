@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 from bayesscale import names
 from bayesscale.core import collapse
-from bayesscale.data.fitfile import FitFileError
+from bayesscale.data.fitfile import stored_spec_text
 from bayesscale.data.observations import (
     DataWarning,
     ObservationError,
@@ -171,10 +171,7 @@ def pricing_fit_spec(tree: xr.DataTree) -> PricingSpec:
     """The pricing spec a pricing fit was made with, parsed from its attributes: the one place a
     stored pricing spec is parsed (cached by its text, as :func:`bayesscale.data.fitfile.fit_spec`
     caches the law's)."""
-    text = tree.attrs.get(names.ATTR_SPEC)
-    if not text:
-        raise FitFileError(f"the fit has no {names.ATTR_SPEC!r} attribute (no pricing spec)")
-    return _parse_stored(str(text))
+    return _parse_stored(stored_spec_text(tree))
 
 
 @functools.lru_cache(maxsize=16)
