@@ -183,10 +183,13 @@ def diagnose(tree: xr.DataTree, leave_out: Sequence[str] = ()) -> Diagnostics:
     """
     posterior = tree["posterior"].to_dataset().drop_vars(list(leave_out), errors="ignore")
     n_draws = int(posterior.sizes[names.CHAIN_DIM] * posterior.sizes[names.DRAW_DIM])
-
-    key = digest(posterior, f"{CONVERGENCE_METHOD} {tail_probabilities()}")
     check = Convergence(
-        **cached(tree, names.ATTR_CONVERGENCE, key, lambda: asdict(convergence_of(posterior)))
+        **cached(
+            tree,
+            names.ATTR_CONVERGENCE,
+            _convergence_key(posterior),
+            lambda: asdict(convergence_of(posterior)),
+        )
     )
     stats = tree["sample_stats"].to_dataset() if "sample_stats" in tree.children else None
     # a tree assembled from draws made elsewhere (tests, synthetic fits) may lack them
@@ -203,6 +206,17 @@ def diagnose(tree: xr.DataTree, leave_out: Sequence[str] = ()) -> Diagnostics:
         draws=n_draws,
         worst={"rhat": check.worst_rhat, "ess": check.worst_ess},
     )
+
+
+def _convergence_key(posterior: xr.Dataset) -> str:
+    return digest(posterior, f"{CONVERGENCE_METHOD} {tail_probabilities()}")
+
+
+def keep_convergence(tree: xr.DataTree, check: Convergence) -> None:
+    """Keep ``check``, made on exactly ``tree``'s whole posterior (the sampler's last check
+    before it stopped), as :func:`diagnose` keeps what it computes: it is not computed again."""
+    key = _convergence_key(tree["posterior"].to_dataset())
+    tree.attrs[names.ATTR_CONVERGENCE] = json.dumps({"digest": key, "value": asdict(check)})
 
 
 def digest(*parts: xr.Dataset | str) -> str:

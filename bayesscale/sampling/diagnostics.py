@@ -83,10 +83,11 @@ def _rhat(x: np.ndarray) -> np.ndarray:
         return np.sqrt((between / within + n - 1) / n)
 
 
-def rank_rhat(x: np.ndarray) -> np.ndarray:
-    """Rank-normalised split R-hat per scalar of ``x`` (scalars, chains, draws)."""
+def rank_rhat(x: np.ndarray, z_split: np.ndarray | None = None) -> np.ndarray:
+    """Rank-normalised split R-hat per scalar of ``x`` (scalars, chains, draws);
+    ``z_split``, the rank-normalised split draws, if already at hand (bulk ESS uses them)."""
     split = _split(x)
-    bulk = _rhat(_z_scale(split))
+    bulk = _rhat(_z_scale(split) if z_split is None else z_split)
     folded = np.abs(split - np.median(split.reshape(split.shape[0], -1), axis=1)[:, None, None])
     return np.maximum(bulk, _rhat(_z_scale(folded)))
 
@@ -147,9 +148,9 @@ def _ess(x: np.ndarray) -> np.ndarray:
     return np.where(constant, float(size), ess)
 
 
-def ess_bulk(x: np.ndarray) -> np.ndarray:
+def ess_bulk(x: np.ndarray, z_split: np.ndarray | None = None) -> np.ndarray:
     """Bulk ESS per scalar of ``x`` (scalars, chains, draws)."""
-    return _ess(_z_scale(_split(x)))
+    return _ess(_z_scale(_split(x)) if z_split is None else z_split)
 
 
 TAIL_MASS = 0.89  # arviz_base's default rcParams["stats.ci_prob"]
@@ -210,9 +211,10 @@ def convergence(
     tail = np.full(x.shape[0], np.nan)
     if valid.any():
         xv = x[valid]
+        z_split = _z_scale(_split(xv))  # one ranking for R-hat's bulk part and bulk ESS
         if chains >= 2:
-            rhat[valid] = rank_rhat(xv)
-        bulk[valid] = ess_bulk(xv)
+            rhat[valid] = rank_rhat(xv, z_split)
+        bulk[valid] = ess_bulk(xv, z_split)
         tail[valid] = ess_tail(xv)
 
     def worst(values: np.ndarray, largest: bool) -> tuple[float, str]:
