@@ -6,9 +6,12 @@ configures JAX, unless the caller set it.
 
 The two sampled fits (the law on the reference data, the pricing model on the reference
 pricing data) are session fixtures shared by every test module that needs one: each is
-sampled once per test run. For development only, ``BAYESSCALE_FIT_CACHE=DIR`` keeps them in
-DIR between runs, keyed by the data's SHA-256, the spec text, the sampler settings and the
-package version; CI never sets it, so CI always samples.
+sampled once per test run. Under pytest-xdist every worker is a session of its own, so the
+first worker that needs a fit samples it and saves it in the run's shared temporary folder,
+holding a file lock, and the others wait and read it. For development only,
+``BAYESSCALE_FIT_CACHE=DIR`` keeps them in DIR between runs, keyed by the data's SHA-256,
+the spec text, the sampler settings and the package version; CI never sets it, so CI always
+samples (once).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import xarray as xr
+from filelock import FileLock
 from testdata import PRICING, REFERENCE
 
 os.environ.setdefault("BAYESSCALE_CACHE_DIR", tempfile.mkdtemp(prefix="bayesscale-test-jax-"))
@@ -42,17 +46,30 @@ LAW_CONFIG = FitConfig(seed=11, progress=False)
 PRICING_CONFIG = FitConfig(seed=5, target_accept=PRICING_TARGET_ACCEPT, progress=False)
 
 
-def _cached(key_parts: list[str], kind: str, make: Callable[[], xr.DataTree]) -> xr.DataTree:
-    cache = os.environ.get("BAYESSCALE_FIT_CACHE")
-    if not cache:
-        return make()
+def _shared(
+    folder: Path, key_parts: list[str], kind: str, make: Callable[[], xr.DataTree]
+) -> xr.DataTree:
+    """The fit ``make`` returns, made once per key: saved in ``folder`` by whichever process
+    gets the lock first, read by every other (fits round-trip exactly: test_fit)."""
     key = hashlib.sha256("\n".join([__version__, *key_parts]).encode()).hexdigest()[:16]
-    path = Path(cache) / f"{kind}-{key}.nc"
-    if path.exists():
+    path = folder / f"{kind}-{key}.nc"
+    folder.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        if not path.exists():
+            save_fit(make(), path)
+        # every worker reads the same file, whichever sampled it
         return load_fit(path, kind=kind)
-    tree = make()
-    save_fit(tree, path, overwrite=True)
-    return tree
+
+
+@pytest.fixture(scope="session")
+def fit_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """Where the session fits are kept: ``BAYESSCALE_FIT_CACHE`` if set, else this run's
+    temporary folder, shared by its xdist workers."""
+    cache = os.environ.get("BAYESSCALE_FIT_CACHE")
+    if cache:
+        return Path(cache)
+    base = tmp_path_factory.getbasetemp()
+    return (base if worker_id == "master" else base.parent) / "session-fits"
 
 
 @pytest.fixture(scope="session")
@@ -61,11 +78,12 @@ def reference_frame() -> pd.DataFrame:
 
 
 @pytest.fixture(scope="session")
-def law_fit() -> xr.DataTree:
+def law_fit(fit_folder: Path) -> xr.DataTree:
     """The default law (models/agentic_rl.toml) fitted to data/reference/observations.csv."""
     spec = load_spec()
     table = load_observations(REFERENCE / "observations.csv", spec)
-    return _cached(
+    return _shared(
+        fit_folder,
         [table.sha256, spec.text, repr(LAW_CONFIG)],
         bayesscale.names.KIND_LAW_FIT,
         lambda: fit(table, spec, LAW_CONFIG),
@@ -73,11 +91,12 @@ def law_fit() -> xr.DataTree:
 
 
 @pytest.fixture(scope="session")
-def pricing_fit() -> xr.DataTree:
+def pricing_fit(fit_folder: Path) -> xr.DataTree:
     """The pricing model (models/pricing.toml) fitted to data/pricing/pricing.csv."""
     spec = load_pricing_spec()
     path = PRICING / "pricing.csv"
-    return _cached(
+    return _shared(
+        fit_folder,
         [hashlib.sha256(path.read_bytes()).hexdigest(), spec.text, repr(PRICING_CONFIG)],
         bayesscale.names.KIND_PRICING_FIT,
         lambda: fit_pricing(load_pricing(path, spec), spec, PRICING_CONFIG),
