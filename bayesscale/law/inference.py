@@ -281,9 +281,9 @@ def fit(table: Table, spec: ModelSpec, config: FitConfig | None = None) -> xr.Da
         **fit_attrs(names.KIND_LAW_FIT, spec.text, table.sha256, table.source),
         names.ATTR_PRIOR_SCALE: spec.exponent_prior_scale,
         **sampler_attrs(config, draws, timing),
-        # the sampler's last convergence check, when it was made on these draws
-        **{k: v for k, v in tree.attrs.items() if k == names.ATTR_CONVERGENCE},
     }
+    if names.ATTR_CONVERGENCE in tree.attrs:  # the sampler's last check, made on these draws
+        out.attrs[names.ATTR_CONVERGENCE] = tree.attrs[names.ATTR_CONVERGENCE]
     return out
 
 
@@ -328,20 +328,17 @@ def _log_densities_jax(
     model: pm.Model, posterior: xr.Dataset, unconstrained: np.ndarray
 ) -> tuple[xr.Dataset, xr.DataArray]:
     import jax
-    import jax.numpy as jnp
     import pytensor.tensor as pt
-    from jax.flatten_util import ravel_pytree
-    from pymc.sampling.jax import get_jaxified_graph
+
+    from bayesscale.sampling.logdensity import flat_point, jax_of_point
 
     priors = top_level_priors(model)
     terms = model.logp(
         vars=[*(model[n] for n in priors), *model.observed_RVs], jacobian=False, sum=False
     )
     likelihood = pt.sum([pt.sum(term) for term in terms[len(priors) :]])
-    graph = get_jaxified_graph(inputs=model.value_vars, outputs=[*terms[: len(priors)], likelihood])
-    point = model.initial_point()
-    _, unravel = ravel_pytree([jnp.asarray(point[v.name]) for v in model.value_vars])
-    evaluate = jax.jit(jax.vmap(lambda x: graph(*unravel(x))))
+    _, unravel = flat_point(model)
+    evaluate = jax.jit(jax.vmap(jax_of_point(model, [*terms[: len(priors)], likelihood], unravel)))
 
     chains, draws, dim = unconstrained.shape
     flat = unconstrained.reshape(chains * draws, dim)

@@ -17,7 +17,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,9 +45,6 @@ class LogDensity:
 
     @classmethod
     def from_model(cls, model: Any, observed_as_input: bool = False) -> LogDensity:
-        import jax.numpy as jnp
-        from jax.flatten_util import ravel_pytree
-        from pymc.sampling.jax import get_jaxified_graph
         from pymc.util import get_default_varnames
         from pytensor.graph.replace import clone_replace
 
@@ -58,18 +55,13 @@ class LogDensity:
         [logp_graph] = clone_replace(
             [model.logp()], replace=dict(zip(observed, inputs, strict=True))
         )
-        logp_fn = get_jaxified_graph(inputs=[*model.value_vars, *inputs], outputs=[logp_graph])
         stored = list(get_default_varnames(model.unobserved_value_vars, include_transformed=False))
-        derived_fn = get_jaxified_graph(inputs=model.value_vars, outputs=stored)
-
-        point = model.initial_point()
-        x0, unravel = ravel_pytree([jnp.asarray(point[v.name]) for v in model.value_vars])
+        x0, unravel = flat_point(model)
+        logp_fn = jax_of_point(model, [logp_graph], unravel, inputs)
+        derived = jax_of_point(model, stored, unravel)
 
         def logp(x: Any, *values: Any) -> Any:
-            return logp_fn(*unravel(x), *values)[0]
-
-        def derived(x: Any) -> list[Any]:
-            return list(derived_fn(*unravel(x)))
+            return logp_fn(x, *values)[0]
 
         names = [v.name for v in stored]
         dims = {n: tuple(model.named_vars_to_dims.get(n, ()) or ()) for n in names}
@@ -77,7 +69,7 @@ class LogDensity:
         return cls(
             logp=logp,
             derived=derived,
-            x0=np.asarray(x0, dtype=float),
+            x0=x0,
             var_names=names,
             dims=dims,
             coords=coords,
@@ -86,3 +78,33 @@ class LogDensity:
             data_dtypes=tuple(np.dtype(v.dtype) for v in observed),
             value_names=[v.name for v in model.value_vars],
         )
+
+
+def flat_point(model: Any) -> tuple[np.ndarray, Callable[[Any], list[Any]]]:
+    """The model's initial point as one flat vector ``x`` (every value variable raveled, in
+    ``model.value_vars`` order: the sampler's coordinates), and the function that splits such
+    a vector back into the value variables."""
+    import jax.numpy as jnp
+    from jax.flatten_util import ravel_pytree
+
+    point = model.initial_point()
+    x0, unravel = ravel_pytree([jnp.asarray(point[v.name]) for v in model.value_vars])
+    return np.asarray(x0, dtype=float), unravel
+
+
+def jax_of_point(
+    model: Any,
+    outputs: Sequence[Any],
+    unravel: Callable[[Any], list[Any]],
+    extra_inputs: Sequence[Any] = (),
+) -> Callable[..., list[Any]]:
+    """PyTensor graphs ``outputs`` of the model's value variables (and ``extra_inputs``) as one
+    JAX function ``f(x, *extra) -> [values]`` of the flat point ``x`` of :func:`flat_point`."""
+    from pymc.sampling.jax import get_jaxified_graph
+
+    graph = get_jaxified_graph(inputs=[*model.value_vars, *extra_inputs], outputs=list(outputs))
+
+    def f(x: Any, *extra: Any) -> list[Any]:
+        return list(graph(*unravel(x), *extra))
+
+    return f
