@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
-from bayesscale.core.prices import check_kappa
+from bayesscale.core.prices import Prices, check_kappa, default_prices
 from bayesscale.data.extrapolation import SweptRange
 from bayesscale.data.fitfile import fit_spec
 
@@ -179,6 +179,51 @@ def law_draws(
         beta=beta,
         pair=pair,
     )
+
+
+def success_of(law: allocate.PowerLaw, sizes: Array) -> Array:
+    """Success ``exp(-L)`` of a batch of laws at effective sizes ``sizes``."""
+    return np.asarray(laws.success_from_loss(law.loss(sizes)), dtype=float)
+
+
+@dataclass(frozen=True)
+class RecipeInputs:
+    """What the recipe and the iso-budget curves start from: the law's draws, the unit price
+    of each axis (n,), the discounts per draw (S, n) and where they came from, and the box
+    ``[lo, hi]`` (n,) in purchased units."""
+
+    prices: Prices
+    draws: LawDraws
+    unit_price: Array
+    kappa: Array
+    kappa_source: str
+    lo: Array
+    hi: Array
+
+
+def recipe_inputs(
+    fit: xr.DataTree,
+    *,
+    prices: Prices | None,
+    pricing: xr.DataTree | None,
+    kappa: Mapping[str, float] | None,
+    bounds: Mapping[str, tuple[float | None, float | None]] | None,
+    settings: Sequence[str] | None,
+    max_draws: int | None,
+    within_data: float | None,
+    seed: int,
+) -> RecipeInputs:
+    """Read the fit once for a recipe: ``prices`` default to the paper's; an explicit price
+    for the model size makes it an axis; ``within_data`` caps ``bounds`` at that many times
+    the swept range (:func:`bounds_within_data`)."""
+    prices = prices or default_prices()
+    size_axis = names.PARAMS_B in prices.explicit
+    if within_data is not None:
+        bounds = bounds_within_data(fit, within_data, bounds, settings, size_axis)
+    draws = law_draws(fit, settings, max_draws, size_axis=size_axis)
+    kap, source = kappa_draws(draws.axes, draws.samples, pricing, kappa, seed)
+    lo, hi = bounds_arrays(draws.axes, bounds)
+    return RecipeInputs(prices, draws, prices.for_axes(draws.axes), kap, source, lo, hi)
 
 
 def kappa_draws(

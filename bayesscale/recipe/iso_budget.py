@@ -14,15 +14,8 @@ import xarray as xr
 from numpy.typing import ArrayLike
 
 from bayesscale import names
-from bayesscale.core.prices import Prices, default_prices
-from bayesscale.recipe.draws import (
-    RecipeError,
-    bounds_arrays,
-    bounds_within_data,
-    kappa_draws,
-    law_draws,
-)
-from bayesscale.recipe.solve import _success
+from bayesscale.core.prices import Prices
+from bayesscale.recipe.draws import RecipeError, recipe_inputs, success_of
 
 # --- iso-budget curves --------------------------------------------------------------------------
 
@@ -52,15 +45,19 @@ def iso_budget(
     :func:`~bayesscale.recipe.output.summarize`. Points outside the box (``bounds``, capped by ``within_data`` as in
     :func:`~bayesscale.recipe.solve.recipe`) are NaN.
     """
-    prices = prices or default_prices()
-    size_axis = names.PARAMS_B in prices.explicit
-    if within_data is not None:
-        bounds = bounds_within_data(fit, within_data, bounds, settings, size_axis)
-    draws = law_draws(fit, settings, max_draws, size_axis=size_axis)
+    inputs = recipe_inputs(
+        fit,
+        prices=prices,
+        pricing=pricing,
+        kappa=kappa,
+        bounds=bounds,
+        settings=settings,
+        max_draws=max_draws,
+        within_data=within_data,
+        seed=seed,
+    )
+    draws, c, kap, lo, hi = inputs.draws, inputs.unit_price, inputs.kappa, inputs.lo, inputs.hi
     axes = draws.axes
-    c = prices.for_axes(axes)
-    kap, _ = kappa_draws(axes, draws.samples, pricing, kappa, seed)
-    lo, hi = bounds_arrays(axes, bounds)
     grid = np.linspace(0.02, 0.98, 25) if shares is None else np.asarray(shares, dtype=float)
     if ((grid <= 0) | (grid >= 1)).any():
         raise RecipeError("shares must lie strictly between 0 and 1")
@@ -84,7 +81,7 @@ def iso_budget(
             money[:, others] = (1 - s) * budget * w
             u = money / c
             inside = ((u >= lo * (1 - 1e-12)) & (u <= hi * (1 + 1e-12))).all(axis=1)
-            p = _success(law, kap[:, None, :] * np.maximum(u, lo))
+            p = success_of(law, kap[:, None, :] * np.maximum(u, lo))
             out[:, :, i, k] = np.where(inside, p, np.nan)
     n_chain = np.unique(draws.chain).size
     arr = out.reshape(n_chain, -1, *out.shape[1:])

@@ -42,8 +42,8 @@ from numpy.typing import ArrayLike
 from scipy import optimize
 
 from bayesscale import names
-from bayesscale.core import allocate, laws
-from bayesscale.core.prices import Prices, default_prices
+from bayesscale.core import allocate
+from bayesscale.core.prices import Prices
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.recipe.draws import (
     _MULTIPLIER_RANGE,
@@ -51,17 +51,11 @@ from bayesscale.recipe.draws import (
     Array,
     RecipeError,
     add_data_extent,
-    bounds_arrays,
-    bounds_within_data,
-    kappa_draws,
-    law_draws,
+    recipe_inputs,
+    success_of,
 )
 
 # --- the recipe ------------------------------------------------------------------------------
-
-
-def _success(law: allocate.PowerLaw, sizes: Array) -> Array:
-    return np.asarray(laws.success_from_loss(law.loss(sizes)), dtype=float)
 
 
 def _baseline_purchases(
@@ -103,7 +97,7 @@ def _decision(
 
     def fun(f: Array) -> tuple[float, Array]:
         d = scale * f
-        p = _success(law, d)
+        p = success_of(law, d)
         g = np.mean(law.gradient(d) * scale * p[:, None], axis=0)
         return float(1.0 - np.mean(p)), np.asarray(g, dtype=float)
 
@@ -240,21 +234,25 @@ def recipe(
     budgets_arr = np.atleast_1d(np.asarray(budgets, dtype=float))
     if budgets_arr.ndim != 1 or (~np.isfinite(budgets_arr) | (budgets_arr <= 0)).any():
         raise RecipeError(f"budgets must be finite and > 0, got {budgets_arr.tolist()}")
-    prices = prices or default_prices()
-    size_axis = names.PARAMS_B in prices.explicit
-    if within_data is not None:
-        bounds = bounds_within_data(fit, within_data, bounds, settings, size_axis)
-    draws = law_draws(fit, settings, max_draws, size_axis=size_axis)
+    inputs = recipe_inputs(
+        fit,
+        prices=prices,
+        pricing=pricing,
+        kappa=kappa,
+        bounds=bounds,
+        settings=settings,
+        max_draws=max_draws,
+        within_data=within_data,
+        seed=seed,
+    )
+    draws, c, kap, lo, hi = inputs.draws, inputs.unit_price, inputs.kappa, inputs.lo, inputs.hi
     axes = draws.axes
-    c = prices.for_axes(axes)
-    kap, kappa_source = kappa_draws(axes, draws.samples, pricing, kappa, seed)
-    lo, hi = bounds_arrays(axes, bounds)
     floor_cost = float(c @ lo)
     if (budgets_arr < floor_cost * (1 - 1e-12)).any():
         raise RecipeError(
             f"budget {budgets_arr.min():g} is too small to buy the lower bounds "
             f"({', '.join(f'{a} >= {v:g}' for a, v in zip(axes, lo, strict=True))}), which cost "
-            f"{floor_cost:g} {prices.currency}"
+            f"{floor_cost:g} {inputs.prices.currency}"
         )
     grow = _grow_index(axes, grow_axis)
     anchor = np.clip(draws.reference, lo, hi)
@@ -276,7 +274,7 @@ def recipe(
         expo = allocate.local_exponents_additive(sol, batched.alpha, eff_price)
     else:
         expo = _fd_exponents(batched, eff_price, budgets_arr, eff_lo, eff_hi, sol)
-    success_opt = _success(batched, sol.sizes)
+    success_opt = success_of(batched, sol.sizes)
     spend = eff_price * sol.sizes
 
     dims_sgb = (names.CHAIN_DIM, names.DRAW_DIM, names.SETTING_DIM, names.BUDGET_DIM)
@@ -301,7 +299,7 @@ def recipe(
         for k, kind in enumerate(baselines):
             u = _baseline_purchases(kind, b, c, anchor, lo, hi, grow)
             if not np.isnan(u).any():
-                base_success[:, :, j, k] = _success(law, kap[:, None, :] * u)
+                base_success[:, :, j, k] = success_of(law, kap[:, None, :] * u)
     data[names.SUCCESS_BASELINE] = per_draw(base_success, (names.BASELINE_DIM,))
 
     failures = 0
@@ -324,7 +322,7 @@ def recipe(
                 x, converged = _decision(law_g, kap, c, b, lo, hi, start)
                 failures += not converged
                 dec[g, j] = x
-                dec_success[:, g, j] = _success(law_g, kap * (x / c))
+                dec_success[:, g, j] = success_of(law_g, kap * (x / c))
         data[names.SUCCESS_DECISION] = per_draw(dec_success)
         data[names.SUCCESS_GAIN] = per_draw(
             dec_success[..., None] - base_success, (names.BASELINE_DIM,)
@@ -362,9 +360,9 @@ def recipe(
         ds[f"{names.SWITCH_PRICE}_{axis}"] = per_draw(price)
     ds.attrs = {
         names.ATTR_COST_MODEL: COST_ADDITIVE,
-        names.ATTR_CURRENCY: prices.currency,
+        names.ATTR_CURRENCY: inputs.prices.currency,
         names.ATTR_PRICES: json.dumps(dict(zip(axes, c.tolist(), strict=True))),
-        names.ATTR_KAPPA_SOURCE: kappa_source,
+        names.ATTR_KAPPA_SOURCE: inputs.kappa_source,
         "grow_axis": axes[grow],
         "decision_solver_failures": failures,
         "anchors": json.dumps(dict(zip(axes, anchor.tolist(), strict=True))),
