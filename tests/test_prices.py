@@ -100,3 +100,13 @@ def test_docstring_examples() -> None:
 
     result = doctest.testmod(bayesscale.core.prices, raise_on_error=False)
     assert result.attempted >= 4 and result.failed == 0
+
+
+def test_toml_reader_docstring_examples() -> None:
+    """The reader every TOML file of the package goes through (prices, costs, specs, sweeps)."""
+    import doctest
+
+    import bayesscale.tomlfile
+
+    result = doctest.testmod(bayesscale.tomlfile, raise_on_error=False)
+    assert result.attempted >= 2 and result.failed == 0

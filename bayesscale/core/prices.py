@@ -23,7 +23,6 @@ Example
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bayesscale import names
+from bayesscale.tomlfile import read_currency, read_toml
 
 PRICES_FILE = Path(__file__).resolve().parents[2] / "models" / "prices.toml"
 DEFAULT_PRICES: dict[str, float] = {names.ENV: 4.10, names.TASK: 0.18, names.TRAJ: 0.02}
@@ -106,22 +106,14 @@ def default_prices() -> Prices:
 
 def parse_prices(text: str, source: str = "<string>", base: Prices | None = None) -> Prices:
     """Parse prices TOML text over ``base`` (default: the paper's prices)."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PricesError(f"{source}: not valid TOML: {exc}") from exc
-    unknown = sorted(set(raw) - set(_TOP_KEYS))
-    if unknown:
-        raise PricesError(f"{source}: unknown key(s) {unknown}; known: {list(_TOP_KEYS)}")
+    raw = read_toml(text, source, PricesError, known=_TOP_KEYS)
     base = base or default_prices()
-    currency = raw.get("currency", base.currency)
-    if not isinstance(currency, str) or not currency:
-        raise PricesError(f"{source}: currency: must be a non-empty string, got {currency!r}")
+    unit_currency = read_currency(raw, base.currency, source, PricesError)
     table = raw.get("prices", {})
     if not isinstance(table, dict):
         raise PricesError(f"{source}: [prices] must be a table of axis = price")
     out = base.with_overrides(table, source)
-    return Prices(unit=out.unit, currency=currency, explicit=out.explicit, source=source)
+    return Prices(unit=out.unit, currency=unit_currency, explicit=out.explicit, source=source)
 
 
 def load_prices(path: str | Path | None = None) -> Prices:

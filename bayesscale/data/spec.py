@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesscale import names
+from bayesscale.tomlfile import read_toml
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "models"
 DEFAULT_SPEC = "agentic_rl"
@@ -244,10 +245,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 def open_spec(text: str, source: str) -> tuple[dict[str, Any], SpecReader, str, str]:
     """Parse TOML text and read its ``[model]`` table (name, description), which every
     bayesscale spec has. Returns the raw table, a reader over it, the name, the description."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{source}: not valid TOML: {exc}") from exc
+    raw = read_toml(text, source, SpecError)
     top = SpecReader(raw, "", source)
     model = top.sub("model")
     name = model.get("name", str)

@@ -41,13 +41,13 @@ Example
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bayesscale.core.prices import DEFAULT_CURRENCY, DEFAULT_PRICES
+from bayesscale.tomlfile import read_currency, read_toml
 
 DEFAULT_PRICE_PER_HOUR = 2.0
 DEFAULT_HOURS_PER_RUN = 48.0
@@ -113,17 +113,12 @@ def _positive(source: str, key: str, value: Any) -> float:
 
 def parse_costs(text: str, source: str = "<string>", base: Costs | None = None) -> Costs:
     """Parse a costs TOML text over ``base`` (default: :class:`Costs` defaults)."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CostsError(f"{source}: not valid TOML: {exc}") from exc
+    raw = read_toml(text, source, CostsError)
     unknown = sorted(set(raw) - {"currency", "data", "gpu"})
     if unknown:
         raise CostsError(f"{source}: unknown key(s) {unknown}; known: currency, data, gpu")
     out = base or Costs()
-    currency = raw.get("currency", out.currency)
-    if not isinstance(currency, str) or not currency:
-        raise CostsError(f"{source}: currency: must be a non-empty string, got {currency!r}")
+    cost_currency = read_currency(raw, out.currency, source, CostsError)
     data = raw.get("data", {})
     if not isinstance(data, dict):
         raise CostsError(f"{source}: [data] must be a table of axis = price per unit")
@@ -138,7 +133,7 @@ def parse_costs(text: str, source: str = "<string>", base: Costs | None = None) 
     for key in DEFAULT_REFERENCE:
         if key in values and values[key] == 0:
             raise CostsError(f"{source}: [gpu] {key}: must be > 0")
-    return replace(out, data=prices, currency=currency, source=source, **values)
+    return replace(out, data=prices, currency=cost_currency, source=source, **values)
 
 
 def load_costs(path: str | Path | None = None, base: Costs | None = None) -> Costs:

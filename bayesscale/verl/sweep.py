@@ -79,12 +79,12 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bayesscale import names
+from bayesscale.tomlfile import read_toml
 from bayesscale.verl.count import DEFAULT_THRESHOLD
 from bayesscale.verl.embed import MINILM
 
@@ -247,10 +247,7 @@ def _positive_int(value: Any, where: str, key: str) -> int:
 
 def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None) -> SweepSpec:
     """Parse and check spec text; paths are relative to ``base`` (the spec's folder)."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{source}: not valid TOML: {exc}") from exc
+    raw = read_toml(text, source, SpecError)
     base = base or Path(".")
     top = dict(raw)
     allowed_top = [
