@@ -106,11 +106,14 @@ def values_text(values: Iterable[object], limit: int = 3) -> str:
 
 
 def column_error(
-    source: str, column: str, positions: Iterable[int], problem: str
+    source: str,
+    column: str,
+    positions: Iterable[int],
+    problem: str,
+    error: type[ObservationError] = ObservationError,
 ) -> ObservationError:
-    return ObservationError(
-        f"{source}: column {column!r}, {rows_text(positions, source)}: {problem}"
-    )
+    """``error`` (a kind of table's own) naming the file, the column and the rows."""
+    return error(f"{source}: column {column!r}, {rows_text(positions, source)}: {problem}")
 
 
 def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
@@ -195,11 +198,11 @@ def validate(
     if has_outcome:
         numeric += list(outcome)
     for column in dict.fromkeys(numeric):
-        frame[column] = _check_numeric(frame, column, source)
+        frame[column] = check_numeric(frame, column, source)
     # Optional columns the spec does not use may be blank (unknown), but never garbage.
     for optional in (names.N_WORLDS, names.COMPUTE, names.PARAMS_B):
         if optional in frame.columns and optional not in numeric:
-            frame[optional] = _check_numeric(frame, optional, source, allow_missing=True)
+            frame[optional] = check_numeric(frame, optional, source, allow_missing=True)
             bad = frame.index[frame[optional] <= 0]
             if len(bad):
                 raise column_error(source, optional, bad, "must be > 0 where given")
@@ -296,19 +299,25 @@ def _check_labels(frame: pd.DataFrame, column: str, source: str) -> None:
     frame[column] = values.astype(str).str.strip()
 
 
-def _check_numeric(
-    frame: pd.DataFrame, column: str, source: str, allow_missing: bool = False
+def check_numeric(
+    frame: pd.DataFrame,
+    column: str,
+    source: str,
+    allow_missing: bool = False,
+    error: type[ObservationError] = ObservationError,
 ) -> pd.Series:
+    """``frame[column]`` as floats; ``error`` naming the rows that are not numbers, or that
+    are missing, NaN or infinite (unless ``allow_missing``: then missing is NaN)."""
     raw = frame[column]
     values = pd.to_numeric(raw, errors="coerce")
     not_number = frame.index[values.isna() & raw.notna()]
     if len(not_number):
         shown = ", ".join(repr(raw[i]) for i in not_number[:3])
-        raise column_error(source, column, not_number, f"not a number ({shown})")
+        raise column_error(source, column, not_number, f"not a number ({shown})", error)
     finite = np.isfinite(values.to_numpy(float))
     missing = frame.index[(values.notna() & ~finite) if allow_missing else ~finite]
     if len(missing):
-        raise column_error(source, column, missing, "value is missing, NaN or infinite")
+        raise column_error(source, column, missing, "value is missing, NaN or infinite", error)
     return values.astype(float)
 
 

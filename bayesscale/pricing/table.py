@@ -25,6 +25,8 @@ import pandas as pd
 
 from bayesscale import names
 from bayesscale.data.observations import (
+    ObservationError,
+    check_numeric,
     column_error,
     missing_columns,
     read_table,
@@ -106,16 +108,7 @@ def validate_pricing(
     numeric = [names.REAL, names.SYNTHETIC, names.SEED]
     numeric += [names.SUCCESSES, names.TRIALS] if spec.outcome == "success" else [names.LOSS]
     for column in numeric:
-        raw = frame[column]
-        values = pd.to_numeric(raw, errors="coerce")
-        bad = frame.index[values.isna() & raw.notna()]
-        if len(bad):
-            shown = ", ".join(repr(raw[i]) for i in bad[:3])
-            raise _pfail(source, column, bad, f"not a number ({shown})")
-        bad = frame.index[values.isna() | ~np.isfinite(values.to_numpy(float))]
-        if len(bad):
-            raise _pfail(source, column, bad, "value is missing, NaN or infinite")
-        frame[column] = values.astype(float)
+        frame[column] = check_numeric(frame, column, source, error=PricingError)
     for column in (names.REAL, names.SYNTHETIC, names.SEED):
         bad = frame.index[frame[column] < 0]
         if len(bad):
@@ -216,5 +209,6 @@ def validate_pricing(
     return PricingTable(frame.reset_index(drop=True), source, digest, tuple(exclusions))
 
 
-def _pfail(source: str, column: str, positions: Any, problem: str) -> PricingError:
-    return PricingError(str(column_error(source, column, positions, problem)))
+def _pfail(source: str, column: str, positions: Any, problem: str) -> ObservationError:
+    """A :class:`PricingError` naming the file, the column and the rows."""
+    return column_error(source, column, positions, problem, PricingError)
