@@ -218,10 +218,17 @@ class SpecReader:
 
     def optional(self, key: str) -> SpecReader:
         """The reader of the sub-table ``key``, or of an empty table when the spec has none
-        (every key then takes its default)."""
+        (every key then takes its default). Either way ``key`` is a known key here."""
         if key in self.table:
             return self.sub(key)
+        self.used.add(key)
         return SpecReader({}, f"{self.where}.{key}" if self.where else key, self.source)
+
+    def section(self, key: str) -> SpecReader | None:
+        """The reader of the sub-table ``key`` if the spec has it, else ``None`` (a part of the
+        model the spec leaves out); either way ``key`` is a known key here."""
+        self.used.add(key)
+        return self.sub(key) if key in self.table else None
 
     def finish(self) -> None:
         unknown = sorted(set(self.table) - self.used)
@@ -242,21 +249,21 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     }.get(kind if isinstance(kind, type) else str, str(kind))
 
 
-def open_spec(text: str, source: str) -> tuple[dict[str, Any], SpecReader, str, str]:
+def open_spec(text: str, source: str) -> tuple[SpecReader, str, str]:
     """Parse TOML text and read its ``[model]`` table (name, description), which every
-    bayesscale spec has. Returns the raw table, a reader over it, the name, the description."""
+    bayesscale spec has. Returns a reader over the whole table, the name, the description."""
     raw = read_toml(text, source, SpecError)
     top = SpecReader(raw, "", source)
     model = top.sub("model")
     name = model.get("name", str)
     description = model.get("description", str, "")
     model.finish()
-    return raw, top, name, description
+    return top, name, description
 
 
 def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
     """Parse and validate spec TOML text; ``source`` names it in error messages."""
-    raw, top, name, description = open_spec(text, source)
+    top, name, description = open_spec(text, source)
 
     outcome_r = top.sub("outcome")
     outcome = outcome_r.get("kind", str)
@@ -269,13 +276,9 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
     student_nu = outcome_r.positive("student_nu", 4.0)
     outcome_r.finish()
 
-    setting_keys: tuple[str, ...] = ()
-    if "settings" in raw:
-        settings = top.sub("settings")
-        setting_keys = settings.strings("keys")
-        settings.finish()
-    else:
-        top.used.add("settings")
+    settings = top.optional("settings")
+    setting_keys = settings.strings("keys")
+    settings.finish()
 
     axes_raw = top.get("axes", list)
     if not axes_raw:
@@ -302,26 +305,20 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         raise SpecError(f"{source}: [[axes]] names must be distinct, got {axis_names}")
 
     level_r = top.optional("level")
-    top.used.add("level")
     level = level_r.prior("prior", LogNormalPrior(1.0, 1.0))
     level_spread = level_r.positive("spread", 0.5)
     floor_softness = level_r.positive("floor_softness", 0.02)
     level_r.finish()
 
     slope_r = top.optional("slope")
-    top.used.add("slope")
     slope = slope_r.prior("prior", LogNormalPrior(0.03, 1.5))
     slope_spread = slope_r.positive("spread", 1.0)
     slope_r.finish()
 
-    exponent_groups: tuple[str, ...] = ()
-    exponent_group_spread = 0.2
-    if "pooling" in raw:
-        pool = top.sub("pooling")
-        exponent_groups = pool.strings("exponent_groups")
-        exponent_group_spread = pool.positive("group_spread", 0.2)
-        pool.finish()
-    top.used.add("pooling")
+    pool = top.optional("pooling")
+    exponent_groups = pool.strings("exponent_groups")
+    exponent_group_spread = pool.positive("group_spread", 0.2)
+    pool.finish()
     for g in exponent_groups:
         if g not in setting_keys:
             raise SpecError(
@@ -329,8 +326,7 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
             )
 
     size = None
-    if "size" in raw:
-        s = top.sub("size")
+    if (s := top.section("size")) is not None:
         size = SizeTerm(
             column=s.get("column", str),
             groups=s.strings("groups"),
@@ -341,11 +337,9 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         bad = [g for g in size.groups if g not in setting_keys]
         if bad:
             raise SpecError(f"{source}: [size] groups: {bad} are not setting keys {setting_keys}")
-    top.used.add("size")
 
     interaction = None
-    if "interaction" in raw:
-        it = top.sub("interaction")
+    if (it := top.section("interaction")) is not None:
         pair = it.strings("axes")
         units = it.get("units", str)
         if units not in INTERACTION_UNITS:
@@ -369,25 +363,19 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
             weight_beta=(float(weight[0]), float(weight[1])),
         )
         it.finish()
-    top.used.add("interaction")
 
     dense = None
-    if "dense_reward" in raw:
-        d = top.sub("dense_reward")
+    if (d := top.section("dense_reward")) is not None:
         dense = DenseReward(axis=d.get("axis", str), multiplier=d.prior("multiplier"))
         d.finish()
         if dense.axis not in axis_names:
             raise SpecError(
                 f"{source}: [dense_reward] axis: {dense.axis!r} is not one of {axis_names}"
             )
-    top.used.add("dense_reward")
 
-    prior_scale = 1.0
-    if "priors" in raw:
-        pr = top.sub("priors")
-        prior_scale = pr.positive("exponent_scale", 1.0)
-        pr.finish()
-    top.used.add("priors")
+    pr = top.optional("priors")
+    prior_scale = pr.positive("exponent_scale", 1.0)
+    pr.finish()
     top.finish()
     if prior_scale != 1.0:
         axes = [

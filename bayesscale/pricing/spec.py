@@ -86,10 +86,9 @@ class PricingSpec:
 
 def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
     """Parse and validate pricing-spec TOML; errors name ``source`` and the key."""
-    _, top, name, description = open_spec(text, source)
+    top, name, description = open_spec(text, source)
 
     out = top.optional("outcome")
-    top.used.add("outcome")
     outcome = out.get("kind", str, "success")
     if outcome not in ("success", "loss"):
         raise SpecError(f"{source}: [outcome] kind: must be 'success' or 'loss', got {outcome!r}")
@@ -99,7 +98,6 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
     out.finish()
 
     k = top.optional("kappa0")
-    top.used.add("kappa0")
     logit_mean = float(k.get("logit_mean", float, 0.0))
     logit_sd = k.positive("logit_sd", 1.0)
     spread = k.positive("spread", 0.5)
@@ -109,7 +107,6 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
     k.finish()
 
     c = top.optional("collapse")
-    top.used.add("collapse")
     zero_ratio = c.prior("zero_ratio", LogNormalPrior(3.0, 1.0))
     zero_ratio_spread = c.positive("spread", 0.3)
     threshold = c.positive("threshold", collapse.DEFAULT_THRESHOLD)
@@ -125,18 +122,13 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
     c.finish()
 
     law = top.optional("law")
-    top.used.add("law")
     level = law.prior("level", LogNormalPrior(0.8, 0.5))
     slope = law.prior("slope", LogNormalPrior(0.05, 1.0))
     floor_softness = law.positive("floor_softness", 0.02)
     exponent = law.prior("exponent", LogNormalPrior(0.25, 0.75))
-    exponents: dict[str, LogNormalPrior] = {}
-    if "exponents" in law.table:
-        per_axis = law.sub("exponents")
-        for axis in list(per_axis.table):
-            exponents[axis] = per_axis.prior(axis)
-        per_axis.finish()
-    law.used.add("exponents")
+    per_axis = law.optional("exponents")
+    exponents = {axis: per_axis.prior(axis) for axis in list(per_axis.table)}
+    per_axis.finish()
     law.finish()
     top.finish()
 
