@@ -34,6 +34,7 @@ from bayesscale.pricing.summary import (
     eta_squared,
     format_pricing_text,
     json_ready,
+    pricing_diagnostics,
     r_star_notes,
     summarise_pricing,
 )
@@ -302,6 +303,18 @@ def test_derived_r_star_is_the_collapse_function_on_draws(pricing_fit):
     assert post[names.R_STAR].dims == ("chain", "draw", "method")
 
 
+def test_the_pricing_fit_keeps_the_samplers_convergence_check(pricing_fit):
+    """The sampler's last check is kept in the fit and is what diagnostics read (it is not
+    computed again); it equals the check computed afresh on the sampled variables."""
+    kept = pricing_fit.attrs[names.ATTR_CONVERGENCE]
+    tree = pricing_fit.copy(deep=True)
+    kept_diagnostics = pricing_diagnostics(tree).to_dict()
+    assert tree.attrs[names.ATTR_CONVERGENCE] == kept  # its digest matched: reused as stored
+    fresh = pricing_fit.copy(deep=True)
+    fresh.attrs.pop(names.ATTR_CONVERGENCE)
+    assert pricing_diagnostics(fresh).to_dict() == kept_diagnostics
+
+
 @pytest.mark.slow
 def test_pooling_narrows_a_thin_method_and_the_cli_round_trip(frame, tmp_path, capsys):
     """SCA thinned to one seed and ratios {0, 0.25, 0.5, 1} (no collapse observed): pooled
@@ -395,6 +408,38 @@ def test_exponent_prior_override_reaches_the_model(frame):
     assert np.median(env) == pytest.approx(0.41, rel=0.01) and np.std(np.log(env)) < 0.03
     assert np.median(task) == pytest.approx(SPEC.exponent.median, rel=0.1)
     assert np.std(np.log(task)) == pytest.approx(SPEC.exponent.log_sd, rel=0.1)
+
+
+def test_spread_priors_are_lognormal_for_a_table_and_halfnormal_for_a_number(frame):
+    """The bundled spec's spreads are LogNormal (zero-avoiding); a plain number is still a
+    HalfNormal's scale; a bad table names its key."""
+    import pymc as pm
+
+    from bayesscale.data.spec import LogNormalPrior
+
+    assert SPEC.kappa0_spread == LogNormalPrior(0.35, 0.75)
+    assert SPEC.zero_ratio_spread == LogNormalPrior(0.2, 0.75)
+    half = parse_pricing_spec(
+        SPEC.text.replace("spread = { median = 0.35, log_sd = 0.75 }", "spread = 0.5").replace(
+            "spread = { median = 0.2, log_sd = 0.75 }", "spread = 0.3"
+        )
+    )
+    assert (half.kappa0_spread, half.zero_ratio_spread) == (0.5, 0.3)
+    for spec, median in ((SPEC, 0.2), (half, 0.3 * 0.6745)):  # HalfNormal's median: 0.6745 sd
+        model = build_pricing_model(prepare_pricing(validate_pricing(frame, spec), spec), spec)
+        draws = pm.draw(model[names.KAPPA_ZERO_SPREAD], draws=4000, random_seed=1)
+        assert np.median(draws) == pytest.approx(median, rel=0.06)
+    lognormal = pm.draw(
+        build_pricing_model(prepare_pricing(validate_pricing(frame, SPEC), SPEC), SPEC)[
+            names.KAPPA0_SPREAD
+        ],
+        draws=4000,
+        random_seed=2,
+    )
+    assert np.std(np.log(lognormal)) == pytest.approx(0.75, rel=0.06)
+    assert np.mean(lognormal < 0.05) < 0.01  # away from zero, where the funnel is
+    with pytest.raises(SpecError, match=r"\[collapse\.spread\] log_sd"):
+        parse_pricing_spec("[model]\nname = 'x'\n[collapse]\nspread = { median = 0.2 }\n")
 
 
 def test_a_loss_outcome_builds_a_finite_model(frame):

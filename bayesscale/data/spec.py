@@ -54,6 +54,11 @@ class LogNormalPrior:
     log_sd: float
 
 
+# The prior of a spread (a group-level standard deviation): a number is the scale of a
+# HalfNormal, a LogNormalPrior keeps the spread away from zero (SpecReader.spread_prior).
+SpreadPrior = float | LogNormalPrior
+
+
 @dataclass(frozen=True)
 class Axis:
     """One data axis of the law.
@@ -204,6 +209,13 @@ class SpecReader:
         prior = LogNormalPrior(sub.positive("median"), sub.positive("log_sd"))
         sub.finish()
         return prior
+
+    def spread_prior(self, key: str, default: float) -> SpreadPrior:
+        """A spread's prior: a number is a HalfNormal's scale; a table ``{ median, log_sd }``
+        a LogNormal, which keeps the spread away from zero."""
+        if isinstance(self.table.get(key), dict):
+            return self.prior(key)
+        return self.positive(key, default)
 
     def strings(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
         value = self.get(key, list, list(default))

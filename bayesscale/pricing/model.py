@@ -33,7 +33,7 @@ import numpy as np
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.data.spec import LogNormalPrior
+from bayesscale.data.spec import LogNormalPrior, SpreadPrior
 from bayesscale.pricing.design import PricingDesign
 from bayesscale.pricing.spec import MAX_LOSS, PricingSpec
 
@@ -136,7 +136,7 @@ def _discounts(design: PricingDesign, spec: PricingSpec) -> tuple[Any, Any]:
         logit_axis = pm.Normal(
             "logit_kappa0_axis", spec.kappa0_logit_mean, spec.kappa0_logit_sd, dims=axis_dim
         )
-        spread = pm.HalfNormal(names.KAPPA0_SPREAD, sigma=spec.kappa0_spread)
+        spread = _spread(names.KAPPA0_SPREAD, spec.kappa0_spread)
         logit_k0 = logit_axis[ma] + spread * pm.Normal("kappa0_z", 0.0, 1.0, dims=method_dim)
         log_r0_axis = pm.Normal(
             "log_kappa_zero_ratio_axis",
@@ -144,7 +144,7 @@ def _discounts(design: PricingDesign, spec: PricingSpec) -> tuple[Any, Any]:
             spec.zero_ratio.log_sd,
             dims=axis_dim,
         )
-        r0_spread = pm.HalfNormal(names.KAPPA_ZERO_SPREAD, sigma=spec.zero_ratio_spread)
+        r0_spread = _spread(names.KAPPA_ZERO_SPREAD, spec.zero_ratio_spread)
         # Centered: each method's collapse is placed sharply by its own runs, so the
         # non-centered form (tried first) tied axis mean and z at correlation -0.78.
         log_r0 = pm.Normal("log_kappa_zero_ratio", log_r0_axis[ma], r0_spread, dims=method_dim)
@@ -171,6 +171,20 @@ def _discounts(design: PricingDesign, spec: PricingSpec) -> tuple[Any, Any]:
     # c = r_0 (1 - kappa0) / kappa0, i.e. logit-free: exp(log r_0 - logit kappa0)
     pm.Deterministic(names.COLLAPSE_SCALE, pt.exp(log_r0 - logit_k0), dims=method_dim)
     return kappa0, r0
+
+
+def _spread(name: str, prior: SpreadPrior) -> Any:
+    """A spread of methods around their axis: LogNormal (zero-avoiding) for a
+    ``{ median, log_sd }`` prior, else HalfNormal with that scale.
+
+    Near zero spread the methods' centred values form a funnel, which NUTS cannot enter
+    without diverging; a LogNormal prior puts almost no mass there (docs/pricing.md).
+    """
+    import pymc as pm
+
+    if isinstance(prior, LogNormalPrior):
+        return pm.LogNormal(name, mu=float(np.log(prior.median)), sigma=prior.log_sd)
+    return pm.HalfNormal(name, sigma=prior)
 
 
 def _loss_at_cells(

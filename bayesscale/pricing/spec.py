@@ -21,7 +21,7 @@ from bayesscale.data.observations import (
     DataWarning,
     ObservationError,
 )
-from bayesscale.data.spec import SPEC_DIR, LogNormalPrior, SpecError, open_spec
+from bayesscale.data.spec import SPEC_DIR, LogNormalPrior, SpecError, SpreadPrior, open_spec
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -58,10 +58,10 @@ class PricingSpec:
     student_nu: float
     kappa0_logit_mean: float
     kappa0_logit_sd: float
-    kappa0_spread: float
+    kappa0_spread: SpreadPrior
     pooling: str
     zero_ratio: LogNormalPrior
-    zero_ratio_spread: float
+    zero_ratio_spread: SpreadPrior
     threshold: float
     frame: str
     softness: float
@@ -100,7 +100,7 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
     k = top.optional("kappa0")
     logit_mean = float(k.get("logit_mean", float, 0.0))
     logit_sd = k.positive("logit_sd", 1.0)
-    spread = k.positive("spread", 0.5)
+    spread = k.spread_prior("spread", 0.5)
     pooling = k.get("pooling", str, "axis")
     if pooling not in POOLING_MODES:
         raise SpecError(f"{source}: [kappa0] pooling: one of {POOLING_MODES}, got {pooling!r}")
@@ -108,7 +108,7 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
 
     c = top.optional("collapse")
     zero_ratio = c.prior("zero_ratio", LogNormalPrior(3.0, 1.0))
-    zero_ratio_spread = c.positive("spread", 0.3)
+    zero_ratio_spread = c.spread_prior("spread", 0.3)
     threshold = c.positive("threshold", collapse.DEFAULT_THRESHOLD)
     if not threshold < 1:
         raise SpecError(f"{source}: [collapse] threshold: must be in (0, 1), got {threshold}")
