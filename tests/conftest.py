@@ -72,6 +72,21 @@ def fit_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path
     return (base if worker_id == "master" else base.parent) / "session-fits"
 
 
+# Under xdist, which worker samples each session fit first thing (when a collected test needs it).
+_FIRST_FIT_OF_WORKER = {"gw0": "law_fit", "gw1": "pricing_fit"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_session_fits(request: pytest.FixtureRequest, worker_id: str) -> None:
+    """Worker gw0 samples the law fit and gw1 the pricing fit before their first test, if
+    any collected test needs that fit: otherwise the first two files that need the law fit
+    often start together and one worker waits for the other's fit, idle (xdist hands out
+    files in collection order). Total work is unchanged: every fit is sampled once."""
+    name = _FIRST_FIT_OF_WORKER.get(worker_id)
+    if name and any(name in item.fixturenames for item in request.session.items):
+        request.getfixturevalue(name)
+
+
 @pytest.fixture(scope="session")
 def reference_frame() -> pd.DataFrame:
     return pd.read_csv(REFERENCE / "observations.csv")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,10 +43,22 @@ def _args(out: Path, fits: tuple[Path, Path], *extra: str, full: bool = True) ->
     return [*args, *extra]
 
 
-def test_report_from_saved_fits_has_every_part(saved_fits, tmp_path, capsys) -> None:
-    out = tmp_path / "report"
-    assert main(_args(out, saved_fits)) == 0
-    progress = capsys.readouterr().err
+@pytest.fixture(scope="module")
+def full_report(saved_fits, tmp_path_factory) -> tuple[Path, str]:
+    """The whole report of the reference data from the saved fits (built once: two tests
+    read it), and what it printed on stderr."""
+    import contextlib
+    import io
+
+    out = tmp_path_factory.mktemp("full") / "report"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(_args(out, saved_fits)) == 0
+    return out, err.getvalue()
+
+
+def test_report_from_saved_fits_has_every_part(saved_fits, full_report) -> None:
+    out, progress = full_report
     assert "[1/6" in progress and "[6/6" in progress and "wrote" in progress
     text = (out / "report.md").read_text()
     for section in (
@@ -104,20 +117,21 @@ def test_report_from_saved_fits_has_every_part(saved_fits, tmp_path, capsys) -> 
 
 
 def test_same_report_is_not_redone_and_a_different_one_is_not_overwritten(
-    saved_fits, tmp_path, capsys
+    saved_fits, full_report, tmp_path, capsys
 ) -> None:
     out = tmp_path / "report"
-    assert main(_args(out, saved_fits, full=False)) == 0
+    shutil.copytree(full_report[0], out)  # a copy of a finished report, built as above
     stamp = (out / "report.md").stat().st_mtime_ns
-    capsys.readouterr()
-    assert main(_args(out, saved_fits, full=False)) == 0
+    assert main(_args(out, saved_fits)) == 0
     assert "already holds this report" in capsys.readouterr().err
     assert (out / "report.md").stat().st_mtime_ns == stamp
-    assert main(_args(out, saved_fits, "--prob", "0.8", full=False)) == 2
+    assert main(_args(out, saved_fits, "--prob", "0.8")) == 2
     err = capsys.readouterr().err
     assert "holds a different report" in err and "prob" in err and "--force" in err
     assert (out / "report.md").stat().st_mtime_ns == stamp
+    # --force replaces it (here with a smaller report: no pricing, no held-out check)
     assert main(_args(out, saved_fits, "--prob", "0.8", "--force", full=False)) == 0
+    assert "## Pricing synthetic data" not in (out / "report.md").read_text()
     assert "(posterior median [80% equal-tailed interval])" in (out / "report.md").read_text()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no leftovers
 
