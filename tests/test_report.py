@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 from dataclasses import replace
@@ -47,9 +49,6 @@ def _args(out: Path, fits: tuple[Path, Path], *extra: str, full: bool = True) ->
 def full_report(saved_fits, tmp_path_factory) -> tuple[Path, str]:
     """The whole report of the reference data from the saved fits (built once: two tests
     read it), and what it printed on stderr."""
-    import contextlib
-    import io
-
     out = tmp_path_factory.mktemp("full") / "report"
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
