@@ -23,7 +23,7 @@ truth's optimum minus the truth's success at the decision, at budget ``--budget`
 bounds, averaged over the settings), and the posterior's own EVPI, against the cumulative
 cost. The reference is the paper's full grid fitted with the initial sweep. Target: the full
 grid's regret at half of its cost or less. ``--replicates`` repeats everything with other
-simulated data (same truth) and averages (about 5-8 minutes per replicate on a 2-core
+simulated data (same truth) and averages (about 3 minutes per replicate on a quiet 2-core
 machine); ``--merge`` adds the replicates of earlier runs' ``study.json`` to the report. Prints the curves, saves ``regret.png`` and
 ``study.json`` in ``--out``. Seeded throughout.
 """
@@ -57,6 +57,7 @@ from bayesscale.data.simulate import (
 from bayesscale.data.spec import parse_spec
 from bayesscale.design.costs import Costs
 from bayesscale.design.next_runs import (
+    DesignError,
     axis_columns,
     candidate_grid,
     default_anchors,
@@ -219,10 +220,10 @@ def random_picks(
     used: dict[tuple[str, tuple[int, ...]], int],
     truth: Truth,
     owned: dict[str, dict[str, float]],
-    strict: bool,
+    ceiling: float,
 ) -> list[tuple[str, tuple[int, ...], int]]:
     """Random candidates from next's grid, one at a time, while they fit in ``cap`` (at least
-    one unless ``strict``)."""
+    one), never past ``ceiling``."""
     swept = SweptRange.from_fit(tree)
     assert swept is not None
     settings = list(swept.settings)
@@ -235,7 +236,7 @@ def random_picks(
         c = cands[int(rng.integers(len(cands)))]
         pick = (c.setting, c.sizes, 100 + used.get((c.setting, c.sizes), 0))
         cost, after = run_cost(rows_for(truth, [pick]).iloc[0].to_dict(), have)
-        if spent + cost > cap and (out or strict):
+        if spent + cost > ceiling or (spent + cost > cap and out):
             misses += 1
             continue
         out.append(pick)
@@ -251,15 +252,15 @@ def paper_picks(
     cap: float,
     truth: Truth,
     owned: dict[str, dict[str, float]],
-    strict: bool,
+    ceiling: float,
 ) -> tuple[list[tuple[str, tuple[int, ...], int]], int]:
-    """The paper grid's next runs in plan's order while they fit in ``cap`` (at least one
-    unless ``strict``)."""
+    """The paper grid's next runs in plan's order while they fit in ``cap`` (at least one),
+    never past ``ceiling``."""
     have = {d: dict(v) for d, v in owned.items()}
     out, spent = [], 0.0
     while pos < len(queue):
         cost, after = run_cost(rows_for(truth, [queue[pos]]).iloc[0].to_dict(), have)
-        if spent + cost > cap and (out or strict):
+        if spent + cost > ceiling or (spent + cost > cap and out):
             break
         out.append(queue[pos])
         have[queue[pos][0].split(" | ")[2]] = after
@@ -311,31 +312,37 @@ def replicate(args: argparse.Namespace, rep: int, truth: Truth, optimum: np.ndar
         curve = [{"runs": 0, "cost": 0.0, "regret": r0, "evpi": e0, "seconds": 0.0}]
         for rnd in range(args.rounds):
             t0 = time.perf_counter()
-            # a round spends up to --spend, and all rounds together at most the limit
-            cap = min(args.spend, limit - spent)
-            strict = cap < args.spend
+            # a round spends up to --spend (the paper grid and random runs at least one run),
+            # and all rounds together never more than the limit
+            left = limit - spent
+            cap = min(args.spend, left)
+            picks = []
             if cap <= 0:
-                picks = []
+                pass
             elif strategy == "next":
-                res = next_runs(
-                    tree,
-                    args.budget,
-                    runs=args.max_runs,
-                    spend=cap,
-                    bounds=BOUNDS,
-                    max_sizes=MAX_SIZES,
-                    trials=truth.trials,
-                    seed=rnd,
-                )
-                picks = []
-                for r in res.chosen:
+                try:
+                    chosen = next_runs(
+                        tree,
+                        args.budget,
+                        runs=args.max_runs,
+                        spend=cap,
+                        bounds=BOUNDS,
+                        max_sizes=MAX_SIZES,
+                        trials=truth.trials,
+                        seed=rnd,
+                    ).chosen
+                except DesignError as exc:  # no candidate fits in what is left
+                    if "fits in the spend cap" not in str(exc):
+                        raise
+                    chosen = []
+                for r in chosen:
                     key = (r.candidate.setting, r.candidate.sizes)
                     picks.append((*key, 100 + used.get(key, 0)))
                     used[key] = used.get(key, 0) + 1
             elif strategy == "paper":
-                picks, pos = paper_picks(queue, pos, cap, truth, owned, strict)
+                picks, pos = paper_picks(queue, pos, cap, truth, owned, left)
             else:
-                picks = random_picks(tree, cap, rng, used, truth, owned, strict)
+                picks = random_picks(tree, cap, rng, used, truth, owned, left)
             chose = time.perf_counter() - t0
             if not picks:  # nothing fits under the limit: the fit of the round before stands
                 curve.append({**curve[-1], "seconds": 0.0, "choose_seconds": chose})

@@ -187,7 +187,7 @@ def diagnose(tree: xr.DataTree, leave_out: Sequence[str] = ()) -> Diagnostics:
         **cached(
             tree,
             names.ATTR_CONVERGENCE,
-            _convergence_key(posterior),
+            convergence_key(posterior),
             lambda: asdict(convergence_of(posterior)),
         )
     )
@@ -208,14 +208,15 @@ def diagnose(tree: xr.DataTree, leave_out: Sequence[str] = ()) -> Diagnostics:
     )
 
 
-def _convergence_key(posterior: xr.Dataset) -> str:
+def convergence_key(posterior: xr.Dataset) -> str:
+    """The digest that the stored convergence figures of ``posterior`` are kept under."""
     return digest(posterior, f"{CONVERGENCE_METHOD} {tail_probabilities()}")
 
 
 def keep_convergence(tree: xr.DataTree, check: Convergence) -> None:
     """Keep ``check``, made on exactly ``tree``'s whole posterior (the sampler's last check
     before it stopped), as :func:`diagnose` keeps what it computes: it is not computed again."""
-    key = _convergence_key(tree["posterior"].to_dataset())
+    key = convergence_key(tree["posterior"].to_dataset())
     tree.attrs[names.ATTR_CONVERGENCE] = json.dumps({"digest": key, "value": asdict(check)})
 
 

@@ -210,12 +210,15 @@ class SpecReader:
         sub.finish()
         return prior
 
-    def spread_prior(self, key: str, default: float) -> SpreadPrior:
+    def spread_prior(self, key: str, default: SpreadPrior) -> SpreadPrior:
         """A spread's prior: a number is a HalfNormal's scale; a table ``{ median, log_sd }``
         a LogNormal, which keeps the spread away from zero."""
         if isinstance(self.table.get(key), dict):
             return self.prior(key)
-        return self.positive(key, default)
+        if key not in self.table:
+            self.used.add(key)
+            return default
+        return self.positive(key)
 
     def strings(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
         value = self.get(key, list, list(default))

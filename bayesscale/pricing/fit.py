@@ -142,8 +142,9 @@ def fit_pricing(
         "pooling": spec.pooling,
         **sampler_attrs(config, int(posterior.sizes[names.DRAW_DIM]), timing),
     }
-    # The sampler's last convergence check, made on the sampled variables, which are what
-    # pricing's diagnostics read (the derived r* and peak left out): not computed again.
+    # The sampler's last convergence check, made on the posterior before r* and the peak were
+    # added, which is what pricing's diagnostics read (they leave those two out): kept, so it
+    # is not computed again.
     if names.ATTR_CONVERGENCE in tree.attrs:
         out.attrs[names.ATTR_CONVERGENCE] = tree.attrs[names.ATTR_CONVERGENCE]
     return out

@@ -33,6 +33,10 @@ COARSE_GAP: Final = 4.0  # r* between two grid ratios more than this factor apar
 SAMPLE: Final = (names.CHAIN_DIM, names.DRAW_DIM)
 MAX_LOSS: Final = 30.0  # smooth cap on the loss-equivalent of a collapsed run (p >= 1e-13)
 DERIVED: Final = (names.R_STAR, names.PEAK_RATIO)
+# The spreads of the methods' logit kappa0 and log r0 around their axis when a spec leaves
+# them out: lognormal, as models/pricing.toml has them (docs/pricing.md says why).
+DEFAULT_KAPPA0_SPREAD: Final = LogNormalPrior(0.35, 0.75)
+DEFAULT_ZERO_RATIO_SPREAD: Final = LogNormalPrior(0.2, 0.75)
 
 
 class PricingError(ObservationError):
@@ -100,7 +104,7 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
     k = top.optional("kappa0")
     logit_mean = float(k.get("logit_mean", float, 0.0))
     logit_sd = k.positive("logit_sd", 1.0)
-    spread = k.spread_prior("spread", 0.5)
+    spread = k.spread_prior("spread", DEFAULT_KAPPA0_SPREAD)
     pooling = k.get("pooling", str, "axis")
     if pooling not in POOLING_MODES:
         raise SpecError(f"{source}: [kappa0] pooling: one of {POOLING_MODES}, got {pooling!r}")
@@ -108,7 +112,7 @@ def parse_pricing_spec(text: str, source: str = "<string>") -> PricingSpec:
 
     c = top.optional("collapse")
     zero_ratio = c.prior("zero_ratio", LogNormalPrior(3.0, 1.0))
-    zero_ratio_spread = c.spread_prior("spread", 0.3)
+    zero_ratio_spread = c.spread_prior("spread", DEFAULT_ZERO_RATIO_SPREAD)
     threshold = c.positive("threshold", collapse.DEFAULT_THRESHOLD)
     if not threshold < 1:
         raise SpecError(f"{source}: [collapse] threshold: must be in (0, 1), got {threshold}")

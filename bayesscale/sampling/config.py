@@ -27,8 +27,9 @@ DEFAULT_TARGET_ACCEPT = 0.8
 # and its thinly identified axis laws (exponent against slope) have high curvature. With
 # HalfNormal spread priors the default sampler diverged 3-4 times per fit at 0.8 and 1-9 at
 # 0.9 on data/pricing, most in the funnel at a near-zero spread; with lognormal spread
-# priors, 1 in each of 2 seeds of 4 at 0.9 and, with the bundled ones, none in 5 seeds of 5
-# at 0.95 (2 chains, 1,200-2,000 draws each; docs/pricing.md).
+# priors of medians 0.3 / 0.15, 1 in each of 2 seeds of 4 at 0.9, and with the bundled ones
+# (0.35 / 0.2) none in 5 seeds of 5 at 0.95 (2 chains, 1,200-2,000 draws each; the bundled
+# ones were not measured at 0.9; docs/pricing.md).
 PRICING_TARGET_ACCEPT = 0.95
 # --preview: the Laplace approximation (a Gaussian at the posterior mode) instead of NUTS, for
 # iterating on a spec; PREVIEW_DRAWS independent draws. Never for conclusions (docs/speed.md).
