@@ -44,7 +44,12 @@ def test_a_directory_where_a_table_or_a_fit_belongs(tmp_path: Path, fit_file: Pa
     )
     _one_error_line(_run("check", str(fit_file), str(folder)), str(folder), "directory")
     _one_error_line(_run("summary", str(folder)), str(folder), "directory")
-    assert not (tmp_path / "f.nc").exists()
+    # commands that read the file themselves: the OS's error, as one line naming the path
+    report = tmp_path / "report"
+    _one_error_line(_run("report", str(folder), "--out", str(report)), f"{folder}: is a directory")
+    plan = tmp_path / "plan"
+    _one_error_line(_run("plan", str(folder), "--out", str(plan)), f"{folder}: is a directory")
+    assert not (tmp_path / "f.nc").exists() and not report.exists() and not plan.exists()
 
 
 def test_bad_values_are_shown_as_written(tmp_path: Path) -> None:

@@ -136,9 +136,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (CommandError, ValueError, FileExistsError, FileNotFoundError) as exc:
             print(f"bayesscale {args.command}: error: {exc}", file=sys.stderr)
             return 2
+        except OSError as exc:  # a directory, a file it may not read, ...: the path and why
+            print(f"bayesscale {args.command}: error: {_os_error(exc)}", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:
             _interrupted(args.command)
             return EXIT_INTERRUPTED
+
+
+def _os_error(exc: OSError) -> str:
+    """``PATH: is a directory`` for an OS error on a named file, else the error as Python
+    says it."""
+    if exc.filename is None or not exc.strerror:
+        return str(exc)
+    return f"{exc.filename}: {exc.strerror[0].lower()}{exc.strerror[1:]}"
 
 
 @contextlib.contextmanager

@@ -43,9 +43,8 @@ from bayesscale.data.extrapolation import WARN_FACTOR
 from bayesscale.data.fitfile import Diagnostics, FitFileError, diagnose, load_fit, save_fit
 from bayesscale.data.observations import load_observations, read_table, validate
 from bayesscale.data.spec import SENSITIVITY_SCALE, load_spec
-from bayesscale.law.inference import FitConfig, fit
 from bayesscale.report.folder import building, prepare
-from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
+from bayesscale.sampling.config import PRICING_TARGET_ACCEPT, FitConfig
 
 DEFAULT_BUDGETS = (1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6)
 REPORT_FILE = "report.md"
@@ -258,6 +257,8 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     )
 
     # --- the law ---------------------------------------------------------------------------
+    from bayesscale.law.inference import fit  # PyMC and JAX: only once the inputs are read
+
     law = _fit_or_reuse(
         options.law_fit,
         names.KIND_LAW_FIT,
