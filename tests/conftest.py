@@ -1,8 +1,8 @@
 """Shared fixtures.
 
 Compiled samplers are cached (JAX's persistent compilation cache) in a folder of this test
-session's own, never the user's: ``BAYESSCALE_CACHE_DIR`` is set here before anything
-configures JAX, unless the caller set it.
+run's own, never the user's, removed when the run ends: ``BAYESSCALE_CACHE_DIR`` is set here
+before anything configures JAX, unless the caller set it.
 
 The two sampled fits (the law on the reference data, the pricing model on the reference
 pricing data) are session fixtures shared by every test module that needs one: each is
@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,8 +29,6 @@ import pytest
 import xarray as xr
 from filelock import FileLock
 from testdata import PRICING, REFERENCE
-
-os.environ.setdefault("BAYESSCALE_CACHE_DIR", tempfile.mkdtemp(prefix="bayesscale-test-jax-"))
 
 import bayesscale.names
 from bayesscale import __version__
@@ -45,6 +44,24 @@ from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 # The package's defaults: what a user's `bayesscale fit` / `price` does.
 LAW_CONFIG = FitConfig(seed=11, progress=False)
 PRICING_CONFIG = FitConfig(seed=5, target_accept=PRICING_TARGET_ACCEPT, progress=False)
+
+
+_OWN_CACHE: list[str] = []  # the compilation cache this run made (in the main process)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The main process makes the run's compilation cache before xdist starts its workers
+    (they, notebooks' kernels and the commands the tests run inherit the variable); JAX reads
+    it at the first fit. A cache the caller names is used and kept."""
+    if "BAYESSCALE_CACHE_DIR" not in os.environ and not hasattr(config, "workerinput"):
+        _OWN_CACHE.append(tempfile.mkdtemp(prefix="bayesscale-test-jax-"))
+        os.environ["BAYESSCALE_CACHE_DIR"] = _OWN_CACHE[0]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the compilation cache this run made."""
+    for folder in _OWN_CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _shared(

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from testdata import EXTERNAL, REFERENCE
+from testdata import EXTERNAL, REFERENCE, small_reference_frame
 
 from bayesscale import names
 from bayesscale.cli import main
@@ -98,9 +98,7 @@ def test_save_load_round_trip_is_exact(law_fit, tmp_path):
 
 
 def test_same_seed_same_posterior(tmp_path):
-    frame = pd.read_csv(REFERENCE / "observations.csv")
-    sub = frame[(frame[names.DOMAIN] == "math+code") & (frame[names.ALGORITHM] == "ppo")]
-    table = Table(validate(sub, SPEC), "sub", "x")
+    table = Table(validate(small_reference_frame(), SPEC), "sub", "x")
     config = FitConfig(draws=50, tune=50, chains=2, seed=3, progress=False, ess_target=0)
     a, b = fit(table, SPEC, config), fit(table, SPEC, config)
     np.testing.assert_array_equal(
@@ -135,10 +133,8 @@ def test_chinchilla_refit_lands_near_epoch():
 
 
 def test_cli_fit_and_summary_json(tmp_path, capsys):
-    frame = pd.read_csv(REFERENCE / "observations.csv")
-    sub = frame[(frame[names.DOMAIN] == "swe") & (frame[names.MODEL] == "Qwen3-4B")]
     obs = tmp_path / "obs.csv"
-    sub.to_csv(obs, index=False)
+    small_reference_frame().to_csv(obs, index=False)
     out = tmp_path / "fit.nc"
     argv = [
         "fit",

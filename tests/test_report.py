@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
-from testdata import PRICING, REFERENCE
+from testdata import PRICING, REFERENCE, small_reference_frame
 
 from bayesscale import names
 from bayesscale.cli import main
@@ -183,19 +183,11 @@ def test_a_sensitivity_fit_without_the_wider_prior_is_refused(saved_fits, tmp_pa
 
 def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     """The sampling path, on two settings with few draws; with the wider-prior refit and the
-    prior-sensitivity section (the default)."""
-    import pandas as pd
-
-    frame = pd.read_csv(OBS)
-    small = frame[frame[names.MODEL].eq("Qwen3-4B") & frame[names.ALGORITHM].eq("grpo")]
-    small = small[small[names.DOMAIN].isin(["math+code", "swe"])]
+    prior-sensitivity section (the default). ``--strict`` refuses the failed fit."""
     obs = tmp_path / "obs.csv"
-    small.to_csv(obs, index=False)
+    small_reference_frame().to_csv(obs, index=False)
     config = FitConfig(draws=60, tune=100, chains=2, seed=3, progress=False, ess_target=0)
     options = ReportOptions(observations=obs, budgets=(1e3, 1e4), config=config)
-    with pytest.raises(ReportError, match=r"law fit: DIAGNOSTICS FAILED.*--strict"):
-        build_report(replace(options, strict=True), tmp_path / "out")
-    assert not (tmp_path / "out").exists()
     path = build_report(options, tmp_path / "out")
     text = path.read_text()
     assert "2 chains x 60 draws, seed 3" in text
@@ -214,3 +206,9 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
         build_report(
             ReportOptions(observations=obs, budgets=(1e3,), config=config), tmp_path / "out"
         )
+    # --strict refuses the failed fit and writes nothing (the verdict is the same whether the
+    # report sampled the fit or reuses it; reused here, which saves sampling it again)
+    strict = replace(options, strict=True, law_fit=tmp_path / "out" / "fits" / "law.nc")
+    with pytest.raises(ReportError, match=r"law fit: DIAGNOSTICS FAILED.*--strict"):
+        build_report(strict, tmp_path / "strict")
+    assert not (tmp_path / "strict").exists()

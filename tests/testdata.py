@@ -9,3 +9,18 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "data" / "reference"
 EXTERNAL = Path(os.environ.get("BAYESSCALE_EXTERNAL", ROOT.parent / "shared" / "external"))
 PRICING = ROOT / "data" / "pricing"
+
+
+def small_reference_frame():
+    """Two settings of the reference data (Qwen3-4B, GRPO, on math+code and SWE; 96 runs):
+    the tests that sample a small law fit use these same rows, so that the compiled sampler
+    of the first is reused (JAX's compilation cache) by the others."""
+    import pandas as pd
+
+    frame = pd.read_csv(REFERENCE / "observations.csv")
+    keep = (
+        frame["model"].eq("Qwen3-4B")
+        & frame["algorithm"].eq("grpo")
+        & frame["domain"].isin(["math+code", "swe"])
+    )
+    return frame[keep].reset_index(drop=True)
