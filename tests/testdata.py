@@ -1,9 +1,12 @@
-"""Paths of the data the tests read (the bundled reference data and ../shared/external)."""
+"""Paths of the data the tests read (the bundled reference data and ../shared/external), and
+the rows the small law fits share."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "data" / "reference"
@@ -11,12 +14,10 @@ EXTERNAL = Path(os.environ.get("BAYESSCALE_EXTERNAL", ROOT.parent / "shared" / "
 PRICING = ROOT / "data" / "pricing"
 
 
-def small_reference_frame():
+def small_reference_frame() -> pd.DataFrame:
     """Two settings of the reference data (Qwen3-4B, GRPO, on math+code and SWE; 96 runs):
     the tests that sample a small law fit use these same rows, so that the compiled sampler
     of the first is reused (JAX's compilation cache) by the others."""
-    import pandas as pd
-
     frame = pd.read_csv(REFERENCE / "observations.csv")
     keep = (
         frame["model"].eq("Qwen3-4B")
