@@ -51,16 +51,20 @@ _OWN_CACHE: list[str] = []  # the compilation cache this run made (in the main p
 
 def pytest_configure(config: pytest.Config) -> None:
     """The main process makes the run's compilation cache before xdist starts its workers
-    (they, notebooks' kernels and the commands the tests run inherit the variable); JAX reads
-    it at the first fit. A cache the caller names is used and kept."""
-    if "BAYESSCALE_CACHE_DIR" not in os.environ and not hasattr(config, "workerinput"):
+    (they, notebooks' kernels and the commands the tests run inherit the variable, so a
+    worker never makes one); JAX reads it at the first fit. A cache the caller names is used
+    and kept."""
+    if "BAYESSCALE_CACHE_DIR" not in os.environ:
         _OWN_CACHE.append(tempfile.mkdtemp(prefix="bayesscale-test-jax-"))
-        os.environ["BAYESSCALE_CACHE_DIR"] = _OWN_CACHE[0]
+        os.environ["BAYESSCALE_CACHE_DIR"] = _OWN_CACHE[-1]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Remove the compilation cache this run made."""
-    for folder in _OWN_CACHE:
+    """Remove the compilation cache this process made (and its variable)."""
+    while _OWN_CACHE:
+        folder = _OWN_CACHE.pop()
+        if os.environ.get("BAYESSCALE_CACHE_DIR") == folder:
+            del os.environ["BAYESSCALE_CACHE_DIR"]
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -3,6 +3,7 @@ no traceback and nothing written; a closed stdout never costs an output file."""
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +125,35 @@ def test_strict_readers_refuse_a_failed_fit_in_one_line(law_fit, tmp_path: Path)
         ("check", str(thin), str(REFERENCE / "heldout.csv"), "--strict"),
     ):
         _one_error_line(_run(*argv), str(thin), "DIAGNOSTICS FAILED", "--strict")
+
+
+def test_os_errors_are_one_line_naming_the_path() -> None:
+    from bayesscale.cli import os_error_text
+
+    denied = PermissionError(errno.EACCES, "Permission denied", "obs.csv")
+    assert os_error_text(denied) == "obs.csv: permission denied"
+    moved = OSError(errno.EXDEV, "Invalid cross-device link", "a.tmp", None, "a.nc")
+    assert os_error_text(moved) == "a.tmp -> a.nc: invalid cross-device link"
+    own = FileExistsError("fit.nc exists; pass --force to replace it")
+    assert os_error_text(own) == "fit.nc exists; pass --force to replace it"
+
+
+def test_an_os_fault_on_no_path_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk is not bad input: ``main`` lets it through (a traceback for the report)."""
+    import bayesscale.cli.summary
+    from bayesscale.cli import main
+
+    def full_disk(args: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(bayesscale.cli.summary, "run", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        main(["summary", "fit.nc"])
+
+
+def test_an_out_path_that_cannot_be_written_is_refused_before_any_work(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = _run("fit", str(REFERENCE / "observations.csv"), "--out", str(blocker / "fit.nc"))
+    _one_error_line(done, f"cannot write in {blocker}")
+    assert "fitting" not in done.stderr

@@ -211,4 +211,12 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     strict = replace(options, strict=True, law_fit=tmp_path / "out" / "fits" / "law.nc")
     with pytest.raises(ReportError, match=r"law fit: DIAGNOSTICS FAILED.*--strict"):
         build_report(strict, tmp_path / "strict")
-    assert not (tmp_path / "strict").exists()
+    assert not (tmp_path / "strict").exists() and not list(tmp_path.glob(".strict*"))
+
+
+def test_one_budget_is_refused_before_any_sampling(tmp_path, capsys) -> None:
+    args = ["report", str(OBS), "--budget", "1e4", "--out", str(tmp_path / "r")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "at least 2 budgets" in err and "fitting" not in err
+    assert not (tmp_path / "r").exists()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from bayesscale import names
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "data" / "reference"
 EXTERNAL = Path(os.environ.get("BAYESSCALE_EXTERNAL", ROOT.parent / "shared" / "external"))
@@ -20,8 +22,8 @@ def small_reference_frame() -> pd.DataFrame:
     of the first is reused (JAX's compilation cache) by the others."""
     frame = pd.read_csv(REFERENCE / "observations.csv")
     keep = (
-        frame["model"].eq("Qwen3-4B")
-        & frame["algorithm"].eq("grpo")
-        & frame["domain"].isin(["math+code", "swe"])
+        frame[names.MODEL].eq("Qwen3-4B")
+        & frame[names.ALGORITHM].eq("grpo")
+        & frame[names.DOMAIN].isin(["math+code", "swe"])
     )
     return frame[keep].reset_index(drop=True)

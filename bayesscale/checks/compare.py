@@ -301,8 +301,6 @@ def compare_fits(
 ) -> Comparison:
     """Compare law fits of the same data by PSIS-LOO. ``data``: the observation table (path or
     table) when the fits' ``data_source`` cannot be read."""
-    import arviz_stats
-
     if len(fits) < 2:
         raise CompareError(f"compare needs at least two fits, got {len(fits)}")
     hashes = {name: fit.attrs.get(names.ATTR_DATA_HASH) for name, fit in fits.items()}
@@ -319,6 +317,8 @@ def compare_fits(
     table = _table_if_needed(first, data)
     if table is None and not all(names.LOG_LIKELIHOOD_GROUP in f.children for f in fits.values()):
         table = observation_table(first, data)  # raises: say which data are missing
+    import arviz_stats  # (it loads JAX: only once the inputs are checked)
+
     loos = {name: loo(fit, table, name=name) for name, fit in fits.items()}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_PARETO_WARNING, category=UserWarning)

@@ -225,14 +225,14 @@ def crossval(
     """Refit once per leave-out rule (``config``: a :class:`bayesscale.sampling.config.FitConfig`)
     and check the left-out rows against the refit; ``seed`` (default: the config's) drives the
     predictive draws."""
-    from bayesscale.law.inference import FitConfig, fit
-
     rules = [r if isinstance(r, LeaveOut) else LeaveOut.parse(r) for r in leave_outs]
     if not rules:
         raise CrossvalError("give at least one leave-out rule (COLUMN=VALUE or COLUMN=max)")
     if not 0 < prob < 1:
         raise ValueError(f"prob must be in (0, 1), got {prob}")
     splits = [(rule, split(table, spec, rule, new_groups)) for rule in rules]  # before sampling
+    from bayesscale.law.inference import FitConfig, fit  # PyMC and JAX: once the rules hold
+
     config = config or FitConfig()
     seed = config.seed if seed is None else seed
     folds = []

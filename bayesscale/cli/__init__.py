@@ -36,6 +36,13 @@ def output_path(value: str | None, force: bool) -> Path | None:
     path = Path(value)
     if path.exists() and not force:
         raise CommandError(f"{path} exists; pass --force to replace it")
+    # the nearest folder that exists: the output (and any folder it needs) is made there
+    # (a loop, not next(): this package's module ``next`` shadows the builtin here)
+    for folder in path.absolute().parents:
+        if folder.exists():
+            if not (folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)):
+                raise CommandError(f"{path}: cannot write in {folder}")
+            break
     return path
 
 
@@ -133,23 +140,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             if getattr(args, "interruptible", False):
                 return int(_run_interruptibly(args) or 0)  # type: ignore[call-overload]
             return int(args.func(args) or 0)
-        except (CommandError, ValueError, FileExistsError, FileNotFoundError) as exc:
+        except (CommandError, ValueError) as exc:
             print(f"bayesscale {args.command}: error: {exc}", file=sys.stderr)
             return 2
-        except OSError as exc:  # a directory, a file it may not read, ...: the path and why
-            print(f"bayesscale {args.command}: error: {_os_error(exc)}", file=sys.stderr)
+        except OSError as exc:
+            # The package's own refusals (``FileExistsError("... pass --force")``) and the OS's
+            # errors on a named path (missing, a directory, not readable): one line. Any other
+            # OS error (a full disk, a lost connection) is a fault: its traceback is kept.
+            if exc.strerror is not None and exc.filename is None:
+                raise
+            print(f"bayesscale {args.command}: error: {os_error_text(exc)}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             _interrupted(args.command)
             return EXIT_INTERRUPTED
 
 
-def _os_error(exc: OSError) -> str:
-    """``PATH: is a directory`` for an OS error on a named file, else the error as Python
-    says it."""
+def os_error_text(exc: OSError) -> str:
+    """One line for an OS error: ``PATH: reason`` where the OS names a path (``PATH -> OTHER:
+    reason`` for a rename), else the error as raised (the package's own messages).
+
+    >>> os_error_text(IsADirectoryError(21, "Is a directory", "obs.csv"))
+    'obs.csv: is a directory'
+    >>> os_error_text(FileExistsError("fit.nc exists; pass --force to replace it"))
+    'fit.nc exists; pass --force to replace it'
+    """
     if exc.filename is None or not exc.strerror:
         return str(exc)
-    return f"{exc.filename}: {exc.strerror[0].lower()}{exc.strerror[1:]}"
+    where = str(exc.filename)
+    if exc.filename2 is not None:
+        where += f" -> {exc.filename2}"
+    return f"{where}: {exc.strerror[0].lower()}{exc.strerror[1:]}"
 
 
 @contextlib.contextmanager

@@ -51,14 +51,14 @@ def run(args: argparse.Namespace) -> int:
 
     from bayesscale.data.observations import load_observations
     from bayesscale.data.spec import load_spec
+    from bayesscale.fits.law import LawFit
 
     spec = spec_with_prior_scale(load_spec(args.spec), args.prior_scale)
     table = load_observations(args.observations, spec)
+    config = config_from_args(args)
     # PyMC and JAX load only once the input is known to be good (bad input fails in a second)
-    from bayesscale.fits.law import LawFit
     from bayesscale.law.inference import fit
 
-    config = config_from_args(args)
     wider = (
         f", exponent priors {spec.exponent_prior_scale:g}x as wide"
         if spec.exponent_prior_scale != 1

@@ -165,6 +165,14 @@ def _sampling(config: FitConfig) -> str:
     return f"({config.describe()})"
 
 
+def _sample_law(table: Any, spec: Any, config: FitConfig) -> xr.DataTree:
+    """Sample the law (PyMC and JAX are loaded here: only when a fit is made, after every
+    input was read and checked)."""
+    from bayesscale.law.inference import fit
+
+    return fit(table, spec, config)
+
+
 def _fit_or_reuse(
     saved: Path | None,
     kind: str,
@@ -228,6 +236,11 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     )
 
     # Every input is read and validated before anything slow runs, so bad input fails fast.
+    if len(set(options.budgets)) < 2:
+        raise ReportError(
+            f"a report needs at least 2 budgets (its allocation figure is a fan over budgets), "
+            f"got {list(options.budgets)}; `bayesscale recipe` answers for one budget"
+        )
     spec = load_spec(options.spec)
     table = load_observations(options.observations, spec)
     wide_spec = None
@@ -257,13 +270,11 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     )
 
     # --- the law ---------------------------------------------------------------------------
-    from bayesscale.law.inference import fit  # PyMC and JAX: only once the inputs are read
-
     law = _fit_or_reuse(
         options.law_fit,
         names.KIND_LAW_FIT,
         table,
-        lambda: fit(table, spec, options.config),
+        lambda: _sample_law(table, spec, options.config),
         f"fitting {spec.name!r} to {len(table.frame)} runs {_sampling(options.config)}",
         step,
     )
@@ -304,7 +315,7 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
             options.sensitivity_fit,
             names.KIND_LAW_FIT,
             table,
-            lambda: fit(table, wide_spec, options.config),
+            lambda: _sample_law(table, wide_spec, options.config),
             f"refitting with exponent priors {options.sensitivity_scale:g}x as wide "
             + _sampling(options.config),
             step,
