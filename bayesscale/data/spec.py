@@ -210,14 +210,11 @@ class SpecReader:
         sub.finish()
         return prior
 
-    def spread_prior(self, key: str, default: SpreadPrior) -> SpreadPrior:
+    def spread_prior(self, key: str, default: LogNormalPrior) -> SpreadPrior:
         """A spread's prior: a number is a HalfNormal's scale; a table ``{ median, log_sd }``
-        a LogNormal, which keeps the spread away from zero."""
-        if isinstance(self.table.get(key), dict):
-            return self.prior(key)
-        if key not in self.table:
-            self.used.add(key)
-            return default
+        a LogNormal, which keeps the spread away from zero; left out, ``default``."""
+        if key not in self.table or isinstance(self.table[key], dict):
+            return self.prior(key, default)
         return self.positive(key)
 
     def strings(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
