@@ -75,6 +75,62 @@ def test_same_seed_same_draws_and_other_data_reuse_the_compiled_sampler(gaussian
     assert not np.array_equal(a.posterior["x"], c.posterior["x"])
 
 
+def test_draws_do_not_depend_on_where_the_run_is_cut_into_chunks(
+    gaussian, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunk lengths follow the wall clock; the draws must not: one transition per chunk and
+    the longest chunks give the same draws, bit for bit."""
+    from bayesscale.sampling import engine
+
+    _, sampler = gaussian
+    runs = []
+    for length in (1, engine.CAPACITY):
+        monkeypatch.setattr(engine._Clock, "chunk_length", lambda self, n=length: n)
+        runs.append(sampler.run(NutsSettings(tune=60, draws=40, seed=4)))
+    np.testing.assert_array_equal(runs[0].posterior["x"], runs[1].posterior["x"])
+    np.testing.assert_array_equal(runs[0].stats["lp"], runs[1].stats["lp"])
+    # what makes it so: a chunk of transitions starts from the potential and gradient carried
+    # in the state, as they are (an evaluation of its own could round differently); only a
+    # chunk of no transitions evaluates them
+    from bayesscale.sampling.nuts import step_size_state
+
+    state = sampler._starts(np.random.default_rng(0), ())
+    state = state._replace(step=step_size_state(np.full(2, 1e-3)))  # every step accepted
+    unit = np.ones_like(state.z)
+    off = state._replace(potential=state.potential - 1.0)  # would accept with exp(-1)
+    _, carried = sampler._compiled(state, unit, 1, False, 10)
+    _, shifted = sampler._compiled(off, unit, 1, False, 10)
+    assert not np.array_equal(carried.accept[:, 0], shifted.accept[:, 0])
+    evaluated, _ = sampler._compiled(off, unit, 0, False, 10)
+    np.testing.assert_allclose(evaluated.potential, state.potential)
+
+
+def test_starting_points_are_finite_or_the_fit_says_why() -> None:
+    """Starts are jittered around the initial point and checked by the compiled sampler
+    (a chunk of no transitions): the jitter shrinks until the density is finite, and the
+    potential and gradient returned are the density's there."""
+    import jax.numpy as jnp
+
+    configure(2)
+
+    def logp(x):  # finite only within 0.2 of the origin: the first jitter (0.5) mostly misses
+        return jnp.where(jnp.all(jnp.abs(x) < 0.2), -0.5 * jnp.sum(x**2), -jnp.inf)
+
+    def density(f) -> LogDensity:
+        return LogDensity(
+            logp=f, derived=lambda x: [x], x0=np.zeros(3), var_names=["x"], dims={}, coords={}
+        )
+
+    sampler = CompiledNuts(density(logp), chains=2)
+    state = sampler._starts(np.random.default_rng(0), ())
+    assert np.all(np.abs(state.z) < 0.2) and np.any(state.z != 0)
+    np.testing.assert_allclose(state.potential, 0.5 * (state.z**2).sum(axis=1))
+    np.testing.assert_allclose(state.grad, state.z)
+    nowhere = CompiledNuts(density(lambda x: jnp.sum(x) * jnp.nan), chains=2)
+    with pytest.raises(FloatingPointError, match="not finite at its initial point"):
+        nowhere.run(NutsSettings(tune=10, draws=10))
+
+
 def test_sampling_stops_once_the_ess_target_is_reached(gaussian) -> None:
     density, sampler = gaussian
     result = sampler.run(NutsSettings(tune=200, draws=100, seed=1, ess_target=800, max_draws=3000))

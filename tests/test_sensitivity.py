@@ -48,8 +48,12 @@ N_SETTINGS = 4
 @pytest.fixture(scope="module")
 def unswept(tmp_path_factory) -> tuple[Path, xr.DataTree]:
     """Four settings; env and task swept 32x, rollouts 7, 8, 9; 2 chains x 1,000 draws (the
-    default fit runs to its cap of 4,000 draws here, where the unswept exponent mixes slowly;
-    the flags are the same)."""
+    default fit runs to its cap of 4,000 draws here, where the unswept exponent mixes slowly).
+
+    What holds in every seed measured: the rollout exponent is prior-dominated and the
+    environment exponent is not (contraction 0.84-0.85). The environment's own flag is not
+    pinned: its prior sensitivity (0.03-0.06 in four fits) straddles the threshold of 0.05,
+    so it comes out unflagged or prior-sensitive by the sampler's rounding."""
     truth = paper_truth(seed=7)
     truth = dataclasses.replace(
         truth,
@@ -73,11 +77,13 @@ def test_contraction_flags_the_axis_the_data_do_not_sweep(unswept) -> None:
     _, tree = unswept
     result = assess(tree)
     pop = result["population"]
-    assert pop[names.ENV]["flag"] is None and pop[names.ENV]["contraction"] > CONTRACTION_SENSITIVE
+    assert pop[names.ENV]["flag"] != FLAG_DOMINATED
+    assert pop[names.ENV]["contraction"] > CONTRACTION_SENSITIVE
     assert pop[names.TRAJ]["flag"] == FLAG_DOMINATED
     assert pop[names.TRAJ]["contraction"] < 0.3
     # power-scaling agrees: the prior moves the rollout exponent, the likelihood barely does
     assert pop[names.TRAJ]["prior_sensitivity"] > PSENSE_THRESHOLD
+    assert pop[names.ENV]["prior_sensitivity"] < pop[names.TRAJ]["prior_sensitivity"] / 2
     assert pop[names.TRAJ]["likelihood_sensitivity"] < pop[names.ENV]["likelihood_sensitivity"]
     for values in result["settings"].values():
         assert values[names.TRAJ]["flag"] == FLAG_DOMINATED
@@ -149,7 +155,7 @@ def test_summary_tables_and_json_flag_the_prior_dominated_exponent(unswept, tmp_
     result = summarise(tree)
     traj = result["exponents"]["population"][names.TRAJ]
     assert traj["flag"] == FLAG_DOMINATED and 0 <= traj["contraction"] < CONTRACTION_DOMINATED
-    assert result["exponents"]["population"][names.ENV]["flag"] is None
+    assert result["exponents"]["population"][names.ENV]["flag"] != FLAG_DOMINATED
     assert result["identification"]["psense"] is True
     text = format_text(result)
     assert "‡ prior-dominated" in text and "NOTE:" in text and "--prior-scale 2" in text

@@ -29,7 +29,8 @@ DEFAULT_TARGET_ACCEPT = 0.8
 # 0.9 on data/pricing, most in the funnel at a near-zero spread; with lognormal spread
 # priors of medians 0.3 / 0.15, 1 in each of 2 seeds of 4 at 0.9, and with the bundled ones
 # (0.35 / 0.2) none in 5 seeds of 5 at 0.95 (2 chains, 1,200-2,000 draws each; the bundled
-# ones were not measured at 0.9; docs/pricing.md).
+# ones were not measured at 0.9; docs/pricing.md), and one in each of 2 seeds of 10 after
+# the sampler's starting points were evaluated by its compiled chunk (other rounding).
 PRICING_TARGET_ACCEPT = 0.95
 # --preview: the Laplace approximation (a Gaussian at the posterior mode) instead of NUTS, for
 # iterating on a spec; PREVIEW_DRAWS independent draws. Never for conclusions (docs/speed.md).

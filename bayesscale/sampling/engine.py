@@ -107,9 +107,6 @@ class CompiledNuts:
             self._chunk_fn = jax.pmap(chunk, in_axes=axes)
         else:
             self._chunk_fn = jax.jit(jax.vmap(chunk, in_axes=axes))
-        self._value_and_grad = jax.jit(
-            jax.vmap(jax.value_and_grad(potential), in_axes=(0, *([None] * n_data)))
-        )
         self._derived = jax.jit(jax.vmap(density.derived))
         self._compiled: Any = None
         self.compile_seconds = 0.0
@@ -123,16 +120,31 @@ class CompiledNuts:
         self._compiled = self._chunk_fn.lower(state, inv_mass, 1, True, 10, *data).compile()
         self.compile_seconds += time.perf_counter() - start
 
-    def _starts(self, rng: np.random.Generator, data: tuple[Any, ...]) -> tuple[Any, Any, Any]:
-        """Jittered starts with finite potential and gradient, one per chain."""
+    def _starts(self, rng: np.random.Generator, data: tuple[Any, ...]) -> ChainState:
+        """Jittered starts with finite potential and gradient, one per chain (evaluated by
+        the compiled chunk with no transitions, which compiles it if it is not yet)."""
+        import jax
+
         x0 = self.density.x0
+        blank = np.zeros(self.chains)
+        unit_mass = np.ones((self.chains, x0.size))
         jitter = JITTER
         for _ in range(MAX_INIT_TRIES):
             z = x0 + rng.uniform(-jitter, jitter, size=(self.chains, x0.size))
-            pe, grad = (np.asarray(v) for v in self._value_and_grad(z, *data))
-            ok = np.isfinite(pe) & np.all(np.isfinite(grad), axis=1)
-            if ok.all():
-                return z, pe, grad
+            state = ChainState(
+                z,
+                blank,
+                np.zeros_like(z),
+                np.zeros((self.chains, 2), dtype=np.uint32),  # keys, drawn below
+                step_size_state(blank + INITIAL_STEP),
+            )
+            state = jax.tree.map(np.asarray, state)
+            self._compile(state, unit_mass, data)
+            evaluated, _ = self._compiled(state, unit_mass, 0, True, 1, *data)
+            pe, grad = np.asarray(evaluated.potential), np.asarray(evaluated.grad)
+            if np.all(np.isfinite(pe)) and np.all(np.isfinite(grad)):
+                keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2**31))), self.chains)
+                return state._replace(potential=pe, grad=grad, key=np.asarray(keys))
             jitter /= 2
         raise FloatingPointError(
             "the model's log density or its gradient is not finite at its initial point "
@@ -164,14 +176,8 @@ class CompiledNuts:
         data_t = tuple(jnp.asarray(v) for v in values)
         progress = progress or Progress(enabled=False)
         rng = np.random.default_rng(settings.seed)
-        z, pe, grad = self._starts(rng, data_t)
-        keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2**31))), self.chains)
-        state = ChainState(
-            z, pe, grad, np.asarray(keys), step_size_state(np.full(self.chains, INITIAL_STEP))
-        )
-        state = jax.tree.map(np.asarray, state)
-        inv_mass = adapt.initial_inv_mass(grad)
-        self._compile(state, inv_mass, data_t)
+        state = self._starts(rng, data_t)
+        inv_mass = adapt.initial_inv_mass(state.grad)
         work = _Work(settings.tune + settings.draws)
         clock = _Clock()
         divergences = 0

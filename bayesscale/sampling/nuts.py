@@ -79,6 +79,13 @@ def make_chunk(
     """``chunk(state, inv_mass, n, adapt, depth, *data) -> (state, transitions)``: ``n <=
     capacity`` NUTS transitions of one chain on ``potential(z, *data)``.
 
+    With ``n = 0`` the chunk returns ``state`` with the potential and its gradient evaluated
+    at ``state.z`` (whatever ``state.potential`` and ``state.grad`` held): the driver checks
+    its starting points with the compiled chunk instead of compiling a function of its own
+    for them. With ``n > 0`` the state's own values are used as they are, so a run's draws
+    do not depend on where it was cut into chunks (an evaluation outside the trajectory can
+    differ from the trajectory's in the last bits).
+
     With ``adapt`` the step size follows the dual-averaging iterate and is updated towards
     ``target_accept`` after each transition; without it, the averaged step size is used.
     ``depth`` caps the tree depth (``<= 10``), e.g. lower early in warm-up.
@@ -100,6 +107,11 @@ def make_chunk(
     ) -> tuple[ChainState, Transitions]:
         _, leapfrog = velocity_verlet(lambda z: potential(z, *data), euclidean_kinetic_energy)
         dim = state.z.shape[0]
+        pe, grad = jax.value_and_grad(potential)(state.z, *data)  # one gradient per chunk
+        fresh = n == 0
+        state = state._replace(
+            potential=jnp.where(fresh, pe, state.potential), grad=jnp.where(fresh, grad, state.grad)
+        )
 
         def transition(i: Any, carry: tuple[ChainState, Transitions]) -> Any:
             s, out = carry
