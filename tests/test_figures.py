@@ -679,14 +679,20 @@ def test_iso_budget_shades_shares_beyond_the_swept_range(
     assert not any(_by_gid(ax, "extrapolated") for ax in without.axes)
 
 
-def test_verdict_matches_diagnose_and_needs_no_pymc(law_fit: xr.DataTree) -> None:
+def test_verdict_matches_diagnose_and_needs_no_pymc(
+    law_fit: xr.DataTree, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import subprocess
     import sys
 
     from bayesscale.data import fitfile as fitfile
     from bayesscale.report.figures.marks import verdict
+    from bayesscale.sampling import diagnostics
 
-    assert fitfile.diagnose(law_fit).ok and verdict(law_fit) is None
+    assert fitfile.diagnose(law_fit).ok
+    with monkeypatch.context() as m:  # the fit's kept figures are read, not computed again
+        m.setattr(diagnostics, "convergence", lambda *args: pytest.fail("recomputed"))
+        assert verdict(law_fit) is None
     # chains that disagree: shift the second chain of every variable
     bad = law_fit.copy()
     post = law_fit["posterior"].to_dataset()

@@ -5,8 +5,8 @@ fit (``--preview``, draws from a Laplace approximation), carries the verdict in 
 e.g. ``FAILED DIAGNOSTICS: max R-hat 1.300 > 1.01, ...`` or ``PREVIEW FIT: Laplace
 approximation, not a posterior sample; ...``. The verdict is the one of :func:`bayesscale.data.fitfile.diagnose` (the same
 statistics and thresholds: R-hat <= 1.01, bulk and tail ESS >= 400, no divergent transitions),
-computed here from :mod:`bayesscale.sampling.diagnostics` so that drawing a figure never
-imports PyMC.
+read from the figures the fit keeps when they describe its draws (the sampler's last check),
+else computed once and kept; drawing a figure never imports PyMC.
 
 **Extrapolation.** A law fit stores, per setting and axis, the swept range ``[lo, hi]`` of the
 data (:class:`bayesscale.data.extrapolation.SweptRange`). Where a figure shows sizes outside it, the
@@ -41,9 +41,8 @@ from matplotlib.text import Text
 
 from bayesscale import names
 from bayesscale.data.extrapolation import SweptRange
-from bayesscale.data.fitfile import ESS_MIN, RHAT_MAX
+from bayesscale.data.fitfile import ESS_MIN, RHAT_MAX, diagnose
 from bayesscale.report.figures.style import Array
-from bayesscale.sampling.diagnostics import convergence_of
 
 STAMP_GID: Final = "stamp"
 EXTRAPOLATED_GID: Final = "extrapolated"
@@ -67,18 +66,15 @@ def verdict(fit: xr.DataTree, leave_out: Sequence[str] = ()) -> str | None:
     posterior = fit["posterior"].to_dataset().drop_vars(list(leave_out), errors="ignore")
     if not posterior.data_vars:
         return None
-    check = convergence_of(posterior)
-    divergences = 0
-    if "sample_stats" in fit.children and "diverging" in fit["sample_stats"]:
-        divergences = int(fit["sample_stats"]["diverging"].sum())
+    d = diagnose(fit, leave_out)  # the fit's kept figures when they describe these draws
     failed = []
-    if not check.max_rhat <= RHAT_MAX:  # NaN fails too
-        failed.append(f"max R-hat {check.max_rhat:.3f} > {RHAT_MAX}")
-    ess = min(check.min_ess_bulk, check.min_ess_tail)
+    if not d.max_rhat <= RHAT_MAX:  # NaN fails too
+        failed.append(f"max R-hat {d.max_rhat:.3f} > {RHAT_MAX}")
+    ess = min(d.min_ess_bulk, d.min_ess_tail)
     if not ess >= ESS_MIN:
         failed.append(f"min ESS {ess:.0f} < {ESS_MIN}")
-    if divergences:
-        failed.append(f"{divergences} divergent transitions")
+    if d.divergences:
+        failed.append(f"{d.divergences} divergent transitions")
     if not failed:
         return None
     return f"FAILED DIAGNOSTICS: {', '.join(failed)}; do not trust this figure yet"
