@@ -91,7 +91,7 @@ def test_warnings_are_one_line(tmp_path: Path, fit_file: Path) -> None:
 def test_a_closed_stdout_is_no_traceback(fit_file: Path) -> None:
     for args in (
         ["summary", str(fit_file)],
-        ["recipe", str(fit_file), "--budget", "1e4", "--json"],
+        ["recipe", str(fit_file), "--budget", "1e4", "--json", "--max-draws", "50"],
     ):
         done = subprocess.run(
             f"{BAYESSCALE} {' '.join(args)} | head -1", shell=True, capture_output=True, text=True
