@@ -128,6 +128,7 @@ class CompiledNuts:
         x0 = self.density.x0
         blank = np.zeros(self.chains)
         unit_mass = np.ones((self.chains, x0.size))
+        placeholder_keys = np.asarray(jax.random.split(jax.random.PRNGKey(0), self.chains))
         jitter = JITTER
         for _ in range(MAX_INIT_TRIES):
             z = x0 + rng.uniform(-jitter, jitter, size=(self.chains, x0.size))
@@ -135,7 +136,7 @@ class CompiledNuts:
                 z,
                 blank,
                 np.zeros_like(z),
-                np.zeros((self.chains, 2), dtype=np.uint32),  # keys, drawn below
+                placeholder_keys,  # the chains' own keys are drawn below, once a start is found
                 step_size_state(blank + INITIAL_STEP),
             )
             state = jax.tree.map(np.asarray, state)
