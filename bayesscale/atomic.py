@@ -83,7 +83,9 @@ def write_atomically(
     """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it to ``path``.
 
     Refuses to replace an existing ``path`` unless ``overwrite``. ``suffix`` is the temporary
-    file's (some writers, such as matplotlib's, choose the format by it)."""
+    file's (some writers, such as matplotlib's, choose the format by it). An OS error that
+    names the temporary file (a full disk, say) is raised naming ``path``, the file the user
+    asked for; the temporary file is never left behind."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass --force (overwrite=True) to replace it")
@@ -98,6 +100,11 @@ def write_atomically(
         tmp.chmod(default_mode())
         os.replace(tmp, path)
         renamed = True
+    except OSError as exc:
+        if exc.filename is None or Path(os.fsdecode(exc.filename)) != tmp:
+            raise
+        # OSError(errno, ...) is the errno's own subclass (FileNotFoundError, ...)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     finally:
         tmp.unlink(missing_ok=True)
         untrack(tmp, path if renamed else None)

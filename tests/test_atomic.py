@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -41,3 +42,24 @@ def test_a_failing_writer_leaves_nothing(tmp_path: Path) -> None:
         write_atomically(path, half, overwrite=True)
     assert path.read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+
+
+def test_an_os_error_on_the_temporary_file_names_the_target(tmp_path: Path) -> None:
+    """What the user reads names the file they asked for, not the hidden temporary one."""
+    path = tmp_path / "fit.nc"
+
+    def full(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
+
+    with pytest.raises(OSError) as caught:
+        write_atomically(path, full)
+    assert caught.value.filename == str(path) and caught.value.errno == errno.ENOSPC
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+    def other(tmp: Path) -> None:  # an error on another file is passed on as it is
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(tmp_path / "input.csv"))
+
+    with pytest.raises(FileNotFoundError) as missing:
+        write_atomically(path, other)
+    assert missing.value.filename == str(tmp_path / "input.csv")
