@@ -409,6 +409,35 @@ def test_thinning() -> None:
     assert ds.sizes[names.DRAW_DIM] == 10
 
 
+def test_draws_whose_law_overflows_are_left_out_and_counted() -> None:
+    """An exponent in the hundreds makes K = A D_ref^alpha overflow (a preview's far tails):
+    that draw index is left out in every chain, with a warning, and counted in the output;
+    the other draws give what they give without it."""
+    from bayesscale.recipe.draws import RecipeWarning
+
+    fit = synthetic_fit(draws=20, chains=2, spread=0.05)
+    alpha = fit["posterior"][names.ALPHA].copy()
+    alpha[dict(chain=1, draw=3, setting=0, axis=2)] = 500.0  # 11.31^500 > 1e308
+    broken = fit.copy()
+    broken["posterior"] = fit["posterior"].to_dataset().assign({names.ALPHA: alpha})
+    with pytest.warns(RecipeWarning, match=r"2 of 40 posterior draws left out.*up to 500"):
+        draws = law_draws(broken)
+    assert draws.left_out == 2 and draws.samples == 38 and np.isfinite(draws.coef).all()
+    assert 3 not in draws.draw and np.array_equal(np.unique(draws.chain), [0, 1])
+    with pytest.warns(RecipeWarning):
+        ds = recipe(broken, [3e4], decision=False)
+    assert ds.sizes[names.DRAW_DIM] == 19 and ds.attrs["draws_left_out"] == 2
+    assert to_json(ds)["draws_left_out"] == 2
+    expected = recipe(fit, [3e4], decision=False).drop_sel({names.DRAW_DIM: 3})
+    np.testing.assert_allclose(ds[names.ALLOCATION], expected[names.ALLOCATION])
+    assert to_json(recipe(fit, [3e4], decision=False))["draws_left_out"] == 0
+    alpha[:] = 500.0
+    nowhere = fit.copy()
+    nowhere["posterior"] = fit["posterior"].to_dataset().assign({names.ALPHA: alpha})
+    with pytest.raises(RecipeError, match="no posterior draw has a finite law"):
+        law_draws(nowhere)
+
+
 # --- bad input ------------------------------------------------------------------------------
 
 

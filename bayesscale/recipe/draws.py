@@ -10,6 +10,7 @@ kappa per draw, the bounds of each axis, and how far a recipe lies beyond the sw
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +34,10 @@ class RecipeError(ValueError):
     """Inputs that the recipe cannot use (missing variables, unknown axes, bad bounds)."""
 
 
+class RecipeWarning(UserWarning):
+    """Posterior draws the recipe leaves out (and says how many), e.g. a law that overflows."""
+
+
 # --- reading a fit ---------------------------------------------------------------------------
 
 
@@ -42,7 +47,8 @@ class LawDraws:
 
     ``coef``, ``alpha``: (S, G, n); ``floor``: (S, G) — the loss floor plus the size term at the
     setting's model size; ``gamma`` (S, G) and ``beta`` (S, 1) with ``pair`` the interaction's
-    axis positions, or ``None``.
+    axis positions, or ``None``. ``left_out``: posterior samples of the fit (after thinning)
+    not in these draws, because a law of theirs is not finite (:func:`law_draws`).
     """
 
     axes: tuple[str, ...]
@@ -56,6 +62,7 @@ class LawDraws:
     gamma: Array | None = None
     beta: Array | None = None
     pair: tuple[int, int] | None = None
+    left_out: int = 0
 
     @property
     def samples(self) -> int:
@@ -90,7 +97,13 @@ def law_draws(
 
     The size term ``E (N/N_ref)^(-alpha_N)`` is a constant at each setting's model size; with
     ``size_axis`` it becomes one more axis, ``params_b`` (billions of parameters, coefficient
-    ``E N_ref^alpha_N``, reference ``N_ref``), for the recipe to choose."""
+    ``E N_ref^alpha_N``, reference ``N_ref``), for the recipe to choose.
+
+    A draw whose law is not finite in some setting is left out, with a :class:`RecipeWarning`
+    saying how many, and at the same draw index in every chain (the draws stay a chain x draw
+    grid). The coefficient ``K = A D_ref^alpha`` overflows for exponents in the hundreds, which
+    a preview's Laplace draws reach in their far tails (a spread of 7 on the log exponents);
+    a sampled posterior has none."""
     if "posterior" not in fit.children:
         raise RecipeError("the fit has no posterior group")
     post = fit["posterior"].to_dataset()
@@ -121,7 +134,8 @@ def law_draws(
     reference = (
         const[names.REFERENCE_SCALE].sel({names.AXIS_DIM: list(axes)}).to_numpy().astype(float)
     )
-    coef = laws.amplitude_at_one(amp, alpha, reference)
+    with np.errstate(over="ignore"):  # an overflow is a draw left out below, with a warning
+        coef = laws.amplitude_at_one(amp, alpha, reference)
     floor = _stack(post[names.LOSS_FLOOR], chains, draws)
     if names.SIZE_AMPLITUDE in post and names.ALPHA_SIZE in post:
         if names.PARAMS_B not in const or names.SIZE_REFERENCE not in const:
@@ -134,7 +148,8 @@ def law_draws(
         n_ref = float(const[names.SIZE_REFERENCE])
         if size_axis:
             g = coef.shape[1]
-            k_n = laws.amplitude_at_one(e, a_n, n_ref)
+            with np.errstate(over="ignore"):
+                k_n = laws.amplitude_at_one(e, a_n, n_ref)
             coef = np.concatenate([coef, np.repeat(k_n[:, None, None], g, axis=1)], axis=-1)
             alpha = np.concatenate([alpha, np.repeat(a_n[:, None, None], g, axis=1)], axis=-1)
             reference = np.append(reference, n_ref)
@@ -166,6 +181,34 @@ def law_draws(
         gamma = _stack(post[names.INTERACTION_GAMMA], chains, draws)
         beta = _stack(post[names.INTERACTION_BETA], chains, draws)[:, None]
     n_chain, n_draw = len(chains), len(draws)
+    parts = [coef, alpha, floor] + [p for p in (gamma, beta) if p is not None]
+    finite = np.all([np.isfinite(p).reshape(len(p), -1).all(axis=1) for p in parts], axis=0)
+    keep = finite.reshape(n_chain, n_draw).all(axis=0)  # a draw index kept in every chain
+    if not keep.all():
+        if not keep.any():
+            raise RecipeError(
+                f"no posterior draw has a finite law in every setting (largest exponent "
+                f"{np.nanmax(alpha):.3g}): the fit cannot give a recipe"
+            )
+        left_out = int((~keep).sum()) * n_chain
+        warnings.warn(
+            f"{left_out} of {n_chain * n_draw} posterior draws left out: their law is not "
+            f"finite in some setting (exponents up to {np.nanmax(alpha[~finite]):.3g}; the "
+            "coefficient K = A D_ref^alpha overflows)"
+            + (
+                "; a preview's Laplace draws reach such tails"
+                if int(fit.attrs.get(names.ATTR_PREVIEW, 0))
+                else ""
+            ),
+            RecipeWarning,
+            stacklevel=2,
+        )
+        rows = np.tile(keep, n_chain)
+        coef, alpha, floor = coef[rows], alpha[rows], floor[rows]
+        gamma = None if gamma is None else gamma[rows]
+        beta = None if beta is None else beta[rows]
+        draws = [d for d, k in zip(draws, keep, strict=True) if k]
+        n_draw = len(draws)
     return LawDraws(
         axes=axes,
         settings=chosen,
@@ -178,6 +221,7 @@ def law_draws(
         gamma=gamma,
         beta=beta,
         pair=pair,
+        left_out=(len(keep) - n_draw) * n_chain,
     )
 
 

@@ -365,6 +365,7 @@ def recipe(
         names.ATTR_KAPPA_SOURCE: inputs.kappa_source,
         "grow_axis": axes[grow],
         "decision_solver_failures": failures,
+        "draws_left_out": draws.left_out,
         "anchors": json.dumps(dict(zip(axes, anchor.tolist(), strict=True))),
         "bounds": json.dumps(
             {a: [lo[i], None if np.isinf(hi[i]) else hi[i]] for i, a in enumerate(axes)}
