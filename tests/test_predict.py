@@ -397,3 +397,29 @@ def test_one_row_without_outcome_is_predictable(law_fit):
     assert k.shape == (samples, 1) and np.all((k >= 0) & (k <= n))
     # the predictive mean of k/n is the posterior mean of p (law of total expectation)
     assert abs(k.mean() / n - pred.expected().mean()) < 4 * k.std() / n / np.sqrt(samples)
+
+
+def test_a_success_probability_that_underflows_predicts_no_successes() -> None:
+    """A draw whose loss is huge (a law with an exponent of 1e7 below its reference: a
+    preview's far tails) has p = exp(-L) = 0 in floating point; the beta-binomial is then a
+    point mass at no successes, as its limit, instead of an error from the beta sampler."""
+    from bayesscale.law.predict import Prediction
+
+    loss = np.array([[np.inf, 0.5], [800.0, 0.5]])  # exp(-800) underflows to 0
+    pred = Prediction(
+        frame=pd.DataFrame(index=range(2)),
+        source="rows.csv",
+        outcome="success",
+        chains=1,
+        draws=2,
+        setting=("a", "a"),
+        new_setting=np.zeros(2, dtype=bool),
+        loss=loss,
+        trials=np.array([50, 50]),
+        concentration=np.array([100.0, 100.0]),
+        log_loss_sigma=None,
+        student_nu=4.0,
+    )
+    k = pred.sample(seed=1, replicates=200)
+    assert k.shape == (400, 2) and np.all(k[:, 0] == 0)
+    assert abs(k[:, 1].mean() / 50 - np.exp(-0.5)) < 0.03

@@ -651,7 +651,13 @@ class Prediction:
             if self.trials is None:
                 raise PredictError("predicting success counts needs the trials column")
             a, b = np.tile(a, (replicates, 1)), np.tile(b, (replicates, 1))
-            q = rng.beta(a, b)
+            # p = exp(-L) underflows to 0 where the loss is huge (a law with an exponent of
+            # 1e7 far below its reference: a preview's far tails): the beta is then a point
+            # mass at 0, as in the limit a -> 0 (likewise at 1 for b -> 0)
+            at_zero, at_one = a == 0, b == 0
+            point = at_zero | at_one
+            q = rng.beta(np.where(point, 1.0, a), np.where(point, 1.0, b))
+            q = np.where(at_zero, 0.0, np.where(at_one, 1.0, q))
             return rng.binomial(self.trials[None, :], q).astype(float)
         if self.log_loss_sigma is None:
             raise PredictError(f"the fit has no {names.LOG_LOSS_SIGMA!r}")
