@@ -420,7 +420,10 @@ def test_draws_whose_law_overflows_are_left_out_and_counted() -> None:
     alpha[dict(chain=1, draw=3, setting=0, axis=2)] = 500.0  # 11.31^500 > 1e308
     broken = fit.copy()
     broken["posterior"] = fit["posterior"].to_dataset().assign({names.ALPHA: alpha})
-    with pytest.warns(RecipeWarning, match=r"2 of 40 posterior draws left out.*up to 500"):
+    with pytest.warns(
+        RecipeWarning,
+        match=r"2 of 40 posterior draws left out: 1 whose law.*up to 500.*1 at the same draw index",
+    ):
         draws = law_draws(broken)
     assert draws.left_out == 2 and draws.samples == 38 and np.isfinite(draws.coef).all()
     assert 3 not in draws.draw and np.array_equal(np.unique(draws.chain), [0, 1])

@@ -190,11 +190,16 @@ def law_draws(
                 f"no posterior draw has a finite law in every setting (largest exponent "
                 f"{np.nanmax(alpha):.3g}): the fit cannot give a recipe"
             )
-        left_out = int((~keep).sum()) * n_chain
+        left_out, bad = int((~keep).sum()) * n_chain, int((~finite).sum())
+        others = (
+            f", and {left_out - bad} at the same draw index in other chains"
+            if left_out > bad
+            else ""
+        )
         warnings.warn(
-            f"{left_out} of {n_chain * n_draw} posterior draws left out: their law is not "
-            f"finite in some setting (exponents up to {np.nanmax(alpha[~finite]):.3g}; the "
-            "coefficient K = A D_ref^alpha overflows)"
+            f"{left_out} of {n_chain * n_draw} posterior draws left out: {bad} whose law is "
+            f"not finite in some setting (exponents up to {np.nanmax(alpha[~finite]):.3g}; the "
+            f"coefficient K = A D_ref^alpha overflows){others}"
             + (
                 "; a preview's Laplace draws reach such tails"
                 if int(fit.attrs.get(names.ATTR_PREVIEW, 0))
