@@ -101,7 +101,8 @@ def write_atomically(
         os.replace(tmp, path)
         renamed = True
     except OSError as exc:
-        if exc.filename is None or Path(os.fsdecode(exc.filename)) != tmp:
+        named = exc.filename
+        if not isinstance(named, str | bytes | os.PathLike) or Path(os.fsdecode(named)) != tmp:
             raise
         # OSError(errno, ...) is the errno's own subclass (FileNotFoundError, ...)
         raise OSError(exc.errno, exc.strerror, str(path)) from exc

@@ -63,3 +63,10 @@ def test_an_os_error_on_the_temporary_file_names_the_target(tmp_path: Path) -> N
     with pytest.raises(FileNotFoundError) as missing:
         write_atomically(path, other)
     assert missing.value.filename == str(tmp_path / "input.csv")
+
+    def descriptor(tmp: Path) -> None:  # os.stat(fd) names the descriptor, a number
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF), 999)
+
+    with pytest.raises(OSError) as bad:
+        write_atomically(path, descriptor)
+    assert bad.value.filename == 999

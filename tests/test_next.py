@@ -142,6 +142,27 @@ def test_exponents_target(toy_fit: xr.DataTree) -> None:
     assert "alpha_pop" in result.chosen[0].why
 
 
+def test_draws_the_recipe_leaves_out_are_left_out_of_the_values_too(toy_fit: xr.DataTree) -> None:
+    """A draw whose law overflows is left out (at its index in every chain) by the recipe;
+    the preposterior values leave out the same draws, so the result is the one of a fit
+    without that draw index."""
+    from bayesscale.recipe.draws import RecipeWarning
+
+    alpha = toy_fit["posterior"][names.ALPHA].copy()
+    alpha[dict(chain=1, draw=7, setting=0, axis=2)] = 500.0
+    broken = toy_fit.copy()
+    broken["posterior"] = toy_fit["posterior"].to_dataset().assign({names.ALPHA: alpha})
+    without = toy_fit.copy()
+    without["posterior"] = toy_fit["posterior"].to_dataset().drop_sel({names.DRAW_DIM: 7})
+    options = dict(runs=2, simulations=16, max_draws=None, actions=16, seed=3)
+    with pytest.warns(RecipeWarning, match="2 of 240 posterior draws left out"):
+        left_out = next_runs(broken, 2e4, **options)
+    reference = next_runs(without, 2e4, **options)
+    assert [r.candidate for r in left_out.chosen] == [r.candidate for r in reference.chosen]
+    assert left_out.target_now == reference.target_now
+    assert [v.value for v in left_out.first_step] == [v.value for v in reference.first_step]
+
+
 def test_candidate_grid_nests_sizes_and_respects_caps() -> None:
     swept = SweptRange(("env", "traj"), ("S",), np.array([[8.0, 2.0]]), np.array([[64.0, 16.0]]))
     cands = candidate_grid(["S"], ("env", "traj"), swept, np.array([[64.0, 8.0]]), 4.0, 2.0,

@@ -434,6 +434,11 @@ def test_draws_whose_law_overflows_are_left_out_and_counted() -> None:
     expected = recipe(fit, [3e4], decision=False).drop_sel({names.DRAW_DIM: 3})
     np.testing.assert_allclose(ds[names.ALLOCATION], expected[names.ALLOCATION])
     assert to_json(recipe(fit, [3e4], decision=False))["draws_left_out"] == 0
+    from bayesscale.recipe.compute import compute_recipe
+
+    with pytest.warns(RecipeWarning):
+        flops = compute_recipe(broken, [1e8])
+    assert flops.sizes[names.DRAW_DIM] == 19 and to_json(flops)["draws_left_out"] == 2
     alpha[:] = 500.0
     nowhere = fit.copy()
     nowhere["posterior"] = fit["posterior"].to_dataset().assign({names.ALPHA: alpha})

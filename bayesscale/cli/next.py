@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.design import sweep_file
     from bayesscale.design.costs import Costs, load_costs
     from bayesscale.fits.law import LawFit
-    from bayesscale.recipe.draws import law_draws
+    from bayesscale.recipe.draws import law_layout
 
     if args.refit_below is not None and args.observations is None:
         raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
@@ -142,10 +142,10 @@ def run(args: argparse.Namespace) -> int:
     fit = law.tree
     prices = load_prices(args.prices)
     costs = load_costs(args.costs, Costs(data=dict(prices.unit), currency=prices.currency))
-    shape = law_draws(fit, None, 1)  # one draw: the settings and axes the recipe sees
-    settings = list(shape.settings)
+    axes, fit_settings = law_layout(fit)  # the settings and axes the recipe sees
+    settings = list(fit_settings)
     keys = nr.setting_keys(fit, settings)
-    columns = nr.axis_columns(fit, shape.axes)
+    columns = nr.axis_columns(fit, axes)
     movers = None
     max_sizes = None
     updates = cells = None

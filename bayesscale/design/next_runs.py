@@ -200,6 +200,16 @@ def _thinned(da: xr.DataArray, max_draws: int | None) -> Array:
     return values.reshape(-1, *values.shape[2:])
 
 
+def _at_draws(da: xr.DataArray, draws: LawDraws) -> Array:
+    """``(chain, draw, ...)`` values at the samples of ``draws``, flattened to ``(S, ...)`` in
+    their order: the draws :func:`law_draws` kept (its thinning, less any draw it left out)."""
+    chains = np.unique(draws.chain).astype(int)
+    kept = draws.draw[: draws.samples // chains.size].astype(int)
+    arr = da.sel({names.CHAIN_DIM: chains, names.DRAW_DIM: kept})
+    values = arr.transpose(names.CHAIN_DIM, names.DRAW_DIM, ...).to_numpy().astype(float)
+    return values.reshape(-1, *values.shape[2:])
+
+
 def setting_keys(fit: xr.DataTree, settings: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Per setting: model, algorithm, domain (from constant_data, else the label) and
     params_b (None when the fit has no model size)."""
@@ -434,7 +444,7 @@ def next_runs(
             f"the fit's posterior has no {names.CONCENTRATION!r}: the value of a run needs the "
             "beta-binomial likelihood of a success-count fit"
         )
-    phi = _thinned(_array(fit, names.CONCENTRATION), max_draws)
+    phi = _at_draws(_array(fit, names.CONCENTRATION), draws)
     S = draws.samples
     M = min(simulations, S)
     outer = rng.permutation(S)[:M]
@@ -460,7 +470,7 @@ def next_runs(
     else:
         if names.ALPHA_POP not in post:
             raise DesignError(f"the fit's posterior has no {names.ALPHA_POP!r}")
-        exponents = _thinned(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), max_draws)
+        exponents = _at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
 
     engine = _Engine(draws, phi, int(trials), outer, seed, target, success, exponents)
     if anchors:

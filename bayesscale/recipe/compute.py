@@ -158,6 +158,7 @@ def compute_recipe(
         names.ATTR_CURRENCY: "compute units",
         names.ATTR_PRICES: json.dumps({"unit_cost": unit_cost}),
         "cost_powers": json.dumps(dict(zip(axes, m.tolist(), strict=True))),
+        "draws_left_out": draws.left_out,
         names.ATTR_KAPPA_SOURCE: "not applicable (a synthetic token costs the same compute)",
         "bounds": json.dumps(
             {a: [lo[i], None if np.isinf(hi[i]) else hi[i]] for i, a in enumerate(axes)}

@@ -86,6 +86,22 @@ def _stack(da: xr.DataArray, chains: Sequence[int], draws: Sequence[int]) -> Arr
     return arr.reshape(-1, *arr.shape[2:])
 
 
+def law_layout(fit: xr.DataTree) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The axes and settings of a law fit, as :func:`law_draws` reads them, after checking
+    that the fit has what the recipe needs (without reading any draw)."""
+    if "posterior" not in fit.children:
+        raise RecipeError("the fit has no posterior group")
+    post = fit["posterior"]
+    for var in (names.ALPHA, names.AMPLITUDE, names.LOSS_FLOOR):
+        if var not in post:
+            raise RecipeError(f"the fit's posterior has no {var!r}")
+    if "constant_data" not in fit.children or names.REFERENCE_SCALE not in fit["constant_data"]:
+        raise RecipeError(f"the fit's constant_data has no {names.REFERENCE_SCALE!r}")
+    axes = tuple(str(a) for a in post[names.ALPHA][names.AXIS_DIM].to_numpy())
+    settings = tuple(str(s) for s in post[names.ALPHA][names.SETTING_DIM].to_numpy())
+    return axes, settings
+
+
 def law_draws(
     fit: xr.DataTree,
     settings: Sequence[str] | None = None,
@@ -104,17 +120,9 @@ def law_draws(
     grid). The coefficient ``K = A D_ref^alpha`` overflows for exponents in the hundreds, which
     a preview's Laplace draws reach in their far tails (a spread of 7 on the log exponents);
     a sampled posterior has none."""
-    if "posterior" not in fit.children:
-        raise RecipeError("the fit has no posterior group")
+    axes, all_settings = law_layout(fit)
     post = fit["posterior"].to_dataset()
-    const = fit["constant_data"].to_dataset() if "constant_data" in fit.children else xr.Dataset()
-    for var in (names.ALPHA, names.AMPLITUDE, names.LOSS_FLOOR):
-        if var not in post:
-            raise RecipeError(f"the fit's posterior has no {var!r}")
-    if names.REFERENCE_SCALE not in const:
-        raise RecipeError(f"the fit's constant_data has no {names.REFERENCE_SCALE!r}")
-    axes = tuple(str(a) for a in post[names.ALPHA][names.AXIS_DIM].to_numpy())
-    all_settings = tuple(str(s) for s in post[names.ALPHA][names.SETTING_DIM].to_numpy())
+    const = fit["constant_data"].to_dataset()
     chosen = tuple(settings) if settings else all_settings
     missing = [s for s in chosen if s not in all_settings]
     if missing:
@@ -126,15 +134,15 @@ def law_draws(
     if max_draws is not None and max_draws < len(draws):
         if max_draws < 1:
             raise RecipeError(f"max_draws must be >= 1, got {max_draws}")
-        keep = np.unique(np.linspace(0, len(draws) - 1, max_draws).round().astype(int))
-        draws = [draws[i] for i in keep]
+        thinned = np.unique(np.linspace(0, len(draws) - 1, max_draws).round().astype(int))
+        draws = [draws[i] for i in thinned]
     post = post.sel({names.SETTING_DIM: list(chosen)})
     alpha = _stack(post[names.ALPHA].transpose(..., names.AXIS_DIM), chains, draws)
     amp = _stack(post[names.AMPLITUDE], chains, draws)
     reference = (
         const[names.REFERENCE_SCALE].sel({names.AXIS_DIM: list(axes)}).to_numpy().astype(float)
     )
-    with np.errstate(over="ignore"):  # an overflow is a draw left out below, with a warning
+    with np.errstate(over="ignore", invalid="ignore"):  # such a draw is left out below
         coef = laws.amplitude_at_one(amp, alpha, reference)
     floor = _stack(post[names.LOSS_FLOOR], chains, draws)
     if names.SIZE_AMPLITUDE in post and names.ALPHA_SIZE in post:
@@ -148,7 +156,7 @@ def law_draws(
         n_ref = float(const[names.SIZE_REFERENCE])
         if size_axis:
             g = coef.shape[1]
-            with np.errstate(over="ignore"):
+            with np.errstate(over="ignore", invalid="ignore"):
                 k_n = laws.amplitude_at_one(e, a_n, n_ref)
             coef = np.concatenate([coef, np.repeat(k_n[:, None, None], g, axis=1)], axis=-1)
             alpha = np.concatenate([alpha, np.repeat(a_n[:, None, None], g, axis=1)], axis=-1)
@@ -156,9 +164,10 @@ def law_draws(
             axes = (*axes, names.PARAMS_B)
         else:
             size = const[names.PARAMS_B].sel({names.SETTING_DIM: list(chosen)})
-            floor = floor + laws.size_term(
-                size.to_numpy().astype(float)[None, :], e[:, None], a_n[:, None], n_ref
-            )
+            with np.errstate(over="ignore", invalid="ignore"):
+                floor = floor + laws.size_term(
+                    size.to_numpy().astype(float)[None, :], e[:, None], a_n[:, None], n_ref
+                )
     elif size_axis:
         raise RecipeError(
             f"a price for {names.PARAMS_B!r} asks the recipe to choose the model size, but the "
@@ -183,41 +192,37 @@ def law_draws(
     n_chain, n_draw = len(chains), len(draws)
     parts = [coef, alpha, floor] + [p for p in (gamma, beta) if p is not None]
     finite = np.all([np.isfinite(p).reshape(len(p), -1).all(axis=1) for p in parts], axis=0)
-    keep = finite.reshape(n_chain, n_draw).all(axis=0)  # a draw index kept in every chain
-    if not keep.all():
-        if not keep.any():
+    kept = finite.reshape(n_chain, n_draw).all(axis=0)  # a draw index kept in every chain
+    if not kept.all():
+        why = _not_finite(coef[~finite], alpha[~finite])
+        if not kept.any():
             raise RecipeError(
-                f"no posterior draw has a finite law in every setting (largest exponent "
-                f"{np.nanmax(alpha):.3g}): the fit cannot give a recipe"
+                f"no posterior draw has a finite law in every setting ({why}): the fit "
+                "cannot give a recipe"
             )
-        left_out, bad = int((~keep).sum()) * n_chain, int((~finite).sum())
+        left_out, bad = int((~kept).sum()) * n_chain, int((~finite).sum())
         others = (
             f", and {left_out - bad} at the same draw index in other chains"
             if left_out > bad
             else ""
         )
+        preview = "; a preview's Laplace draws reach such tails"
         warnings.warn(
             f"{left_out} of {n_chain * n_draw} posterior draws left out: {bad} whose law is "
-            f"not finite in some setting (exponents up to {np.nanmax(alpha[~finite]):.3g}; the "
-            f"coefficient K = A D_ref^alpha overflows){others}"
-            + (
-                "; a preview's Laplace draws reach such tails"
-                if int(fit.attrs.get(names.ATTR_PREVIEW, 0))
-                else ""
-            ),
+            f"not finite in some setting ({why}){others}"
+            + (preview if int(fit.attrs.get(names.ATTR_PREVIEW, 0)) else ""),
             RecipeWarning,
             stacklevel=2,
         )
-        rows = np.tile(keep, n_chain)
+        rows = np.tile(kept, n_chain)
         coef, alpha, floor = coef[rows], alpha[rows], floor[rows]
         gamma = None if gamma is None else gamma[rows]
         beta = None if beta is None else beta[rows]
-        draws = [d for d, k in zip(draws, keep, strict=True) if k]
-        n_draw = len(draws)
+        draws = [d for d, k in zip(draws, kept, strict=True) if k]
     return LawDraws(
         axes=axes,
         settings=chosen,
-        chain=np.repeat(chains, n_draw).astype(float),
+        chain=np.repeat(chains, len(draws)).astype(float),
         draw=np.tile(draws, n_chain).astype(float),
         coef=coef,
         alpha=alpha,
@@ -226,8 +231,18 @@ def law_draws(
         gamma=gamma,
         beta=beta,
         pair=pair,
-        left_out=(len(keep) - n_draw) * n_chain,
+        left_out=int((~kept).sum()) * n_chain,
     )
+
+
+def _not_finite(coef: Array, alpha: Array) -> str:
+    """Why draws' laws are not finite, from their coefficients and exponents."""
+    exponents = alpha[np.isfinite(alpha)]
+    if np.isinf(coef).any() and exponents.size:
+        return (
+            f"the coefficient K = A D_ref^alpha overflows, at exponents up to {exponents.max():.3g}"
+        )
+    return "a parameter of the law is NaN or infinite"
 
 
 def success_of(law: allocate.PowerLaw, sizes: Array) -> Array:
