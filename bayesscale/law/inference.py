@@ -37,6 +37,7 @@ from bayesscale.sampling.config import (
     DEFAULT_SAMPLER,
     FitConfig,
 )
+from bayesscale.sampling.jaxconfig import release_compiled
 from bayesscale.sampling.progress import Progress
 
 SAMPLE_DIMS = (names.CHAIN_DIM, names.DRAW_DIM)
@@ -66,6 +67,7 @@ def sample(model: pm.Model, config: FitConfig, label: str = "fit") -> tuple[xr.D
     (Ctrl-C) stops the default sampler within about half a second and propagates.
     """
     configure(config.chains)
+    release_compiled()  # the programs of earlier fits in this process (memory maps)
     if config.preview:
         return _preview(model, config, label)
     if config.sampler == DEFAULT_SAMPLER:

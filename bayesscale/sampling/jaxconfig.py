@@ -86,3 +86,20 @@ def configure(chains: int = 4) -> int:
             stacklevel=2,
         )
     return devices
+
+
+def release_compiled() -> None:
+    """Drop every program JAX keeps compiled in this process's memory (``jax.clear_caches``;
+    the persistent cache on disk stays).
+
+    JAX keeps each fit's compiled sampler, derived quantities and log densities in its
+    in-memory caches for the life of the process, even after the fit is gone: about 650
+    memory maps per fit of a new data layout. A process may hold 65,530 maps
+    (``vm.max_map_count``), so a study that refits about a hundred times in one process
+    crashed with ``LLVM compilation error: Cannot allocate memory``. Every fit calls this
+    before it compiles: a later fit builds its functions afresh anyway (its model is a new
+    graph), and finds its compiled programs in the persistent cache.
+    """
+    import jax
+
+    jax.clear_caches()
