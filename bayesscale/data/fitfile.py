@@ -130,15 +130,19 @@ class Diagnostics:
             )
         if self.ok:
             return None
+        return f"DIAGNOSTICS FAILED ({', '.join(self.failures())}): do not trust these numbers yet"
+
+    def failures(self) -> list[str]:
+        """Each failed threshold in a few words (``max R-hat 1.300 > 1.01``); a NaN fails."""
         failed = []
-        if self.max_rhat != self.max_rhat or self.max_rhat > RHAT_MAX:
+        if not self.max_rhat <= RHAT_MAX:
             failed.append(f"max R-hat {self.max_rhat:.3f} > {RHAT_MAX}")
         ess = min(self.min_ess_bulk, self.min_ess_tail)
-        if ess != ess or ess < ESS_MIN:
+        if not ess >= ESS_MIN:
             failed.append(f"min ESS {ess:.0f} < {ESS_MIN}")
         if self.divergences:
             failed.append(f"{self.divergences} divergent transitions")
-        return f"DIAGNOSTICS FAILED ({', '.join(failed)}): do not trust these numbers yet"
+        return failed
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready: a statistic that is not defined (R-hat of one chain) is ``None``."""

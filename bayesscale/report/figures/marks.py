@@ -41,7 +41,7 @@ from matplotlib.text import Text
 
 from bayesscale import names
 from bayesscale.data.extrapolation import SweptRange
-from bayesscale.data.fitfile import ESS_MIN, RHAT_MAX, diagnose
+from bayesscale.data.fitfile import diagnose
 from bayesscale.report.figures.style import Array
 
 STAMP_GID: Final = "stamp"
@@ -66,15 +66,8 @@ def verdict(fit: xr.DataTree, leave_out: Sequence[str] = ()) -> str | None:
     posterior = fit["posterior"].to_dataset().drop_vars(list(leave_out), errors="ignore")
     if not posterior.data_vars:
         return None
-    d = diagnose(fit, leave_out)  # the fit's kept figures when they describe these draws
-    failed = []
-    if not d.max_rhat <= RHAT_MAX:  # NaN fails too
-        failed.append(f"max R-hat {d.max_rhat:.3f} > {RHAT_MAX}")
-    ess = min(d.min_ess_bulk, d.min_ess_tail)
-    if not ess >= ESS_MIN:
-        failed.append(f"min ESS {ess:.0f} < {ESS_MIN}")
-    if d.divergences:
-        failed.append(f"{d.divergences} divergent transitions")
+    # the fit's kept figures when they describe these draws
+    failed = diagnose(fit, leave_out).failures()
     if not failed:
         return None
     return f"FAILED DIAGNOSTICS: {', '.join(failed)}; do not trust this figure yet"
