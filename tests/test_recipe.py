@@ -774,3 +774,43 @@ def test_cli_strict_refuses_a_failed_fit(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(fit) in err[0] and "--strict" in err[0]
     assert not out.exists()
+
+
+def test_decision_with_draws_below_zero_loss_matches_brute_force() -> None:
+    """Draws whose loss falls below 0 have success 1 and no gradient there (``p = exp(-max(L,
+    0))``). The decision's optimiser must use that gradient: with the unclipped one it
+    stalled at its iteration limit on such posteriors (a preview's far tails). Known answer:
+    the best point of a fine grid over the budget simplex, polished without derivatives."""
+    from scipy import optimize
+
+    from bayesscale.recipe.solve import _decision
+
+    rng = np.random.default_rng(11)
+    S = 200
+    alpha = ALPHA[0] * np.exp(0.5 * rng.standard_normal((S, 3)))
+    coef = AMPLITUDE[0] * REFERENCE ** ALPHA[0] * np.exp(0.3 * rng.standard_normal((S, 3)))
+    floor = np.where(rng.random(S) < 0.3, -0.2, FLOOR[0])  # 30% of draws reach L < 0
+    law = allocate.PowerLaw(coef, alpha, floor)
+    budget, lo, hi = 1e5, np.ones(3), np.full(3, np.inf)
+    assert (law.loss(budget / PRICES / 3 * np.ones(3)) < 0).any()
+
+    def mean_success(f: np.ndarray) -> float:
+        return float(laws.success_from_loss(law.loss(f * budget / PRICES)).mean())
+
+    start = np.full(3, budget / 3)
+    x, converged = _decision(law, np.ones(3), PRICES, budget, lo, hi, start)
+    assert converged
+    grid = np.linspace(1e-4, 1 - 1e-4, 151)
+    f1, f2 = np.meshgrid(grid, grid)
+    pts = np.stack([f1.ravel(), f2.ravel(), 1 - f1.ravel() - f2.ravel()], axis=-1)
+    pts = pts[pts[:, 2] > 1e-4]
+    p = laws.success_from_loss(law.loss(pts[:, None, :] * budget / PRICES)).mean(axis=1)
+    best = pts[np.argmax(p)]
+    polished = optimize.minimize(
+        lambda v: -mean_success(np.array([v[0], v[1], 1 - v[0] - v[1]])),
+        best[:2],
+        method="Nelder-Mead",
+        options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 1000},
+    )
+    brute = max(float(p.max()), -float(polished.fun))
+    assert mean_success(x / budget) >= brute - 1e-9

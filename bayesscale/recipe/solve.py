@@ -42,7 +42,7 @@ from numpy.typing import ArrayLike
 from scipy import optimize
 
 from bayesscale import names
-from bayesscale.core import allocate
+from bayesscale.core import allocate, laws
 from bayesscale.core.prices import Prices
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.recipe.draws import (
@@ -97,8 +97,11 @@ def _decision(
 
     def fun(f: Array) -> tuple[float, Array]:
         d = scale * f
-        p = success_of(law, d)
-        g = np.mean(law.gradient(d) * scale * p[:, None], axis=0)
+        loss = law.loss(d)
+        p = laws.success_from_loss(loss)
+        # p = exp(-max(L, 0)): a draw whose loss is below 0 has p = 1 and no gradient
+        dloss = np.where((loss > 0.0)[:, None], law.gradient(d), 0.0)
+        g = np.mean(dloss * scale * p[:, None], axis=0)
         return float(1.0 - np.mean(p)), np.asarray(g, dtype=float)
 
     f_lo = prices * lo / budget
