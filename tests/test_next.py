@@ -103,13 +103,15 @@ def toy_fit() -> xr.DataTree:
 def test_no_uncertainty_no_value(toy_fit: xr.DataTree) -> None:
     """A point-mass posterior: every candidate is worth exactly 0, the batch still fills."""
     point = with_concentration(synthetic_fit(draws=30, spread=0.0), 800.0)
-    result = next_runs(point, 2e4, runs=2, simulations=8, max_draws=30, actions=8)
+    result = next_runs(point, 2e4, runs=2, simulations=8, max_draws=30, actions=8, min_ess=0)
     assert result.target_now == pytest.approx(0.0, abs=1e-12)
     assert all(v.value == 0 for v in result.first_step) and len(result.chosen) == 2
 
 
 def test_batch_values_costs_and_json(toy_fit: xr.DataTree) -> None:
-    result = next_runs(toy_fit, 2e4, runs=3, simulations=24, max_draws=120, actions=24, seed=1)
+    result = next_runs(
+        toy_fit, 2e4, runs=3, simulations=24, max_draws=120, actions=24, seed=1, min_ess=0
+    )
     assert len(result.chosen) == 3 and result.target_now > 0
     assert all(v.value >= 0 and v.cost.total > 0 for v in result.first_step)
     assert 0 <= result.target_after <= result.target_now
@@ -118,7 +120,9 @@ def test_batch_values_costs_and_json(toy_fit: xr.DataTree) -> None:
     doc = json.loads(json.dumps(to_json(result)))
     assert doc["chosen"][0]["rank"] == 1 and "informs" in doc["chosen"][0]["why"]
     assert {"value", "cost", "value_per_cost", "ess_median"} <= set(doc["chosen"][0])
-    again = next_runs(toy_fit, 2e4, runs=3, simulations=24, max_draws=120, actions=24, seed=1)
+    again = next_runs(
+        toy_fit, 2e4, runs=3, simulations=24, max_draws=120, actions=24, seed=1, min_ess=0
+    )
     assert [r.candidate for r in again.chosen] == [r.candidate for r in result.chosen]
 
 
@@ -253,8 +257,9 @@ def test_next_plan_launch_dry_run_on_the_bundled_example(
 ) -> None:
     fit = example_fit(tmp_path / "fit.nc")
     nxt, png = tmp_path / "next.toml", tmp_path / "next.png"
+    # 80 draws (for speed) value only a few runs: --min-ess 0 keeps the batch at 3 runs
     args = ["next", str(fit), "--budget", "3000", "--runs", "3", "--sweep", str(EXAMPLE),
-            "--simulations", "16", "--max-draws", "40"]  # fmt: skip
+            "--simulations", "16", "--max-draws", "40", "--min-ess", "0"]  # fmt: skip
     assert main([*args, "--out", str(nxt), "--figure", str(png)]) == 0
     out = capsys.readouterr().out
     assert "next 3 run(s)" in out and f"next: bayesscale plan {nxt}" in out
@@ -403,3 +408,30 @@ def test_spend_caps_the_batch(toy_fit: xr.DataTree) -> None:
     assert sum(r.valued.cost.total for r in result.chosen) <= 250.0
     with pytest.raises(DesignError, match="no candidate run fits in the spend cap"):
         next_runs(toy_fit, 2e4, runs=2, spend=1.0, simulations=16, max_draws=60)
+
+
+def test_the_batch_stops_where_its_draws_can_no_longer_value_a_run(
+    toy_fit: xr.DataTree,
+) -> None:
+    """Each chosen run conditions the weights on its simulated outcome; once the best next
+    run's median ESS would fall below min_ess the batch stops (the first run is always
+    chosen), and says so. With min_ess 0 the same batch runs on to ``runs``."""
+    options = dict(runs=12, simulations=16, max_draws=60, actions=16, seed=4)
+    unlimited = next_runs(toy_fit, 2e4, min_ess=0, **options)
+    assert len(unlimited.chosen) == 12
+    assert not any("the batch stops" in n for n in unlimited.notes)
+    # the ESS of a batch falls as runs are added; stop halfway down
+    ess = [r.valued.ess_median for r in unlimited.chosen]
+    assert ess[-1] < ess[0]
+    threshold = (ess[0] + ess[-1]) / 2
+    stopped = next_runs(toy_fit, 2e4, min_ess=threshold, **options)
+    k = len(stopped.chosen)
+    assert 1 <= k < 12
+    assert [r.candidate for r in stopped.chosen] == [r.candidate for r in unlimited.chosen[:k]]
+    assert all(r.valued.ess_median >= threshold for r in stopped.chosen[1:])
+    assert unlimited.chosen[k].valued.ess_median < threshold
+    assert any(f"the batch stops at {k} of up to 12 runs" in n for n in stopped.notes)
+    # a first run below the threshold is still chosen, and flagged
+    first_only = next_runs(toy_fit, 2e4, min_ess=1e9, **options)
+    assert len(first_only.chosen) == 1
+    assert any("median importance-weight ESS below" in n for n in first_only.notes)

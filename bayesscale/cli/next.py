@@ -93,7 +93,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--min-ess",
         type=float,
         default=defaults.DEFAULT_MIN_ESS,
-        help="flag chosen runs whose importance weights' median ESS is below this",
+        help="the batch stops before a run whose importance weights' median ESS (given the "
+        "batch's simulated outcomes) is below this; a first run below it is flagged; 0 never "
+        "stops (default %(default)s)",
     )
     parser.add_argument(
         "--refit-below",

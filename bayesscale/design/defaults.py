@@ -19,4 +19,6 @@ DEFAULT_ACTIONS: Final = 64  # size of the finite action set of the decision tar
 DEFAULT_BEYOND: Final = 4.0  # candidates up to this many times the largest swept value
 DEFAULT_STEP: Final = 2.0  # candidate sizes this factor apart
 DEFAULT_TRIALS: Final = 1000  # held-out tasks a run is evaluated on
-DEFAULT_MIN_ESS: Final = 20.0  # below this median importance-weight ESS a value is rough
+# Below this median importance-weight ESS a run's value is rough: the batch stops before such a
+# run (the draws cannot value it; refit after the batch and ask again), except as its first run.
+DEFAULT_MIN_ESS: Final = 40.0

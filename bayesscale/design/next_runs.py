@@ -17,8 +17,11 @@ the target settings; ``exponents``, the summed posterior variance of the populat
 The **batch** is chosen greedily: each step adds the run with the largest value per cost,
 where the value is *marginal*, the batch's joint preposterior value with the run minus
 without it (the outcomes of the runs already chosen are simulated from the same outer draw and
-condition the weights): a second run that answers the same question is worth less. Costs
-(:mod:`bayesscale.design.costs`) are marginal too: data bought for one run is not paid again.
+condition the weights): a second run that answers the same question is worth less. The batch
+stops before a run whose weights, so conditioned, rest on too few draws to value it (median
+Kish ESS below ``min_ess``): past that point every value is noise and the ranking would buy
+the cheapest runs. Costs (:mod:`bayesscale.design.costs`) are marginal too: data bought for
+one run is not paid again.
 
 Example
 -------
@@ -415,8 +418,10 @@ def next_runs(
     set. Candidates: :func:`candidate_grid` with ``beyond``, ``step``, ``anchors`` (axis ->
     size, for every setting; default :func:`default_anchors`) and ``max_sizes``, plus the
     recipe's decision per setting. ``updates`` and ``cells`` of a run enter the GPU-hours
-    (default: the cost model's reference run). ``min_ess``: below this median Kish ESS a chosen
-    run's value is flagged unreliable (refit to check it). ``spend`` caps the batch's total
+    (default: the cost model's reference run). ``min_ess``: the batch stops before a run
+    (other than its first) whose median Kish ESS, given the batch's simulated outcomes, is below
+    this, and a first run below it is flagged unreliable (refit to check it); 0 never stops.
+    ``spend`` caps the batch's total
     cost (at most ``runs`` runs, fewer when the cap is reached): then the greedy by value per cost
     and the greedy by value are both run and the batch worth more is kept.
     """
@@ -498,18 +503,19 @@ def next_runs(
         _RunCosts(axes, columns, costs, updates, cells),
         runs=runs,
         spend=spend,
+        stop_ess=min_ess,
         why=lambda c, v: _why(c, v, target, targets, axes),
     )
     base_total, _, _ = engine.score(np.zeros((M, S)))  # zero reduction before anything is seen
     notes: list[str] = []
-    chosen, first, ll_batch = batcher.run(by_ratio=True)
+    chosen, first, ll_batch, stopped = batcher.run(by_ratio=True)
     if spend is not None:
         # Budgeted greedy by value per cost alone can fill the budget with cheap runs of little
         # value; the greedy by value alone, kept when its batch is worth more, bounds the loss
         # (Leskovec et al. 2007, "cost-effective outbreak detection", CELF).
-        alt, _, ll_alt = batcher.run(by_ratio=False)
+        alt, _, ll_alt, stopped_alt = batcher.run(by_ratio=False)
         if engine.score(ll_alt)[0].mean() > engine.score(ll_batch)[0].mean():
-            chosen, ll_batch = alt, ll_alt
+            chosen, ll_batch, stopped = alt, ll_alt, stopped_alt
             notes.append(
                 "the batch is the greedy by value (not value per cost): within the spend cap it "
                 "is worth more"
@@ -523,7 +529,7 @@ def next_runs(
     else:
         assert exponents is not None
         now = float(np.var(exponents, axis=0).sum())
-    notes += _notes(chosen, first, min_ess, S)
+    notes += _notes(chosen, first, min_ess, S, stopped, runs)
     return NextRuns(
         target=target,
         budget=float(budget),
@@ -643,10 +649,12 @@ class _Greedy:
         *,
         runs: int,
         spend: float | None,
+        stop_ess: float,
         why: Callable[[Candidate, Valued], str],
     ) -> None:
         self.engine, self.cands, self.keys, self.owned = engine, cands, keys, owned
         self.cost_of, self.runs, self.spend, self.why = cost_of, runs, spend, why
+        self.stop_ess = stop_ess
         self.p_cache = [engine.p_at(c) for c in cands]
         m, s = len(engine.outer), engine.draws.samples
         self.shape = (m, s)
@@ -685,15 +693,21 @@ class _Greedy:
             )
         return valued
 
-    def run(self, by_ratio: bool) -> tuple[list[ChosenRun], list[Valued], Array]:
-        """The batch, the first step's values of every candidate, and the batch's summed
-        simulated log-likelihoods."""
+    def run(self, by_ratio: bool) -> tuple[list[ChosenRun], list[Valued], Array, Valued | None]:
+        """The batch, the first step's values of every candidate, the batch's summed simulated
+        log-likelihoods, and the run it stopped before for its ESS (None if it did not).
+
+        The batch stops before a run (other than its first) whose median importance-weight ESS
+        is below ``stop_ess``: conditioned on that many simulated outcomes, the weights rest on
+        a handful of draws, every value is then near zero or noise, and the ranking falls back
+        to the cheapest runs. A refit after the batch values the next runs afresh."""
         repeats = [0] * len(self.cands)
         have = {d: dict(v) for d, v in self.owned.items()}
         ll_batch = np.zeros(self.shape)
         batch: list[ChosenRun] = []
         first_values: list[Valued] = []
         spent = 0.0
+        stopped: Valued | None = None
         for step_no in range(self.runs):
             valued = self.value_all(ll_batch, repeats, have)
             if step_no == 0:
@@ -707,6 +721,9 @@ class _Greedy:
                 (lambda v: (v.per_cost, v.raw)) if by_ratio else (lambda v: (v.raw, -v.cost.total))
             )
             best = max(affordable, key=rank)
+            if batch and best.ess_median < self.stop_ess:
+                stopped = best
+                break
             i = best.candidate
             c = self.cands[i]
             outcomes = self.engine.outcomes(i, repeats[i], self.p_cache[i])
@@ -716,14 +733,27 @@ class _Greedy:
             spent += best.cost.total
             for a, v in zip(self.cost_of.axes, c.sizes, strict=True):
                 have[self._domain(c)][a] = max(have[self._domain(c)][a], float(v))
-        return batch, first_values, ll_batch
+        return batch, first_values, ll_batch, stopped
 
 
 def _notes(
-    chosen: Sequence[ChosenRun], first: Sequence[Valued], min_ess: float, S: int
+    chosen: Sequence[ChosenRun],
+    first: Sequence[Valued],
+    min_ess: float,
+    S: int,
+    stopped: Valued | None,
+    runs: int,
 ) -> list[str]:
-    """What the reader of the batch must know: rough values, clipped values."""
+    """What the reader of the batch must know: a batch stopped early, rough values, clipped
+    values."""
     notes = []
+    if stopped is not None:
+        notes.append(
+            f"the batch stops at {len(chosen)} of up to {runs} runs: given their simulated "
+            f"outcomes, the best next run's importance weights have a median ESS of "
+            f"{stopped.ess_median:.0f} (below --min-ess {min_ess:g}, of {S} draws), too few to "
+            "value it; run these, refit, and ask again (more --max-draws values more runs)"
+        )
     low = [r for r in chosen if r.valued.ess_median < min_ess]
     if low:
         notes.append(
