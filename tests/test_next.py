@@ -28,6 +28,7 @@ from bayesscale.design.costs import Costs, CostsError, load_costs, parse_costs
 from bayesscale.design.next_runs import (
     DesignError,
     candidate_grid,
+    fit_target,
     format_text,
     next_runs,
     refit_check,
@@ -144,6 +145,12 @@ def test_exponents_target(toy_fit: xr.DataTree) -> None:
     result = next_runs(toy_fit, 2e4, runs=2, target="exponents", simulations=16, max_draws=60)
     assert result.target_now > 0 and all(v.value >= 0 for v in result.first_step)
     assert "alpha_pop" in result.chosen[0].why
+    # the refit check's target from scratch: alpha_pop's variance over the same 60 draws a chain
+    keep = np.unique(np.linspace(0, toy_fit["posterior"].sizes["draw"] - 1, 60).round())
+    alpha = toy_fit["posterior"][names.ALPHA_POP].isel(draw=keep.astype(int)).to_numpy()
+    expected = float(np.var(alpha.reshape(-1, alpha.shape[-1]), axis=0).sum())
+    assert fit_target(toy_fit, "exponents", 2e4, [], max_draws=60) == pytest.approx(expected)
+    assert result.target_now == pytest.approx(expected)
 
 
 def test_draws_the_recipe_leaves_out_are_left_out_of_the_values_too(toy_fit: xr.DataTree) -> None:

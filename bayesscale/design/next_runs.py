@@ -192,17 +192,6 @@ def _array(fit: xr.DataTree, name: str) -> xr.DataArray:
     return value
 
 
-def _thinned(da: xr.DataArray, max_draws: int | None) -> Array:
-    """``(chain, draw, ...)`` flattened to ``(S, ...)`` with :func:`law_draws`' thinning."""
-    n = da.sizes[names.DRAW_DIM]
-    keep = np.arange(n)
-    if max_draws is not None and max_draws < n:
-        keep = np.unique(np.linspace(0, n - 1, max_draws).round().astype(int))
-    arr = da.isel({names.DRAW_DIM: keep}).transpose(names.CHAIN_DIM, names.DRAW_DIM, ...)
-    values = arr.to_numpy().astype(float)
-    return values.reshape(-1, *values.shape[2:])
-
-
 def _at_draws(da: xr.DataArray, draws: LawDraws) -> Array:
     """``(chain, draw, ...)`` values at the samples of ``draws``, flattened to ``(S, ...)`` in
     their order: the draws :func:`law_draws` kept (its thinning, less any draw it left out)."""
@@ -796,7 +785,9 @@ def fit_target(
     ``mean(success_at_optimum - success_at_decision)`` at ``budget`` averaged over ``settings``
     (decision), or the summed posterior variance of ``alpha_pop`` (exponents)."""
     if target == TARGET_EXPONENTS:
-        alpha = _thinned(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), max_draws)
+        # the draws next values runs on: law_draws' thinning, less any draw it leaves out
+        draws = law_draws(fit, None, max_draws)
+        alpha = _at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
         return float(np.var(alpha, axis=0).sum())
     ds = recipe(
         fit,
