@@ -1,7 +1,8 @@
 """Which runs next, by simulation: regret of the recipe's decision against what the runs cost.
 
-    PYTHONPATH=. python benchmarks/next_study.py [--rounds 5] [--spend 3000] [--replicates 1]
+    PYTHONPATH=. python benchmarks/next_study.py [--rounds 7] [--spend 3000] [--replicates 1]
         [--first-replicate 0] [--merge STUDY.json ...] [--out out/next_study]
+        [--strategies next,paper,random] [--reuse STUDY.json ...] [--next-target decision]
 
 A declared truth (three settings of ``simulate.paper_truth``: Qwen3-8B GRPO on math+code, SWE
 and web), a small initial sweep (3 points per axis over 4x, one seed: 21 runs), then rounds in
@@ -9,7 +10,8 @@ which each of three strategies buys runs up to ``--spend`` (money, the
 :mod:`bayesscale.design.costs` defaults: data beyond what is owned plus GPU-hours), each round
 followed by a refit on everything seen so far (the package's default fit: ESS 400, R-hat 1.01).
 No strategy spends more than ``--limit`` over all rounds (default: half the paper's full grid's
-cost, 14,922 USD, where the target is judged; five rounds of up to 3,000 USD reach it):
+cost, 14,922 USD, where the target is judged; seven rounds of up to 3,000 USD let every
+strategy reach it, though ``next`` stops a batch early where its draws cannot value more runs):
 
 * ``next``: :func:`bayesscale.design.next_runs.next_runs` (decision target at the budget,
   ``spend`` cap, up to ``--max-runs`` runs);
@@ -23,9 +25,10 @@ truth's optimum minus the truth's success at the decision, at budget ``--budget`
 bounds, averaged over the settings), and the posterior's own EVPI, against the cumulative
 cost. The reference is the paper's full grid fitted with the initial sweep. Target: the full
 grid's regret at half of its cost or less. ``--replicates`` repeats everything with other
-simulated data (same truth) and averages (about 3 minutes per replicate on a quiet 2-core
-machine); ``--merge`` adds the replicates of earlier runs' ``study.json`` to the report. Prints the curves, saves ``regret.png`` and
-``study.json`` in ``--out``. Seeded throughout.
+simulated data (same truth) and averages (about 6 minutes per replicate with two runs side by
+side on a 2-core machine); ``--merge`` adds the replicates of earlier runs' ``study.json`` to
+the report, ``--strategies`` with ``--reuse`` reruns some strategies only. Prints the curves,
+saves ``regret.png`` and ``study.json`` in ``--out``. Seeded throughout.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from bayesscale.data.simulate import (
 )
 from bayesscale.data.spec import parse_spec
 from bayesscale.design.costs import Costs
+from bayesscale.design.defaults import TARGET_DECISION, TARGETS
 from bayesscale.design.next_runs import (
     DesignError,
     axis_columns,
@@ -269,7 +273,51 @@ def paper_picks(
     return out, pos
 
 
-def replicate(args: argparse.Namespace, rep: int, truth: Truth, optimum: np.ndarray) -> dict:
+def _earlier_replicates(paths: list[str]) -> dict[int, dict[str, Any]]:
+    """Replicate number -> replicate, from earlier runs' ``study.json``."""
+    out: dict[int, dict[str, Any]] = {}
+    for path in paths:
+        study = json.loads(Path(path).read_text())
+        reps = study["replicates"]
+        # files before the "replicate" key: the replicates run there come last (after those
+        # of its --merge files), numbered from its --first-replicate
+        ran = int(study["args"].get("replicates", len(reps)))
+        first = int(study["args"].get("first_replicate", 0))
+        for k, r in enumerate(reps):
+            if "replicate" in r:
+                out[int(r["replicate"])] = r
+            elif k >= len(reps) - ran:
+                out[first + k - (len(reps) - ran)] = r
+    return out
+
+
+def _fill_from(
+    got: dict[str, Any], old: dict[str, Any] | None, rep: int, run_now: tuple[str, ...]
+) -> None:
+    """Take the curves of the strategies not run now from ``old``, the same replicate of an
+    earlier run; refuse it unless its initial and full-grid fits gave the same figures."""
+    if old is None:
+        raise SystemExit(f"replicate {rep}: not in the --reuse files")
+    same = got["initial_regret"] == old["initial_regret"] and all(
+        got["full_grid"][k] == old["full_grid"][k] for k in ("regret", "evpi", "cost")
+    )
+    if not same:
+        raise SystemExit(
+            f"replicate {rep}: the --reuse file's initial or full-grid fit differs from this "
+            "run's (other code or data): run every strategy"
+        )
+    for strategy in STRATEGIES:
+        if strategy not in run_now:
+            got["curves"][strategy] = old["curves"][strategy]
+
+
+def replicate(
+    args: argparse.Namespace,
+    rep: int,
+    truth: Truth,
+    optimum: np.ndarray,
+    strategies: tuple[str, ...] = STRATEGIES,
+) -> dict:
     initial = simulate(
         truth,
         per_axis_design(truth, grids=INITIAL_GRIDS, anchors=INITIAL_ANCHORS, seeds=(0,)),
@@ -304,6 +352,8 @@ def replicate(args: argparse.Namespace, rep: int, truth: Truth, optimum: np.ndar
     limit = full_cost / 2 if args.limit is None else args.limit
     curves: dict[str, list[dict[str, float]]] = {}
     for si, strategy in enumerate(STRATEGIES):
+        if strategy not in strategies:
+            continue
         frame, tree = initial.copy(), tree0
         owned = {d: dict(v) for d, v in owned0.items()}
         spent, used = 0.0, {}
@@ -329,6 +379,7 @@ def replicate(args: argparse.Namespace, rep: int, truth: Truth, optimum: np.ndar
                         bounds=BOUNDS,
                         max_sizes=MAX_SIZES,
                         trials=truth.trials,
+                        target=args.next_target,
                         seed=rnd,
                     ).chosen
                 except DesignError as exc:  # no candidate fits in what is left
@@ -371,6 +422,7 @@ def replicate(args: argparse.Namespace, rep: int, truth: Truth, optimum: np.ndar
             )
         curves[strategy] = curve
     return {
+        "replicate": rep,
         "initial_regret": r0,
         "full_grid": {
             "cost": full_cost,
@@ -384,13 +436,13 @@ def replicate(args: argparse.Namespace, rep: int, truth: Truth, optimum: np.ndar
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--spend", type=float, default=3000.0, help="spend cap per round")
     parser.add_argument(
         "--max-runs",
         type=int,
         default=48,
-        help="most runs `next` picks a round (enough that the spend cap binds, as for the others)",
+        help="most runs `next` picks a round (enough that the spend cap or its ESS stop binds)",
     )
     parser.add_argument("--replicates", type=int, default=1)
     parser.add_argument(
@@ -409,6 +461,26 @@ def main() -> None:
         default=None,
         help="most each strategy spends over all rounds (default: half the full grid's cost)",
     )
+    parser.add_argument(
+        "--strategies",
+        default=",".join(STRATEGIES),
+        help="the strategies run now, comma-separated; the others' curves come from --reuse",
+    )
+    parser.add_argument(
+        "--reuse",
+        nargs="*",
+        default=[],
+        metavar="STUDY.json",
+        help="earlier runs' study.json holding the same replicates: the curves of the strategies "
+        "not run now are taken from there (after checking that their initial and full-grid fits "
+        "agree with this run's to the last digit)",
+    )
+    parser.add_argument(
+        "--next-target",
+        default=TARGET_DECISION,
+        choices=TARGETS,
+        help="the target `next` values runs by (default: the decision's EVPI at --budget)",
+    )
     parser.add_argument("--budget", type=float, default=5000.0)
     parser.add_argument("--out", default="out/next_study")
     args = parser.parse_args()
@@ -422,8 +494,14 @@ def main() -> None:
     reps = [json.loads(Path(f).read_text())["replicates"] for f in args.merge]
     reps = [r for batch in reps for r in batch]
     first = args.first_replicate
-    reps += [replicate(args, rep, truth, optimum) for rep in range(first, first + args.replicates)]
-    rounds = min(len(r["curves"][STRATEGIES[0]]) for r in reps) - 1
+    run_now = tuple(s for s in STRATEGIES if s in args.strategies.split(","))
+    earlier = _earlier_replicates(args.reuse) if set(run_now) != set(STRATEGIES) else {}
+    for rep in range(first, first + args.replicates):
+        got = replicate(args, rep, truth, optimum, run_now)
+        if set(run_now) != set(STRATEGIES):
+            _fill_from(got, earlier.get(rep), rep, run_now)
+        reps.append(got)
+    rounds = {s: min(len(r["curves"][s]) for r in reps) - 1 for s in STRATEGIES}
     full_cost = float(np.mean([r["full_grid"]["cost"] for r in reps]))
     full_regret = float(np.mean([r["full_grid"]["regret"] for r in reps]))
     curves = {
@@ -432,7 +510,7 @@ def main() -> None:
                 k: float(np.mean([r["curves"][s][i][k] for r in reps]))
                 for k in ("runs", "cost", "regret", "evpi")
             }
-            for i in range(rounds + 1)
+            for i in range(rounds[s] + 1)
         ]
         for s in STRATEGIES
     }
