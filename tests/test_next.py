@@ -130,9 +130,11 @@ def test_batch_values_costs_and_json(toy_fit: xr.DataTree) -> None:
 def test_a_repeated_run_is_worth_less_the_second_time(toy_fit: xr.DataTree) -> None:
     """Diminishing returns: after conditioning on a run's outcome, the same run again (another
     seed) is worth less than it was."""
-    result = next_runs(toy_fit, 2e4, runs=2, simulations=32, max_draws=120, actions=24)
+    options = dict(simulations=32, max_draws=120, actions=24, min_ess=0)
+    result = next_runs(toy_fit, 2e4, runs=2, **options)
+    assert len(result.chosen) == 2
     top = result.chosen[0]
-    second = next_runs(toy_fit, 2e4, runs=2, simulations=32, max_draws=120, actions=24, beyond=1.0)
+    second = next_runs(toy_fit, 2e4, runs=2, beyond=1.0, **options)
     assert top.valued.value > 0 and second.chosen[0].valued.value > 0
     # the same candidate valued at step 2 (its second run) against step 1
     assert all(
@@ -142,8 +144,14 @@ def test_a_repeated_run_is_worth_less_the_second_time(toy_fit: xr.DataTree) -> N
 
 
 def test_exponents_target(toy_fit: xr.DataTree) -> None:
-    result = next_runs(toy_fit, 2e4, runs=2, target="exponents", simulations=16, max_draws=60)
-    assert result.target_now > 0 and all(v.value >= 0 for v in result.first_step)
+    result = next_runs(
+        toy_fit, 2e4, runs=2, target="exponents", simulations=16, max_draws=60, min_ess=0
+    )
+    assert (
+        len(result.chosen) == 2
+        and result.target_now > 0
+        and all(v.value >= 0 for v in result.first_step)
+    )
     assert "alpha_pop" in result.chosen[0].why
     # the refit check's target from scratch: alpha_pop's variance over the same 60 draws a chain
     keep = np.unique(np.linspace(0, toy_fit["posterior"].sizes["draw"] - 1, 60).round())
@@ -172,6 +180,10 @@ def test_draws_the_recipe_leaves_out_are_left_out_of_the_values_too(toy_fit: xr.
     assert [r.candidate for r in left_out.chosen] == [r.candidate for r in reference.chosen]
     assert left_out.target_now == reference.target_now
     assert [v.value for v in left_out.first_step] == [v.value for v in reference.first_step]
+    # the refit check's target from scratch leaves out the same draws
+    with pytest.warns(RecipeWarning):
+        exponents_left_out = fit_target(broken, "exponents", 2e4, [], max_draws=None)
+    assert exponents_left_out == fit_target(without, "exponents", 2e4, [], max_draws=None)
 
 
 def test_candidate_grid_nests_sizes_and_respects_caps() -> None:
@@ -438,7 +450,27 @@ def test_the_batch_stops_where_its_draws_can_no_longer_value_a_run(
     assert all(r.valued.ess_median >= threshold for r in stopped.chosen[1:])
     assert unlimited.chosen[k].valued.ess_median < threshold
     assert any(f"the batch stops at {k} of up to 12 runs" in n for n in stopped.notes)
+    assert stopped.stopped_ess == unlimited.chosen[k].valued.ess_median
+    assert unlimited.stopped_ess is None and to_json(stopped)["stopped_at_ess"] is not None
     # a first run below the threshold is still chosen, and flagged
-    first_only = next_runs(toy_fit, 2e4, min_ess=1e9, **options)
-    assert len(first_only.chosen) == 1
-    assert any("median importance-weight ESS below" in n for n in first_only.notes)
+    first_only = next_runs(toy_fit, 2e4, min_ess=0.9 * ess[0], **options)
+    assert len(first_only.chosen) == 1 and first_only.chosen[0].valued.ess_median >= ess[-1]
+    # a threshold the draws can never reach is refused
+    with pytest.raises(DesignError, match="not below the 120 posterior draws"):
+        next_runs(toy_fit, 2e4, min_ess=120, **options)
+
+
+def test_a_stopped_batch_under_a_spend_cap_reports_the_batch_kept(toy_fit: xr.DataTree) -> None:
+    """Under a spend cap the greedy by value per cost and the greedy by value both run, each
+    stopping on the ESS; the note and ``stopped_ess`` describe the batch that is kept."""
+    options = dict(runs=12, simulations=16, max_draws=60, actions=16, seed=4, spend=5000.0)
+    unlimited = next_runs(toy_fit, 2e4, min_ess=0, **options)
+    ess = sorted(r.valued.ess_median for r in unlimited.chosen)
+    result = next_runs(toy_fit, 2e4, min_ess=ess[len(ess) // 2], **options)
+    k = len(result.chosen)
+    assert any("the batch is the greedy by value" in n for n in result.notes)
+    stops = [n for n in result.notes if "the batch stops" in n]
+    assert result.stopped_ess is not None and len(stops) == 1
+    assert f"the batch stops at {k} of up to 12 runs" in stops[0]
+    assert f"median ESS of {result.stopped_ess:.0f}" in stops[0]
+    assert all(r.valued.ess_median >= ess[len(ess) // 2] for r in result.chosen[1:])

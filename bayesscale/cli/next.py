@@ -22,8 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Value every candidate run (each setting, sizes on and beyond the swept grid one "
             "axis at a time, and the recipe's decision point) by preposterior analysis on the "
             "fit's draws: the expected reduction of the target once its outcome is seen. "
-            "Choose --runs of them greedily by value per cost, each valued given the runs "
-            "already chosen. With --sweep BASE.toml and --out, write a sweep file that "
+            "Choose up to --runs of them greedily by value per cost, each valued given the runs "
+            "already chosen, stopping where the draws can no longer value another. With --sweep BASE.toml and --out, write a sweep file that "
             "`bayesscale plan` accepts. See docs/next.md."
         ),
     )
@@ -32,7 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--budget", type=float, required=True, help="the recipe budget B the decision is for"
     )
     parser.add_argument(
-        "--runs", type=int, default=defaults.DEFAULT_RUNS, help="batch size K (default %(default)s)"
+        "--runs",
+        type=int,
+        default=defaults.DEFAULT_RUNS,
+        help="most runs in the batch, K (default %(default)s)",
     )
     parser.add_argument(
         "--spend",
@@ -103,7 +106,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="ESS",
         help="when a chosen run's median ESS is below ESS, check the batch by refitting the "
-        "law (needs --observations) on the observations plus the batch's simulated outcomes",
+        "law (needs --observations) on the observations plus the batch's simulated outcomes; "
+        "the batch stops before runs below --min-ess, so set it above that (only a first run "
+        "can lie below --min-ess)",
     )
     parser.add_argument(
         "--observations", metavar="OBS.csv", help="the observations the fit was made from"
@@ -202,7 +207,15 @@ def run(args: argparse.Namespace) -> int:
         reason = (
             f"{len(low)} chosen run(s) with median ESS below --refit-below {args.refit_below:g}"
         )
-        nr.refit_check(result, fit, refit, args.refit_outcomes, prices, reason=reason)
+        nr.refit_check(
+            result,
+            fit,
+            refit,
+            args.refit_outcomes,
+            prices,
+            max_draws=args.max_draws,
+            reason=reason,
+        )
     if out is not None and spec is not None:
         points = sweep_file.sweep_points(result.chosen, result.axes, columns, keys, spec)
         note = (

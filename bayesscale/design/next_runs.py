@@ -25,7 +25,7 @@ one run is not paid again.
 
 Example
 -------
->>> from bayesscale.recipe import synthetic_fit
+>>> from bayesscale.recipe.synthetic import synthetic_fit
 >>> fit = with_concentration(synthetic_fit(draws=100, spread=0.1), 800.0)
 >>> result = next_runs(fit, budget=2e4, runs=2, simulations=16, max_draws=100, actions=16)
 >>> len(result.chosen)
@@ -154,6 +154,8 @@ class NextRuns:
     notes: list[str] = field(default_factory=list)
     recipe_gap: dict[str, float] = field(default_factory=dict)
     refit: RefitCheck | None = None
+    stopped_ess: float | None = None
+    """The median ESS of the best next run where the batch stopped for it (else None)."""
 
 
 @dataclass(frozen=True)
@@ -397,7 +399,8 @@ def next_runs(
     spend: float | None = None,
     seed: int = 0,
 ) -> NextRuns:
-    """Choose ``runs`` next runs greedily by marginal value per cost (see the module docstring).
+    """Choose up to ``runs`` next runs greedily by marginal value per cost (see the module
+    docstring).
 
     ``budget`` is the recipe's budget ``B`` at which the decision target is measured
     (``prices``, ``bounds`` as in :func:`bayesscale.recipe.solve`); ``target_settings`` the
@@ -440,6 +443,12 @@ def next_runs(
         )
     phi = _at_draws(_array(fit, names.CONCENTRATION), draws)
     S = draws.samples
+    if min_ess > 0 and min_ess >= S:
+        raise DesignError(
+            f"min_ess {min_ess:g} is not below the {S} posterior draws used: an importance-weight "
+            "ESS never exceeds the draws, so no run after the first could be valued; lower "
+            "--min-ess or raise --max-draws"
+        )
     M = min(simulations, S)
     outer = rng.permutation(S)[:M]
 
@@ -535,6 +544,7 @@ def next_runs(
         draws=S,
         notes=notes,
         recipe_gap=recipe_gap,
+        stopped_ess=None if stopped is None else stopped.ess_median,
     )
 
 
@@ -626,7 +636,8 @@ class _RunCosts:
 class _Greedy:
     """The greedy batch: at each step every candidate is valued given the simulated outcomes
     of the runs already chosen (diminishing returns), and the best by value per cost (or by
-    value) is added, until ``runs`` runs or the ``spend`` cap."""
+    value) is added, until ``runs`` runs, the ``spend`` cap, or a best run whose median ESS
+    is below ``stop_ess``."""
 
     def __init__(
         self,
@@ -738,10 +749,11 @@ def _notes(
     notes = []
     if stopped is not None:
         notes.append(
-            f"the batch stops at {len(chosen)} of up to {runs} runs: given their simulated "
-            f"outcomes, the best next run's importance weights have a median ESS of "
-            f"{stopped.ess_median:.0f} (below --min-ess {min_ess:g}, of {S} draws), too few to "
-            "value it; run these, refit, and ask again (more --max-draws values more runs)"
+            f"the batch stops at {len(chosen)} of up to {runs} runs: given the simulated "
+            f"outcomes of the runs chosen, the best next run's importance weights have a median "
+            f"ESS of {stopped.ess_median:.0f} (below --min-ess {min_ess:g}, of {S} draws), too "
+            "few to value it; run these, refit, and ask again (more --max-draws, up to the "
+            "fit's draws, values more runs)"
         )
     low = [r for r in chosen if r.valued.ess_median < min_ess]
     if low:
@@ -897,6 +909,7 @@ def to_json(result: NextRuns) -> dict[str, object]:
         "simulations": result.simulations,
         "draws": result.draws,
         "total_cost": sum(r.valued.cost.total for r in result.chosen),
+        "stopped_at_ess": _number(result.stopped_ess) if result.stopped_ess is not None else None,
         "chosen": [
             {**entry(r.valued), "repeat": r.repeat, "why": r.why, "rank": k + 1}
             for k, r in enumerate(result.chosen)
