@@ -13,8 +13,8 @@ No strategy spends more than ``--limit`` over all rounds (default: half the pape
 cost, 14,922 USD, where the target is judged; seven rounds of up to 3,000 USD let every
 strategy reach it, though ``next`` stops a batch early where its draws cannot value more runs):
 
-* ``next``: :func:`bayesscale.design.next_runs.next_runs` (decision target at the budget,
-  ``spend`` cap, up to ``--max-runs`` runs);
+* ``next``: :func:`bayesscale.design.next_runs.next_runs` (``--next-target``, by default the
+  decision at the budget; ``spend`` cap, up to ``--max-runs`` runs);
 * ``paper``: the paper's one-axis-at-a-time grid (6 points over 32x, anchors 256 / 10,240 / 8,
   3 seeds) in ``plan``'s order (per setting, grid points sorted, seeds innermost), skipping
   runs the initial sweep made;
@@ -494,8 +494,19 @@ def main() -> None:
     reps = [json.loads(Path(f).read_text())["replicates"] for f in args.merge]
     reps = [r for batch in reps for r in batch]
     first = args.first_replicate
-    run_now = tuple(s for s in STRATEGIES if s in args.strategies.split(","))
-    earlier = _earlier_replicates(args.reuse) if set(run_now) != set(STRATEGIES) else {}
+    asked = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = sorted(set(asked) - set(STRATEGIES))
+    if unknown or not asked:
+        parser.error(f"--strategies: {unknown or 'none'}; choose from {', '.join(STRATEGIES)}")
+    run_now = tuple(s for s in STRATEGIES if s in asked)
+    earlier: dict[int, dict[str, Any]] = {}
+    if set(run_now) != set(STRATEGIES):
+        earlier = _earlier_replicates(args.reuse)
+        missing = [k for k in range(first, first + args.replicates) if k not in earlier]
+        if missing:  # before minutes of fitting
+            parser.error(f"replicate(s) {missing} are not in the --reuse files")
+    elif args.reuse:
+        parser.error("--reuse takes the curves of strategies not run: use it with --strategies")
     for rep in range(first, first + args.replicates):
         got = replicate(args, rep, truth, optimum, run_now)
         if set(run_now) != set(STRATEGIES):
@@ -550,7 +561,8 @@ def report(
                 for p in r["curves"][strategy]
                 if p["regret"] <= ref and p["cost"] <= r["full_grid"]["cost"] / 2
             ]
-            hits.append(f"rep {k}: " + (f"yes at {got[0]['cost']:,.0f}" if got else "no"))
+            number = r.get("replicate", k)
+            hits.append(f"rep {number}: " + (f"yes at {got[0]['cost']:,.0f}" if got else "no"))
         print(f"  {'':<6} full grid's regret at half its cost, per replicate: {'; '.join(hits)}")
 
 
