@@ -127,3 +127,27 @@ def test_findings_snippets_print_what_the_page_says() -> None:
         globs = test.globs  # the next block sees this one's names, as a reader's session would
     assert attempted == examples
     assert failed == 0, report.getvalue()
+
+
+# Modules whose examples build and compile a PyMC model (about 30 s together): the fits they
+# show are tested in test_likelihood.py and test_fit.py.
+SLOW_EXAMPLES = ("bayesscale.law.likelihood", "bayesscale.law.inference")
+
+
+def test_every_docstring_example_runs() -> None:
+    """The examples in every module's docstrings (``>>>``) give what they show."""
+    import pkgutil
+
+    import bayesscale
+
+    failures, attempted = [], 0
+    for info in pkgutil.walk_packages(bayesscale.__path__, "bayesscale."):
+        if info.name in SLOW_EXAMPLES:
+            continue
+        module = importlib.import_module(info.name)
+        flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+        result = doctest.testmod(module, optionflags=flags, report=False)
+        attempted += result.attempted
+        if result.failed:
+            failures.append(f"{info.name}: {result.failed} of {result.attempted}")
+    assert attempted >= 150 and not failures, failures

@@ -6,7 +6,7 @@ of a run at the recipe's decision point, rings the runs the batch chose.
 
 Example
 -------
->>> from bayesscale.recipe import synthetic_fit
+>>> from bayesscale.recipe.synthetic import synthetic_fit
 >>> from bayesscale.design.next_runs import next_runs, with_concentration
 >>> fit = with_concentration(synthetic_fit(draws=50, spread=0.1), 800.0)
 >>> fig = value_per_cost_figure(next_runs(fit, 2e4, runs=1, simulations=8, max_draws=50))

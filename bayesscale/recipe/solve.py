@@ -85,8 +85,8 @@ def _decision(
     hi: Array,
     start: Array,
 ) -> tuple[Array, bool]:
-    """Money per axis (n,) maximising ``mean_d exp(-L_d(kappa_d * x / c))`` s.t. ``sum x <= B``,
-    and whether the solver converged.
+    """Money per axis (n,) maximising ``mean_d exp(-max(L_d(kappa_d * x / c), 0))`` s.t.
+    ``sum x <= B``, and whether the solver converged.
 
     SLSQP in budget fractions ``f = x / B`` (the budget constraint is then linear), with the
     objective and its gradient from one pass over the draws, started at ``start`` (the median

@@ -6,8 +6,9 @@ Example
 -------
 >>> FitConfig(seed=1).sampler
 'bayesscale'
->>> FitConfig(preview=True).draws < FitConfig().draws
-True
+>>> preview = FitConfig().as_preview()
+>>> preview.preview, preview.tune
+(True, 0)
 """
 
 from __future__ import annotations
