@@ -814,3 +814,32 @@ def test_decision_with_draws_below_zero_loss_matches_brute_force() -> None:
     )
     brute = max(float(p.max()), -float(polished.fun))
     assert mean_success(x / budget) >= brute - 1e-9
+
+
+def test_cli_marks_exponents_the_data_barely_identify(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A posterior barely narrower than the prior (contraction below 0.5: prior-dominated)
+    gets its axes marked in the table, in the JSON and in one note; a tight one gets none."""
+    from bayesscale.cli import main
+    from bayesscale.law.sensitivity import assess
+
+    wide = synthetic_fit(draws=50, chains=2, spread=0.7)
+    flags = {s: {a: e["flag"] for a, e in d.items()} for s, d in assess(wide)["settings"].items()}
+    assert set(flags["S0 | grpo | math"].values()) == {"prior-dominated"}
+    fit = _save(wide, tmp_path / "wide.nc")
+    args = ["recipe", str(fit), "--budget", "1e5", "--setting", "S0 | grpo | math"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "env prior-dominated (‡) in 1 of 1 settings" in captured.err
+    assert "‡ / † after an axis" in captured.out
+    assert all(f"   {a} ‡ " in captured.out for a in AXES)
+    assert main([*args, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["results"][0]
+    assert row["exponent_flags"] == flags["S0 | grpo | math"]
+
+    tight = _save(synthetic_fit(draws=50, chains=2, spread=0.0), tmp_path / "tight.nc")
+    assert main(["recipe", str(tight), "--budget", "1e5"]) == 0
+    captured = capsys.readouterr()
+    assert "barely identify" not in captured.err and "after an axis" not in captured.out
+    assert "‡" not in captured.out and "†" not in captured.out

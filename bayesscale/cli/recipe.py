@@ -238,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
     )
     summary = to_json(ds, args.prob, warn_beyond)
     summary["fit_diagnostics"] = verdicts
+    _mark_identification(summary, law)
     if args.iso:
         from bayesscale.recipe.iso_budget import add_iso_budget
 
@@ -262,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     _warn_extrapolation(summary, args.within_data)
+    _note_identification(summary)
     _emit(ds, summary, args)
     return 0
 
@@ -303,7 +305,9 @@ def _run_compute(
     )
     summary = to_json(ds, args.prob, warn_beyond)
     summary["fit_diagnostics"] = verdicts
+    _mark_identification(summary, law)
     _warn_extrapolation(summary, args.within_data)
+    _note_identification(summary)
     _emit(ds, summary, args)
     return 0
 
@@ -319,6 +323,42 @@ def _fit_diagnostics(
         refuse_failed(args.pricing, pricing.diagnostics, args.strict)
         fits["pricing_fit"] = pricing.diagnostics.to_dict()
     return fits
+
+
+def _mark_identification(summary: dict[str, Any], law: LawFit) -> None:
+    """Per row of the recipe's JSON, ``exponent_flags``: the axes whose exponent the data barely
+    identify in the row's setting (``prior-dominated`` or ``prior-sensitive``,
+    :mod:`bayesscale.law.sensitivity`); the split along them leans on the prior."""
+    per_setting = law.identification["settings"]
+    for row in summary["results"]:
+        entry = per_setting.get(row["setting"], {})
+        row["exponent_flags"] = {a: e["flag"] for a, e in entry.items() if e["flag"]}
+
+
+def _note_identification(summary: dict[str, Any]) -> None:
+    """One note when the recipe's settings have flagged exponents: which axes, how many
+    settings, what it means and what to do."""
+    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+
+    settings = {r["setting"]: r.get("exponent_flags", {}) for r in summary["results"]}
+    counts: dict[tuple[str, str], int] = {}
+    for flags in settings.values():
+        for axis, flag in flags.items():
+            counts[(axis, flag)] = counts.get((axis, flag), 0) + 1
+    if not counts:
+        return
+    order = {FLAG_DOMINATED: 0, FLAG_SENSITIVE: 1}
+    parts = [
+        f"{axis} {flag} ({MARKERS[flag]}) in {n} of {len(settings)} settings"
+        for (axis, flag), n in sorted(counts.items(), key=lambda kv: (order[kv[0][1]], -kv[1]))
+    ]
+    print(
+        "bayesscale recipe: note: exponents the data barely identify, marked in the table: "
+        f"{'; '.join(parts)}. Where the decision leans on such an axis it says as much about "
+        "the prior as about the data: refit with `bayesscale fit --prior-scale 2` and compare "
+        "(docs/identification.md)",
+        file=sys.stderr,
+    )
 
 
 def _warn_extrapolation(summary: dict[str, Any], within: float | None) -> None:

@@ -36,6 +36,8 @@ def format_recipe(summary: dict[str, Any]) -> str:
     """The text ``bayesscale recipe`` prints: a table per (setting, budget) row of the recipe's
     JSON (:func:`bayesscale.recipe.output.to_json`), after the cost model, units, discounts and
     bounds it was computed with."""
+    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+
     pct = round(100 * summary["prob"])
     cur = summary["currency"]
     powers = summary.get("cost_powers")
@@ -58,14 +60,22 @@ def format_recipe(summary: dict[str, Any]) -> str:
         f"intervals: median [{pct}% equal-tailed] over posterior draws",
         f"x swept max: the decision (else the optimum's median) over the largest value of the "
         f"axis in the setting's data; ! = more than {warn:g}x outside the swept range",
-        "",
     ]
+    if any(r.get("exponent_flags") for r in summary["results"]):
+        lines.append(
+            f"{MARKERS[FLAG_DOMINATED]} / {MARKERS[FLAG_SENSITIVE]} after an axis: its exponent "
+            f"is {FLAG_DOMINATED} / {FLAG_SENSITIVE} in that setting (bayesscale summary): the "
+            "split along it leans on the prior"
+        )
+    lines.append("")
     for row in summary["results"]:
         lines.append(f"== {row['setting']}  |  budget {row['budget']:,.0f} {cur}")
         head = ("axis", "optimum per draw", "decision", "x swept max", "exponent e_i")
         lines.append(f"   {head[0]:<10} {head[1]:<28} {head[2]:>9}  {head[3]:<12} {head[4]}")
         extent = row.get("extrapolation") or {}
+        flags = row.get("exponent_flags") or {}
         for axis, t in row["allocation"].items():
+            label = f"{axis} {MARKERS[flags[axis]]}" if axis in flags else axis
             dec = _fmt(row["decision"][axis]) if "decision" in row else "-"
             expo = _interval(row["recipe_exponent"][axis])
             factor = "n/a"
@@ -74,7 +84,7 @@ def format_recipe(summary: dict[str, Any]) -> str:
                 over_max = e.get("decision_over_max", e["optimum_over_max"]["median"])
                 factor = "n/a" if over_max is None else times(float(over_max))
                 factor += " !" if axis in extent["beyond"] else ""
-            lines.append(f"   {axis:<10} {_interval(t):<28} {dec:>9}  {factor:<12} {expo}")
+            lines.append(f"   {label:<10} {_interval(t):<28} {dec:>9}  {factor:<12} {expo}")
         if "trajectories" in row:
             tr = row["trajectories"]
             text = (
