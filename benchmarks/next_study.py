@@ -292,12 +292,10 @@ def _earlier_replicates(paths: list[str]) -> dict[int, dict[str, Any]]:
 
 
 def _fill_from(
-    got: dict[str, Any], old: dict[str, Any] | None, rep: int, run_now: tuple[str, ...]
+    got: dict[str, Any], old: dict[str, Any], rep: int, run_now: tuple[str, ...]
 ) -> None:
     """Take the curves of the strategies not run now from ``old``, the same replicate of an
     earlier run; refuse it unless its initial and full-grid fits gave the same figures."""
-    if old is None:
-        raise SystemExit(f"replicate {rep}: not in the --reuse files")
     same = got["initial_regret"] == old["initial_regret"] and all(
         got["full_grid"][k] == old["full_grid"][k] for k in ("regret", "evpi", "cost")
     )
@@ -499,8 +497,9 @@ def main() -> None:
     if unknown or not asked:
         parser.error(f"--strategies: {unknown or 'none'}; choose from {', '.join(STRATEGIES)}")
     run_now = tuple(s for s in STRATEGIES if s in asked)
+    partial = run_now != STRATEGIES
     earlier: dict[int, dict[str, Any]] = {}
-    if set(run_now) != set(STRATEGIES):
+    if partial:
         earlier = _earlier_replicates(args.reuse)
         missing = [k for k in range(first, first + args.replicates) if k not in earlier]
         if missing:  # before minutes of fitting
@@ -509,8 +508,8 @@ def main() -> None:
         parser.error("--reuse takes the curves of strategies not run: use it with --strategies")
     for rep in range(first, first + args.replicates):
         got = replicate(args, rep, truth, optimum, run_now)
-        if set(run_now) != set(STRATEGIES):
-            _fill_from(got, earlier.get(rep), rep, run_now)
+        if partial:
+            _fill_from(got, earlier[rep], rep, run_now)
         reps.append(got)
     rounds = {s: min(len(r["curves"][s]) for r in reps) - 1 for s in STRATEGIES}
     full_cost = float(np.mean([r["full_grid"]["cost"] for r in reps]))

@@ -23,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "axis at a time, and the recipe's decision point) by preposterior analysis on the "
             "fit's draws: the expected reduction of the target once its outcome is seen. "
             "Choose up to --runs of them greedily by value per cost, each valued given the runs "
-            "already chosen, stopping where the draws can no longer value another. With --sweep BASE.toml and --out, write a sweep file that "
-            "`bayesscale plan` accepts. See docs/next.md."
+            "already chosen, stopping where the draws can no longer value another. With "
+            "--sweep BASE.toml and --out, write a sweep file that `bayesscale plan` accepts. "
+            "See docs/next.md."
         ),
     )
     parser.add_argument("fit", metavar="FIT.nc")

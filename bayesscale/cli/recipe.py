@@ -238,7 +238,6 @@ def run(args: argparse.Namespace) -> int:
     )
     summary = to_json(ds, args.prob, warn_beyond)
     summary["fit_diagnostics"] = verdicts
-    _mark_identification(summary, law)
     if args.iso:
         from bayesscale.recipe.iso_budget import add_iso_budget
 
@@ -263,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     _warn_extrapolation(summary, args.within_data)
-    _note_identification(summary)
+    _flag_exponents(summary, law)
     _emit(ds, summary, args)
     return 0
 
@@ -305,9 +304,8 @@ def _run_compute(
     )
     summary = to_json(ds, args.prob, warn_beyond)
     summary["fit_diagnostics"] = verdicts
-    _mark_identification(summary, law)
     _warn_extrapolation(summary, args.within_data)
-    _note_identification(summary)
+    _flag_exponents(summary, law)
     _emit(ds, summary, args)
     return 0
 
@@ -325,22 +323,19 @@ def _fit_diagnostics(
     return fits
 
 
-def _mark_identification(summary: dict[str, Any], law: LawFit) -> None:
+def _flag_exponents(summary: dict[str, Any], law: LawFit) -> None:
     """Per row of the recipe's JSON, ``exponent_flags``: the axes whose exponent the data barely
     identify in the row's setting (``prior-dominated`` or ``prior-sensitive``,
-    :mod:`bayesscale.law.sensitivity`); the split along them leans on the prior."""
+    :mod:`bayesscale.law.sensitivity`; the split along them leans on the prior); and one note
+    when any are flagged: which axes, in how many settings, and what to do."""
+    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+
     per_setting = law.identification["settings"]
+    settings: dict[str, dict[str, str]] = {}
     for row in summary["results"]:
         entry = per_setting.get(row["setting"], {})
         row["exponent_flags"] = {a: e["flag"] for a, e in entry.items() if e["flag"]}
-
-
-def _note_identification(summary: dict[str, Any]) -> None:
-    """One note when the recipe's settings have flagged exponents: which axes, how many
-    settings, what it means and what to do."""
-    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
-
-    settings = {r["setting"]: r.get("exponent_flags", {}) for r in summary["results"]}
+        settings[row["setting"]] = row["exponent_flags"]
     counts: dict[tuple[str, str], int] = {}
     for flags in settings.values():
         for axis, flag in flags.items():

@@ -413,9 +413,9 @@ def next_runs(
     (default: the cost model's reference run). ``min_ess``: the batch stops before a run
     (other than its first) whose median Kish ESS, given the batch's simulated outcomes, is below
     this, and a first run below it is flagged unreliable (refit to check it); 0 never stops.
-    ``spend`` caps the batch's total
-    cost (at most ``runs`` runs, fewer when the cap is reached): then the greedy by value per cost
-    and the greedy by value are both run and the batch worth more is kept.
+    ``spend`` caps the batch's total cost (at most ``runs`` runs, fewer when the cap is
+    reached): then the greedy by value per cost and the greedy by value are both run and the
+    batch worth more is kept.
     """
     _check_arguments(target, spend, runs, simulations, actions, trials, budget, prices)
     costs = costs or Costs()
