@@ -44,9 +44,10 @@ verl-env:
 	scripts/setup-verl-env
 
 # Two workers (pytest-xdist), whole files per worker: fits, figures, notebooks and the docs
-# build are largely single-threaded, so two files at a time use both cores.
+# build are largely single-threaded, so two files at a time use both cores. Files are handed
+# out longest first (tests/conftest.py, LONGEST_FIRST), not in xdist's order.
 test: setup lint typecheck verl-env
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The documentation site (Sphinx, MyST Markdown, autodoc; warnings are errors, nitpicky
 # cross-references): $(OUT)/docs/index.html.
