@@ -273,11 +273,30 @@ def paper_picks(
     return out, pos
 
 
-def _earlier_replicates(paths: list[str]) -> dict[int, dict[str, Any]]:
+# The settings that shape every curve: replicates made under others are not merged or reused.
+CURVE_SETTINGS = ("rounds", "spend", "max_runs", "limit", "budget", "next_target")
+
+
+def _read_study(path: str, args: argparse.Namespace, parser: argparse.ArgumentParser) -> Any:
+    """An earlier run's ``study.json``, refused unless it was made with this run's
+    :data:`CURVE_SETTINGS` (a setting it does not record, from before the setting existed,
+    counts as that setting's default)."""
+    study = json.loads(Path(path).read_text())
+    differ = [
+        f"--{k.replace('_', '-')} {study['args'].get(k, parser.get_default(k))} there, "
+        f"{getattr(args, k)} here"
+        for k in CURVE_SETTINGS
+        if study["args"].get(k, parser.get_default(k)) != getattr(args, k)
+    ]
+    if differ:
+        parser.error(f"{path} was made with other settings: {'; '.join(differ)}")
+    return study
+
+
+def _earlier_replicates(studies: list[Any]) -> dict[int, dict[str, Any]]:
     """Replicate number -> replicate, from earlier runs' ``study.json``."""
     out: dict[int, dict[str, Any]] = {}
-    for path in paths:
-        study = json.loads(Path(path).read_text())
+    for study in studies:
         reps = study["replicates"]
         # files before the "replicate" key: the replicates run there come last (after those
         # of its --merge files), numbered from its --first-replicate
@@ -451,7 +470,8 @@ def main() -> None:
         nargs="*",
         default=[],
         metavar="STUDY.json",
-        help="report these earlier runs' replicates (same settings) together with this run's",
+        help="report these earlier runs' replicates together with this run's (refused unless "
+        "made with the same rounds, spend, max runs, limit, budget and target)",
     )
     parser.add_argument(
         "--limit",
@@ -489,8 +509,7 @@ def main() -> None:
     start = time.perf_counter()
     truth = small_truth()
     optimum = truth_optimum(truth, args.budget)
-    reps = [json.loads(Path(f).read_text())["replicates"] for f in args.merge]
-    reps = [r for batch in reps for r in batch]
+    reps = [r for f in args.merge for r in _read_study(f, args, parser)["replicates"]]
     first = args.first_replicate
     asked = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = sorted(set(asked) - set(STRATEGIES))
@@ -500,7 +519,7 @@ def main() -> None:
     partial = run_now != STRATEGIES
     earlier: dict[int, dict[str, Any]] = {}
     if partial:
-        earlier = _earlier_replicates(args.reuse)
+        earlier = _earlier_replicates([_read_study(f, args, parser) for f in args.reuse])
         missing = [k for k in range(first, first + args.replicates) if k not in earlier]
         if missing:  # before minutes of fitting
             parser.error(f"replicate(s) {missing} are not in the --reuse files")
