@@ -15,8 +15,9 @@ from testdata import PRICING, REFERENCE, small_reference_frame
 
 from bayesscale import names
 from bayesscale.cli import main
-from bayesscale.data.fitfile import load_fit, save_fit
+from bayesscale.data.fitfile import fit_spec, load_fit, save_fit
 from bayesscale.law.inference import FitConfig
+from bayesscale.law.sensitivity import assess
 from bayesscale.report.build import ReportError, ReportOptions, build_report
 from bayesscale.report.figures import read_provenance
 from bayesscale.report.folder import MANIFEST, ReportDirError
@@ -106,6 +107,16 @@ def test_report_from_saved_fits_has_every_part(saved_fits, full_report) -> None:
     assert sorted({r["budget"] for r in recipe["results"]}) == pytest.approx([1e3, 1e4, 1e5])
     assert all(r["extrapolation"]["axes"]["traj"]["swept_max"] == 64 for r in recipe["results"])
     assert recipe["fit_diagnostics"]["law_fit"]["ok"] in (True, False)
+    # exponents the data barely identify: per row in the JSON, marked in every recipe table
+    law = load_fit(saved_fits[0])
+    ident = assess(law, fit_spec(law))["settings"]
+    for row in recipe["results"]:
+        want = {a: e["flag"] for a, e in ident[row["setting"]].items() if e["flag"]}
+        assert row["exponent_flags"] == want
+    flagged = any(r["exponent_flags"] for r in recipe["results"])
+    every = (out / "tables" / "recipe_all.md").read_text()
+    assert flagged == ("prior-dominated, † prior-sensitive" in every)
+    assert flagged == any(m in every for m in "‡†")
     manifest = json.loads((out / MANIFEST).read_text())
     assert "report.md" in manifest["files"] and "heldout.csv" in manifest["files"]
     # the held-out check's coverage is in the text and is the share of covered rows

@@ -268,6 +268,34 @@ def test_recipe_table_matches_the_per_draw_optima(recipe_result: xr.Dataset) -> 
         recipe_table(ds.drop_vars(names.PURCHASED))
 
 
+def test_recipe_table_marks_the_axes_whose_exponent_leans_on_the_prior(
+    recipe_result: xr.Dataset,
+) -> None:
+    """Exactly the units bought along a flagged (setting, axis) carry its marker, in Markdown
+    and LaTeX, with one note; no flags, no marks and no note."""
+    ds = recipe_result
+    settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()]
+    flags = {settings[0]: {"traj": "prior-dominated"}, settings[1]: {"env": "prior-sensitive"}}
+    table = recipe_table(ds, budgets=[1e5, 1e4], exponent_flags=flags)
+    md = check_markdown(table.to_markdown(), 8)
+    for row in md:
+        marks = {a: cell[-1] for a, cell in zip(names.PAPER_AXES, row[2:5], strict=True)}
+        wanted = {a: "" for a in names.PAPER_AXES}
+        wanted.update(
+            {
+                a: {"prior-dominated": "‡", "prior-sensitive": "†"}[f]
+                for a, f in flags[row[0].replace("\\|", "|")].items()
+            }
+        )
+        assert {a: m if m in "‡†" else "" for a, m in marks.items()} == wanted, row
+    assert "‡ prior-dominated, † prior-sensitive" in table.to_markdown()
+    latex = table.to_latex()
+    assert latex.count("\\ddagger") == 2 + 1 and latex.count("\\dagger") == 2 + 1  # rows + note
+    plain = recipe_table(ds, budgets=[1e5, 1e4])
+    assert "‡" not in plain.to_markdown() and "†" not in plain.to_markdown()
+    assert "prior-dominated" not in plain.to_markdown()
+
+
 def _heldout() -> pd.DataFrame:
     frame = pd.DataFrame(
         {

@@ -329,16 +329,13 @@ def _flag_exponents(summary: dict[str, Any], law: LawFit) -> None:
     :mod:`bayesscale.law.sensitivity`; the split along them leans on the prior); and one note
     when any are flagged: which axes, in how many settings, and what to do."""
     from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+    from bayesscale.recipe.output import exponent_flags, flag_rows
 
-    per_setting = law.identification["settings"]
-    settings: dict[str, dict[str, str]] = {}
-    for row in summary["results"]:
-        entry = per_setting.get(row["setting"], {})
-        row["exponent_flags"] = {a: e["flag"] for a, e in entry.items() if e["flag"]}
-        settings[row["setting"]] = row["exponent_flags"]
+    flag_rows(summary, exponent_flags(law.identification))
+    settings = {row["setting"]: row["exponent_flags"] for row in summary["results"]}
     counts: dict[tuple[str, str], int] = {}
-    for flags in settings.values():
-        for axis, flag in flags.items():
+    for marked in settings.values():
+        for axis, flag in marked.items():
             counts[(axis, flag)] = counts.get((axis, flag), 0) + 1
     if not counts:
         return

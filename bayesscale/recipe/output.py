@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -157,6 +158,28 @@ def to_json(
         "extrapolation_warn_factor": warn_factor,
         "results": rows,
     }
+
+
+def exponent_flags(identification: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Setting -> ``{axis: flag}`` for the exponents the data barely identify
+    (``prior-dominated`` or ``prior-sensitive``), from a law fit's identification
+    (:func:`bayesscale.law.sensitivity.assess`): along such an axis the recipe's split leans
+    on the prior.
+
+    >>> exponent_flags({"settings": {"s": {"env": {"flag": None}, "traj": {"flag": "x"}}}})
+    {'s': {'traj': 'x'}}
+    """
+    return {
+        setting: {axis: e["flag"] for axis, e in entries.items() if e["flag"]}
+        for setting, entries in identification["settings"].items()
+    }
+
+
+def flag_rows(summary: Mapping[str, Any], flags: Mapping[str, Mapping[str, str]]) -> None:
+    """Add ``exponent_flags`` (:func:`exponent_flags` of the row's setting) to every row of
+    :func:`to_json`'s ``results``."""
+    for row in summary["results"]:
+        row["exponent_flags"] = dict(flags.get(row["setting"], {}))
 
 
 def _json_attr(value: object) -> object:

@@ -40,7 +40,14 @@ import xarray as xr
 
 from bayesscale import __version__, names
 from bayesscale.data.extrapolation import WARN_FACTOR
-from bayesscale.data.fitfile import Diagnostics, FitFileError, diagnose, load_fit, save_fit
+from bayesscale.data.fitfile import (
+    Diagnostics,
+    FitFileError,
+    diagnose,
+    fit_spec,
+    load_fit,
+    save_fit,
+)
 from bayesscale.data.observations import load_observations, read_table, validate
 from bayesscale.data.spec import SENSITIVITY_SCALE, load_spec
 from bayesscale.report.folder import building, prepare
@@ -478,8 +485,9 @@ def _recipe_section(
     md: _Sections,
 ) -> xr.Dataset:
     from bayesscale.core.prices import default_prices, load_prices
+    from bayesscale.law.sensitivity import assess
     from bayesscale.recipe.iso_budget import iso_budget
-    from bayesscale.recipe.output import to_json
+    from bayesscale.recipe.output import exponent_flags, flag_rows, to_json
     from bayesscale.recipe.solve import recipe
     from bayesscale.report.figures import plot_allocation, plot_iso_budget, save_figure
     from bayesscale.report.tables import recipe_table, with_verdict
@@ -496,6 +504,8 @@ def _recipe_section(
     )
     summary = to_json(ds, options.prob, options.warn_beyond)
     summary["fit_diagnostics"] = {k: v.to_dict() for k, v in verdicts.items()}
+    flags = exponent_flags(assess(law, fit_spec(law)))  # kept in the fit by the law section
+    flag_rows(summary, flags)
     headline = "; ".join(
         f"{k.replace('_', ' ')}: {v.headline()}" for k, v in verdicts.items() if v.headline()
     )
@@ -518,10 +528,17 @@ def _recipe_section(
     )
     shown = sorted({options.budgets[0], middle, options.budgets[-1]})
     table = recipe_table(
-        ds, budgets=shown, settings=settings, prob=options.prob, warn_factor=options.warn_beyond
+        ds,
+        budgets=shown,
+        settings=settings,
+        prob=options.prob,
+        warn_factor=options.warn_beyond,
+        exponent_flags=flags,
     )
     md.add(*_tables(tmp, "recipe", [("", with_verdict(table, headline or None))]))
-    every = recipe_table(ds, prob=options.prob, warn_factor=options.warn_beyond)
+    every = recipe_table(
+        ds, prob=options.prob, warn_factor=options.warn_beyond, exponent_flags=flags
+    )
     _tables(tmp, "recipe", [("all", with_verdict(every, headline or None))])
     md.add(
         f"Shown: {len(settings)} of {ds.sizes[names.SETTING_DIM]} settings at "
@@ -550,7 +567,11 @@ def _recipe_section(
             f"(`bayesscale recipe --within-data {factor:g}`): what the measured range supports.",
         )
         table = recipe_table(
-            inside, prob=options.prob, warn_factor=factor, label="tab:recipe-within"
+            inside,
+            prob=options.prob,
+            warn_factor=factor,
+            label="tab:recipe-within",
+            exponent_flags=flags,
         )
         md.add(*_tables(tmp, "recipe_within", [("", with_verdict(table, headline or None))]))
         if short:

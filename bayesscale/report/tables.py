@@ -541,12 +541,17 @@ def recipe_table(
     label: str = "tab:recipe",
     provenance: Provenance | None = None,
     warn_factor: float = WARN_FACTOR,
+    exponent_flags: Mapping[str, Mapping[str, str]] | None = None,
 ) -> PaperTable:
     """Per (setting, budget): the optimal units bought per axis (median [interval] over the
     per-draw optima) and the success they buy, from :func:`bayesscale.recipe.solve`'s result
     summarised by :func:`bayesscale.recipe.output` at ``prob``, with the trajectories they
     make and the axes more than ``warn_factor`` times outside the swept range. ``budgets`` must
-    be among the recipe's."""
+    be among the recipe's. ``exponent_flags`` (setting -> ``{axis: flag}``,
+    :func:`bayesscale.recipe.output.exponent_flags` of the law fit) marks the units bought
+    along an axis whose exponent the data barely identify in that setting (``‡``
+    prior-dominated, ``†`` prior-sensitive), with a note under the table."""
+    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
     from bayesscale.recipe.output import summarize
 
     for var in (names.PURCHASED, names.SUCCESS_OPTIMUM):
@@ -574,6 +579,7 @@ def recipe_table(
         header.append(f"beyond the data (>{warn_factor:g}x)")
     rows: list[list[Cell | str | int | float]] = []
     breaks = []
+    marked: set[str] = set()
     for k, setting in enumerate(chosen):
         if k:
             breaks.append(len(rows))
@@ -583,9 +589,14 @@ def recipe_table(
             )
             row: list[Cell | str | int | float] = [setting, Number(float(have[j]), None)]
             at = {names.SETTING_DIM: setting}
+            flags = (exponent_flags or {}).get(setting, {})
             for a in axes:
                 q = bought.sel({names.AXIS_DIM: a}).to_numpy().astype(float)
-                row.append(Interval(q[1], q[0], q[2], digits=None))
+                cell: Cell = Interval(q[1], q[0], q[2], digits=None)
+                if flags.get(a) in MARKERS:
+                    cell = _Marked(cell, MARKERS[flags[a]])
+                    marked.add(flags[a])
+                row.append(cell)
             if trajectories:
                 qt = s[names.TRAJECTORIES].isel({names.BUDGET_DIM: j}).sel(at).to_numpy()
                 row.append(Interval(float(qt[1]), float(qt[0]), float(qt[2]), digits=None))
@@ -612,7 +623,17 @@ def recipe_table(
     within = ds.attrs.get("within_data", "none")
     if within != "none":
         caption += f" Every axis bounded at {float(within):g}x its largest swept value."
-    return PaperTable(header, rows, caption, label, breaks=tuple(breaks), provenance=provenance)
+    notes: tuple[str, ...] = ()
+    if marked:
+        notes = (
+            f"{MARKERS[FLAG_DOMINATED]} prior-dominated, {MARKERS[FLAG_SENSITIVE]} "
+            "prior-sensitive: the data barely identify the setting's exponent along that axis "
+            "(bayesscale summary), so the units bought along it lean on the prior; refit with "
+            "wider exponent priors (bayesscale fit --prior-scale 2) and compare.",
+        )
+    return PaperTable(
+        header, rows, caption, label, breaks=tuple(breaks), notes=notes, provenance=provenance
+    )
 
 
 def _beyond_text(s: xr.Dataset, j: int, setting: str, axes: Sequence[str], warn: float) -> str:
