@@ -57,7 +57,7 @@ from bayesscale.data.simulate import (
     per_axis_design,
     simulate,
 )
-from bayesscale.data.spec import parse_spec
+from bayesscale.data.spec import ModelSpec, parse_spec, with_exponent_prior_scale
 from bayesscale.design.costs import Costs
 from bayesscale.design.defaults import TARGET_DECISION, TARGETS
 from bayesscale.design.next_runs import (
@@ -156,9 +156,9 @@ def truth_success(truth: Truth, sizes: np.ndarray) -> np.ndarray:
     return np.asarray(laws.success_from_loss(truth.expected_loss(frame)))
 
 
-def fit_frame(frame: pd.DataFrame) -> Any:
-    table = Table(validate(frame, SPEC, "study"), "study", frame_sha256(frame))
-    return fit(table, SPEC, CONFIG)
+def fit_frame(frame: pd.DataFrame, spec: ModelSpec = SPEC) -> Any:
+    table = Table(validate(frame, spec, "study"), "study", frame_sha256(frame))
+    return fit(table, spec, CONFIG)
 
 
 def regret(truth: Truth, tree: Any, budget: float, optimum: np.ndarray) -> tuple[float, float]:
@@ -273,19 +273,26 @@ def paper_picks(
     return out, pos
 
 
-# The settings that shape every curve: replicates made under others are not merged or reused.
-CURVE_SETTINGS = ("rounds", "spend", "max_runs", "limit", "budget", "next_target")
+# The settings that shape the curves: replicates made under others are not merged or reused
+# (those of NEXT_SETTINGS shape only `next`'s curve).
+NEXT_SETTINGS = ("next_target", "next_prior_scale")
+CURVE_SETTINGS = ("rounds", "spend", "max_runs", "limit", "budget", *NEXT_SETTINGS)
 
 
-def _read_study(path: str, args: argparse.Namespace, parser: argparse.ArgumentParser) -> Any:
+def _read_study(
+    path: str,
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    settings: tuple[str, ...] = CURVE_SETTINGS,
+) -> Any:
     """An earlier run's ``study.json``, refused unless it was made with this run's
-    :data:`CURVE_SETTINGS` (a setting it does not record, from before the setting existed,
-    counts as that setting's default)."""
+    ``settings`` (a setting it does not record, from before the setting existed, counts as
+    that setting's default)."""
     study = json.loads(Path(path).read_text())
     differ = [
         f"--{k.replace('_', '-')} {study['args'].get(k, parser.get_default(k))} there, "
         f"{getattr(args, k)} here"
-        for k in CURVE_SETTINGS
+        for k in settings
         if study["args"].get(k, parser.get_default(k)) != getattr(args, k)
     ]
     if differ:
@@ -387,9 +394,12 @@ def replicate(
             if cap <= 0:
                 pass
             elif strategy == "next":
+                basis = tree
+                if args.next_prior_scale != 1.0:  # value runs on the wider-prior posterior
+                    basis = fit_frame(frame, with_exponent_prior_scale(SPEC, args.next_prior_scale))
                 try:
                     chosen = next_runs(
-                        tree,
+                        basis,
                         args.budget,
                         runs=args.max_runs,
                         spend=cap,
@@ -499,6 +509,14 @@ def main() -> None:
         choices=TARGETS,
         help="the target `next` values runs by (default: the decision's EVPI at --budget)",
     )
+    parser.add_argument(
+        "--next-prior-scale",
+        type=float,
+        default=1.0,
+        help="`next` values runs on a fit with exponent priors this many times wider (a second "
+        "fit per round); the decision and its regret stay the default fit's (default 1: the "
+        "default fit)",
+    )
     parser.add_argument("--budget", type=float, default=5000.0)
     parser.add_argument("--out", default="out/next_study")
     args = parser.parse_args()
@@ -519,7 +537,11 @@ def main() -> None:
     partial = run_now != STRATEGIES
     earlier: dict[int, dict[str, Any]] = {}
     if partial:
-        earlier = _earlier_replicates([_read_study(f, args, parser) for f in args.reuse])
+        # `next`'s own settings matter only when its curve is the one reused
+        checked = tuple(
+            k for k in CURVE_SETTINGS if "next" not in run_now or k not in NEXT_SETTINGS
+        )
+        earlier = _earlier_replicates([_read_study(f, args, parser, checked) for f in args.reuse])
         missing = [k for k in range(first, first + args.replicates) if k not in earlier]
         if missing:  # before minutes of fitting
             parser.error(f"replicate(s) {missing} are not in the --reuse files")
