@@ -481,7 +481,8 @@ def main() -> None:
         default=[],
         metavar="STUDY.json",
         help="report these earlier runs' replicates together with this run's (refused unless "
-        "made with the same rounds, spend, max runs, limit, budget and target)",
+        "made with the same rounds, spend, max runs, limit, budget and next's target and prior "
+        "scale)",
     )
     parser.add_argument(
         "--limit",

@@ -370,13 +370,15 @@ def exponent_table(
         header.append(Raw("P(order)", "P(order)"))
     rows: list[list[Cell | str | int | float]] = []
     pop_row: list[Cell | str | int | float] = ["population"]
-    pop_row += [_flagged(Interval.of(population[a], digits), population[a]) for a in axes]
+    pop_row += [
+        _flagged(Interval.of(population[a], digits), population[a].get("flag")) for a in axes
+    ]
     if ordering:
         pop_row.append(Number(summary["ordering"]["population"]))
     rows.append(pop_row)
     for setting, values in per_setting.items():
         row: list[Cell | str | int | float] = [str(setting)]
-        row += [_flagged(Interval.of(values[a], digits), values[a]) for a in axes]
+        row += [_flagged(Interval.of(values[a], digits), values[a].get("flag")) for a in axes]
         if ordering:
             row.append(Number(summary["ordering"]["settings"][setting]))
         rows.append(row)
@@ -418,10 +420,11 @@ class _Marked:
         return self.cell.latex() + escape_latex(self.marker)
 
 
-def _flagged(cell: Cell, entry: Mapping[str, Any]) -> Cell:
+def _flagged(cell: Cell, flag: str | None) -> Cell:
+    """``cell`` followed by the marker of an exponent's ``flag`` (``None``: unmarked)."""
     from bayesscale.law.sensitivity import MARKERS
 
-    marker = MARKERS.get(entry.get("flag") or "", "")
+    marker = MARKERS.get(flag or "", "")
     return _Marked(cell, marker) if marker else cell
 
 
@@ -554,6 +557,8 @@ def recipe_table(
     from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
     from bayesscale.recipe.output import summarize
 
+    exponent_flags = exponent_flags or {}
+
     for var in (names.PURCHASED, names.SUCCESS_OPTIMUM):
         if var not in ds:
             raise TableError(f"the recipe result has no {var!r} (is it recipe.recipe output?)")
@@ -579,7 +584,6 @@ def recipe_table(
         header.append(f"beyond the data (>{warn_factor:g}x)")
     rows: list[list[Cell | str | int | float]] = []
     breaks = []
-    marked: set[str] = set()
     for k, setting in enumerate(chosen):
         if k:
             breaks.append(len(rows))
@@ -589,14 +593,10 @@ def recipe_table(
             )
             row: list[Cell | str | int | float] = [setting, Number(float(have[j]), None)]
             at = {names.SETTING_DIM: setting}
-            flags = (exponent_flags or {}).get(setting, {})
+            flags = exponent_flags.get(setting, {})
             for a in axes:
                 q = bought.sel({names.AXIS_DIM: a}).to_numpy().astype(float)
-                cell: Cell = Interval(q[1], q[0], q[2], digits=None)
-                if flags.get(a) in MARKERS:
-                    cell = _Marked(cell, MARKERS[flags[a]])
-                    marked.add(flags[a])
-                row.append(cell)
+                row.append(_flagged(Interval(q[1], q[0], q[2], digits=None), flags.get(a)))
             if trajectories:
                 qt = s[names.TRAJECTORIES].isel({names.BUDGET_DIM: j}).sel(at).to_numpy()
                 row.append(Interval(float(qt[1]), float(qt[0]), float(qt[2]), digits=None))
@@ -624,7 +624,7 @@ def recipe_table(
     if within != "none":
         caption += f" Every axis bounded at {float(within):g}x its largest swept value."
     notes: tuple[str, ...] = ()
-    if marked:
+    if any(isinstance(cell, _Marked) for row in rows for cell in row):
         notes = (
             f"{MARKERS[FLAG_DOMINATED]} prior-dominated, {MARKERS[FLAG_SENSITIVE]} "
             "prior-sensitive: the data barely identify the setting's exponent along that axis "
