@@ -156,9 +156,25 @@ def truth_success(truth: Truth, sizes: np.ndarray) -> np.ndarray:
     return np.asarray(laws.success_from_loss(truth.expected_loss(frame)))
 
 
-def fit_frame(frame: pd.DataFrame, spec: ModelSpec = SPEC) -> Any:
+def fit_frame(frame: pd.DataFrame, spec: ModelSpec = SPEC, config: FitConfig = CONFIG) -> Any:
     table = Table(validate(frame, spec, "study"), "study", frame_sha256(frame))
-    return fit(table, spec, CONFIG)
+    return fit(table, spec, config)
+
+
+def initial_sweep(truth: Truth, rep: int) -> pd.DataFrame:
+    """Replicate ``rep``'s initial sweep: 3 points per axis over 4x, one seed."""
+    design = per_axis_design(truth, grids=INITIAL_GRIDS, anchors=INITIAL_ANCHORS, seeds=(0,))
+    return simulate(truth, design, seed=1 + 100 * rep)
+
+
+def full_grid(
+    truth: Truth, initial: pd.DataFrame, rep: int
+) -> tuple[list[tuple[str, tuple[int, ...], int]], pd.DataFrame]:
+    """The paper's full grid beyond replicate ``rep``'s initial sweep: its runs in plan's
+    order, and every row the full grid's fit sees (the initial sweep's included)."""
+    queue = paper_queue(truth, initial)
+    frame = pd.concat([initial, simulate(truth, rows_for(truth, queue), seed=2 + 100 * rep)])
+    return queue, frame
 
 
 def regret(truth: Truth, tree: Any, budget: float, optimum: np.ndarray) -> tuple[float, float]:
@@ -342,11 +358,7 @@ def replicate(
     optimum: np.ndarray,
     strategies: tuple[str, ...] = STRATEGIES,
 ) -> dict:
-    initial = simulate(
-        truth,
-        per_axis_design(truth, grids=INITIAL_GRIDS, anchors=INITIAL_ANCHORS, seeds=(0,)),
-        seed=1 + 100 * rep,
-    )
+    initial = initial_sweep(truth, rep)
     owned0 = {
         s[names.DOMAIN]: {a: float(max(INITIAL_GRIDS[a])) for a in AXES} for s in truth.settings
     }
@@ -357,14 +369,13 @@ def replicate(
         f"[rep {rep}] initial sweep: {len(initial)} runs, regret {r0:.4f}, posterior EVPI "
         f"{e0:.4f} (fit {time.perf_counter() - t0:.0f} s)"
     )
-    queue = paper_queue(truth, initial)
+    queue, full_frame = full_grid(truth, initial, rep)
     full_cost, owned = 0.0, {d: dict(v) for d, v in owned0.items()}
     for pick in queue:
         c, owned[pick[0].split(" | ")[2]] = run_cost(
             rows_for(truth, [pick]).iloc[0].to_dict(), owned
         )
         full_cost += c
-    full_frame = pd.concat([initial, simulate(truth, rows_for(truth, queue), seed=2 + 100 * rep)])
     t0 = time.perf_counter()
     full_regret, full_evpi = regret(truth, fit_frame(full_frame), args.budget, optimum)
     print(
