@@ -462,8 +462,11 @@ def test_the_batch_stops_where_its_draws_can_no_longer_value_a_run(
 
 def test_a_stopped_batch_under_a_spend_cap_reports_the_batch_kept(toy_fit: xr.DataTree) -> None:
     """Under a spend cap the greedy by value per cost and the greedy by value both run, each
-    stopping on the ESS; the note and ``stopped_ess`` describe the batch that is kept."""
-    options = dict(runs=12, simulations=16, max_draws=60, actions=16, seed=4, spend=5000.0)
+    stopping on the ESS; the note and ``stopped_ess`` describe the batch that is kept (here
+    without the batches started from other first runs, ``first_picks=0``)."""
+    options = dict(
+        runs=12, simulations=16, max_draws=60, actions=16, seed=4, spend=5000.0, first_picks=0
+    )
     unlimited = next_runs(toy_fit, 2e4, min_ess=0, **options)
     ess = sorted(r.valued.ess_median for r in unlimited.chosen)
     result = next_runs(toy_fit, 2e4, min_ess=ess[len(ess) // 2], **options)
@@ -474,3 +477,45 @@ def test_a_stopped_batch_under_a_spend_cap_reports_the_batch_kept(toy_fit: xr.Da
     assert f"the batch stops at {k} of up to 12 runs" in stops[0]
     assert f"median ESS of {result.stopped_ess:.0f}" in stops[0]
     assert all(r.valued.ess_median >= ess[len(ess) // 2] for r in result.chosen[1:])
+
+
+@pytest.mark.parametrize(("spend", "seed"), [(250.0, 1), (1000.0, 4), (5000.0, 4)])
+def test_batches_started_from_the_best_first_runs(
+    toy_fit: xr.DataTree, spend: float, seed: int
+) -> None:
+    """Under a spend cap the batches started from the best first runs (partial enumeration) are
+    built beside the two greedy batches: the batch kept is never worth less than theirs, on the
+    same simulated outcomes; where a started batch is kept, it starts with one of the
+    ``first_picks`` first runs worth most by value or by value per cost, and fits the cap."""
+    options = dict(runs=12, spend=spend, simulations=16, max_draws=60, actions=16, seed=seed)
+    greedy = next_runs(toy_fit, 2e4, min_ess=0, first_picks=0, **options)
+    started = next_runs(toy_fit, 2e4, min_ess=0, first_picks=3, **options)
+    assert started.target_now == greedy.target_now
+    assert started.target_after <= greedy.target_after + 1e-15
+    assert sum(r.valued.cost.total for r in started.chosen) <= spend
+    if started.target_after < greedy.target_after:
+        assert any("the batch starts with a run chosen among" in n for n in started.notes)
+        fits = [v for v in started.first_step if v.cost.total <= spend]
+        best = {
+            v.candidate
+            for key in ("raw", "per_cost")
+            for v in sorted(fits, key=lambda v: getattr(v, key), reverse=True)[:3]
+        }
+        assert started.chosen[0].candidate in [started.candidates[i] for i in best]
+    else:
+        assert [r.candidate for r in started.chosen] == [r.candidate for r in greedy.chosen]
+
+
+def test_a_started_batch_can_be_worth_more_than_both_greedy_batches(
+    toy_fit: xr.DataTree,
+) -> None:
+    """A known case (spend 1,000, seed 4): the greedy by value is worth more than the greedy by
+    value per cost, and a batch started from another first run is worth more than both."""
+    options = dict(runs=12, spend=1000.0, simulations=16, max_draws=60, actions=16, seed=4)
+    greedy = next_runs(toy_fit, 2e4, min_ess=0, first_picks=0, **options)
+    started = next_runs(toy_fit, 2e4, min_ess=0, first_picks=3, **options)
+    assert any("the batch is the greedy by value" in n for n in greedy.notes)
+    assert any("the batch starts with a run chosen among" in n for n in started.notes)
+    assert started.target_after < 0.9 * greedy.target_after
+    with pytest.raises(DesignError, match="first_picks must be >= 0"):
+        next_runs(toy_fit, 2e4, first_picks=-1, **options)

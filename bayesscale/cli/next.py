@@ -43,8 +43,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         help="cap on the batch's total cost (money, as the costs file prices it): at most K "
-        "runs within it; the greedy by value per cost and by value are both run and the batch "
-        "worth more is kept",
+        "runs within it; the greedy by value per cost, the greedy by value and batches "
+        "starting with each of the --first-picks best first runs are built, and the batch worth "
+        "most is kept",
+    )
+    parser.add_argument(
+        "--first-picks",
+        type=int,
+        default=defaults.DEFAULT_FIRST_PICKS,
+        help="with --spend: also build batches starting with each of this many first runs worth "
+        "most by value and by value per cost, going on by value per cost (default %(default)s; "
+        "0: the two greedy batches only)",
     )
     parser.add_argument(
         "--target",
@@ -200,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         cells=cells,
         min_ess=args.min_ess,
         spend=args.spend,
+        first_picks=args.first_picks,
         seed=args.seed,
     )
     low = [r for r in result.chosen if r.valued.ess_median < (args.refit_below or 0.0)]

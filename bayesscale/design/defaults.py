@@ -14,9 +14,12 @@ TARGET_EXPONENTS: Final = "exponents"  # value: the population exponents' poster
 TARGETS: Final = (TARGET_DECISION, TARGET_EXPONENTS)
 DEFAULT_RUNS: Final = 8  # runs per batch
 DEFAULT_SIMULATIONS: Final = 128  # outer draws M of the preposterior analysis
-DEFAULT_MAX_DRAWS: Final = 400  # posterior draws per chain reweighted
+DEFAULT_MAX_DRAWS: Final = 1000  # posterior draws per chain reweighted
 DEFAULT_ACTIONS: Final = 64  # size of the finite action set of the decision target
 DEFAULT_BEYOND: Final = 4.0  # candidates up to this many times the largest swept value
+# Under a spend cap, batches that start with each of this many first runs worth most (by value
+# and by value per cost) are tried besides the two greedy batches (partial enumeration).
+DEFAULT_FIRST_PICKS: Final = 3
 DEFAULT_STEP: Final = 2.0  # candidate sizes this factor apart
 DEFAULT_TRIALS: Final = 1000  # held-out tasks a run is evaluated on
 # Below this median importance-weight ESS a run's value is rough: the batch stops before such a

@@ -53,6 +53,7 @@ from bayesscale.design.costs import Costs
 from bayesscale.design.defaults import (
     DEFAULT_ACTIONS,
     DEFAULT_BEYOND,
+    DEFAULT_FIRST_PICKS,
     DEFAULT_MAX_DRAWS,
     DEFAULT_MIN_ESS,
     DEFAULT_RUNS,
@@ -76,7 +77,7 @@ from bayesscale.recipe.solve import recipe
 
 Array = NDArray[np.float64]
 DECISION_AXIS = "decision"  # the candidate at the recipe's decision (every axis moves)
-CACHE_BYTES = 256 * 2**20  # simulated log-likelihoods kept between greedy steps up to this size
+CACHE_BYTES = 768 * 2**20  # simulated log-likelihoods kept between greedy steps up to this size
 
 
 class DesignError(ValueError):
@@ -397,6 +398,7 @@ def next_runs(
     cells: float | None = None,
     min_ess: float = DEFAULT_MIN_ESS,
     spend: float | None = None,
+    first_picks: int = DEFAULT_FIRST_PICKS,
     seed: int = 0,
 ) -> NextRuns:
     """Choose up to ``runs`` next runs greedily by marginal value per cost (see the module
@@ -414,10 +416,13 @@ def next_runs(
     (other than its first) whose median Kish ESS, given the batch's simulated outcomes, is below
     this, and a first run below it is flagged unreliable (refit to check it); 0 never stops.
     ``spend`` caps the batch's total cost (at most ``runs`` runs, fewer when the cap is
-    reached): then the greedy by value per cost and the greedy by value are both run and the
-    batch worth more is kept.
+    reached): then the greedy by value per cost, the greedy by value, and batches that start
+    with one of the ``first_picks`` first runs worth most (by value, and by value per cost) and
+    go on by value per cost are all built, and the batch worth most is kept.
     """
     _check_arguments(target, spend, runs, simulations, actions, trials, budget, prices)
+    if first_picks < 0:
+        raise DesignError(f"first_picks must be >= 0, got {first_picks}")
     costs = costs or Costs()
     rng = np.random.default_rng([seed, 1])
     draws = law_draws(fit, None, max_draws)
@@ -508,16 +513,10 @@ def next_runs(
     notes: list[str] = []
     chosen, first, ll_batch, stopped = batcher.run(by_ratio=True)
     if spend is not None:
-        # Budgeted greedy by value per cost alone can fill the budget with cheap runs of little
-        # value; the greedy by value alone, kept when its batch is worth more, bounds the loss
-        # (Leskovec et al. 2007, "cost-effective outbreak detection", CELF).
-        alt, _, ll_alt, stopped_alt = batcher.run(by_ratio=False)
-        if engine.score(ll_alt)[0].mean() > engine.score(ll_batch)[0].mean():
-            chosen, ll_batch, stopped = alt, ll_alt, stopped_alt
-            notes.append(
-                "the batch is the greedy by value (not value per cost): within the spend cap it "
-                "is worth more"
-            )
+        chosen, ll_batch, stopped, note = _best_within_spend(
+            batcher, (chosen, first, ll_batch, stopped), first_picks, spend
+        )
+        notes += [note] if note else []
     if not chosen:
         raise DesignError(f"no candidate run fits in the spend cap {spend:g}")
     total, _, _ = engine.score(ll_batch)
@@ -546,6 +545,60 @@ def next_runs(
         recipe_gap=recipe_gap,
         stopped_ess=None if stopped is None else stopped.ess_median,
     )
+
+
+def _best_within_spend(
+    batcher: _Greedy,
+    by_ratio: tuple[list[ChosenRun], list[Valued], Array, Valued | None],
+    first_picks: int,
+    spend: float,
+) -> tuple[list[ChosenRun], Array, Valued | None, str]:
+    """The batch worth most within the spend cap, of the greedy by value per cost (given as
+    ``by_ratio``), the greedy by value, and the batches that start with one of the
+    ``first_picks`` first runs worth most and one of the ``first_picks`` worth most per cost,
+    each completed by value per cost; and a note saying which was kept (empty for the first).
+
+    Greedy by value per cost alone can fill the cap with cheap runs of little value while an
+    expensive run is worth more: the greedy by value alone, kept when its batch is worth more,
+    bounds that loss (Leskovec et al. 2007, "cost-effective outbreak detection", CELF). Neither
+    sees that data bought for one run makes the next runs at those sizes cheap (a run pays
+    only for data beyond what is owned), so a batch that starts with an expensive run and goes
+    on by value per cost can beat both. Starting from each first run, then completing greedily,
+    is partial enumeration (Khuller, Moss and Naor 1999, budgeted maximum coverage, enumerate
+    the first three); here only the best few first runs are tried, a heuristic without that
+    guarantee. Every batch is scored on the same simulated outcomes."""
+    chosen, first, ll_batch, stopped = by_ratio
+    engine = batcher.engine
+
+    def worth(ll: Array) -> float:
+        return float(engine.score(ll)[0].mean())
+
+    best, note = worth(ll_batch), ""
+    alt, _, ll_alt, stopped_alt = batcher.run(by_ratio=False)
+    if worth(ll_alt) > best:
+        chosen, ll_batch, stopped, best = alt, ll_alt, stopped_alt, worth(ll_alt)
+        note = (
+            "the batch is the greedy by value (not value per cost): within the spend cap it "
+            "is worth more"
+        )
+    affordable = [v for v in first if v.cost.total <= spend]
+    # started from its own first run, the greedy by value per cost is the batch above
+    own_first = by_ratio[0][0].valued.candidate if by_ratio[0] else None
+    starts: list[int] = []
+    for rank in (lambda v: v.raw, lambda v: v.per_cost):
+        for v in sorted(affordable, key=rank, reverse=True)[:first_picks]:
+            if v.candidate not in starts and v.candidate != own_first:
+                starts.append(v.candidate)
+    for i in starts:
+        alt, _, ll_alt, stopped_alt = batcher.run(by_ratio=True, first=i)
+        if worth(ll_alt) > best:
+            chosen, ll_batch, stopped, best = alt, ll_alt, stopped_alt, worth(ll_alt)
+            note = (
+                "the batch starts with a run chosen among the first runs worth most (by value "
+                "and by value per cost) and goes on by value per cost: within the spend cap it "
+                "is worth more than either greedy"
+            )
+    return chosen, ll_batch, stopped, note
 
 
 def _check_arguments(
@@ -660,6 +713,7 @@ class _Greedy:
         self.shape = (m, s)
         self.cache_ok = len(cands) * m * s * 4 <= CACHE_BYTES
         self.ll_cache: dict[tuple[int, int], NDArray[np.float32]] = {}
+        self.first_values: list[Valued] | None = None
 
     def _domain(self, c: Candidate) -> str:
         return str(self.keys[c.setting].get(names.DOMAIN, c.setting))
@@ -693,9 +747,12 @@ class _Greedy:
             )
         return valued
 
-    def run(self, by_ratio: bool) -> tuple[list[ChosenRun], list[Valued], Array, Valued | None]:
+    def run(
+        self, by_ratio: bool, first: int | None = None
+    ) -> tuple[list[ChosenRun], list[Valued], Array, Valued | None]:
         """The batch, the first step's values of every candidate, the batch's summed simulated
         log-likelihoods, and the run it stopped before for its ESS (None if it did not).
+        ``first``: the candidate the batch starts with (default: the greedy's own choice).
 
         The batch stops before a run (other than its first) whose median importance-weight ESS
         is below ``stop_ess``: conditioned on that many simulated outcomes, the weights rest on
@@ -709,9 +766,12 @@ class _Greedy:
         spent = 0.0
         stopped: Valued | None = None
         for step_no in range(self.runs):
-            valued = self.value_all(ll_batch, repeats, have)
-            if step_no == 0:
-                first_values = valued
+            if step_no == 0:  # the same for every batch built: valued once
+                if self.first_values is None:
+                    self.first_values = self.value_all(ll_batch, repeats, have)
+                valued = first_values = self.first_values
+            else:
+                valued = self.value_all(ll_batch, repeats, have)
             affordable = [
                 v for v in valued if self.spend is None or spent + v.cost.total <= self.spend
             ]
@@ -721,6 +781,8 @@ class _Greedy:
                 (lambda v: (v.per_cost, v.raw)) if by_ratio else (lambda v: (v.raw, -v.cost.total))
             )
             best = max(affordable, key=rank)
+            if step_no == 0 and first is not None:
+                best = valued[first]
             if batch and best.ess_median < self.stop_ess:
                 stopped = best
                 break
