@@ -4,7 +4,7 @@
 
 For each replicate of ``next_study.py`` (its initial sweep: 3 points per axis over 4x, one
 seed, fitted with the package's default fit), the first round's batch (3,000 USD, up to 48
-runs, seed 0, the study's bounds and candidate caps) under three settings of
+runs, seed 0, the study's bounds and candidate caps) under four settings of
 :func:`bayesscale.design.next_runs.next_runs`:
 
 * ``400 draws, greedy``: 400 draws per chain reweighted, the greedy by value per cost and the
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 from next_study import BOUNDS, MAX_SIZES, fit_frame, initial_sweep, small_truth
@@ -34,7 +35,7 @@ from next_study import BOUNDS, MAX_SIZES, fit_frame, initial_sweep, small_truth
 from bayesscale.data.observations import DataWarning
 from bayesscale.design.next_runs import NextRuns, next_runs
 
-SETTINGS: dict[str, dict[str, int]] = {
+SETTINGS: dict[str, dict[str, Any]] = {
     "400 draws, greedy": {"max_draws": 400, "first_picks": 0},
     "1,000 draws, greedy": {"max_draws": 1000, "first_picks": 0},
     "defaults, first picks 1": {"first_picks": 1},

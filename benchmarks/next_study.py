@@ -405,7 +405,8 @@ def replicate(
     )
     # the target is judged at half the full grid's cost: no strategy spends more than that
     limit = full_cost / 2 if args.limit is None else args.limit
-    curves: dict[str, list[dict[str, float]]] = {}
+    # per round: figures (float), and the runs bought and the refit's decision (lists)
+    curves: dict[str, list[dict[str, Any]]] = {}
     for si, strategy in enumerate(STRATEGIES):
         if strategy not in strategies:
             continue
@@ -414,7 +415,9 @@ def replicate(
         spent, used = 0.0, {}
         rng = np.random.default_rng([7, si, rep])
         pos = 0
-        curve = [{"runs": 0, "cost": 0.0, "regret": r0, "evpi": e0, "seconds": 0.0}]
+        curve: list[dict[str, Any]] = [
+            {"runs": 0, "cost": 0.0, "regret": r0, "evpi": e0, "seconds": 0.0}
+        ]
         for rnd in range(args.rounds):
             t0 = time.perf_counter()
             # a round spends up to --spend (the paper grid and random runs at least one run),

@@ -479,7 +479,7 @@ def test_a_stopped_batch_under_a_spend_cap_reports_the_batch_kept(toy_fit: xr.Da
     assert all(r.valued.ess_median >= ess[len(ess) // 2] for r in result.chosen[1:])
 
 
-@pytest.mark.parametrize(("spend", "seed"), [(250.0, 1), (1000.0, 4), (5000.0, 4)])
+@pytest.mark.parametrize(("spend", "seed"), [(250.0, 1), (250.0, 4), (1000.0, 4), (5000.0, 4)])
 def test_batches_started_from_the_best_first_runs(
     toy_fit: xr.DataTree, spend: float, seed: int
 ) -> None:

@@ -596,7 +596,8 @@ def _best_within_spend(
             note = (
                 "the batch starts with a run chosen among the first runs worth most (by value "
                 "and by value per cost) and goes on by value per cost: within the spend cap it "
-                "is worth more than either greedy"
+                "is worth more than either greedy (the best of several batches scored on the "
+                "same simulated outcomes: its expected target after is somewhat optimistic)"
             )
     return chosen, ll_batch, stopped, note
 
