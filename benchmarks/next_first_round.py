@@ -79,7 +79,7 @@ def main() -> None:
             reductions[name].append(reduction)
             spent = sum(r.valued.cost.total for r in result.chosen)
             print(
-                f"replicate {rep:>2}, {name:<20}: EVPI {result.target_now:.5f} -> "
+                f"replicate {rep:>2}, {name:<24}: EVPI {result.target_now:.5f} -> "
                 f"{result.target_after:.5f} (reduction {reduction:.5f}), {spent:,.0f} USD, "
                 f"{len(result.chosen)} runs, {kept(result)}, {seconds:.1f} s",
                 flush=True,

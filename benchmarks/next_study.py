@@ -189,7 +189,7 @@ def judge(truth: Truth, tree: Any, budget: float, optimum: np.ndarray) -> dict[s
     dec = ds[names.DECISION].isel(budget=0).sel(setting=order).transpose("setting", "axis")
     sizes = dec.sel(axis=list(AXES)).to_numpy()
     return {
-        "regret": float(np.mean(optimum - truth_success(truth, dec.to_numpy()))),
+        "regret": float(np.mean(optimum - truth_success(truth, sizes))),
         "evpi": float((ds[names.SUCCESS_OPTIMUM] - ds[names.SUCCESS_DECISION]).mean()),
         "decision": np.round(sizes, 1).tolist(),
     }

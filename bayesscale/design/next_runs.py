@@ -568,37 +568,40 @@ def _best_within_spend(
     the first three); here only the best few first runs are tried, a heuristic without that
     guarantee. Every batch is scored on the same simulated outcomes."""
     chosen, first, ll_batch, stopped = by_ratio
-    engine = batcher.engine
+    # started from its own first run, the greedy by value per cost is the batch given
+    own_first = chosen[0].valued.candidate if chosen else None
+    kept = (float(batcher.engine.score(ll_batch)[0].mean()), chosen, ll_batch, stopped, "")
 
-    def worth(ll: Array) -> float:
-        return float(engine.score(ll)[0].mean())
+    def consider(
+        built: tuple[list[ChosenRun], list[Valued], Array, Valued | None], note: str
+    ) -> None:
+        """Keep ``built`` (a batch from :meth:`_Greedy.run`) if it is worth more."""
+        nonlocal kept
+        batch, _, ll, stop = built
+        worth = float(batcher.engine.score(ll)[0].mean())
+        if worth > kept[0]:
+            kept = (worth, batch, ll, stop, note)
 
-    best, note = worth(ll_batch), ""
-    alt, _, ll_alt, stopped_alt = batcher.run(by_ratio=False)
-    if worth(ll_alt) > best:
-        chosen, ll_batch, stopped, best = alt, ll_alt, stopped_alt, worth(ll_alt)
-        note = (
-            "the batch is the greedy by value (not value per cost): within the spend cap it "
-            "is worth more"
-        )
+    consider(
+        batcher.run(by_ratio=False),
+        "the batch is the greedy by value (not value per cost): within the spend cap it is "
+        "worth more",
+    )
     affordable = [v for v in first if v.cost.total <= spend]
-    # started from its own first run, the greedy by value per cost is the batch above
-    own_first = by_ratio[0][0].valued.candidate if by_ratio[0] else None
     starts: list[int] = []
     for rank in (lambda v: v.raw, lambda v: v.per_cost):
         for v in sorted(affordable, key=rank, reverse=True)[:first_picks]:
             if v.candidate not in starts and v.candidate != own_first:
                 starts.append(v.candidate)
     for i in starts:
-        alt, _, ll_alt, stopped_alt = batcher.run(by_ratio=True, first=i)
-        if worth(ll_alt) > best:
-            chosen, ll_batch, stopped, best = alt, ll_alt, stopped_alt, worth(ll_alt)
-            note = (
-                "the batch starts with a run chosen among the first runs worth most (by value "
-                "and by value per cost) and goes on by value per cost: within the spend cap it "
-                "is worth more than either greedy (the best of several batches scored on the "
-                "same simulated outcomes: its expected target after is somewhat optimistic)"
-            )
+        consider(
+            batcher.run(by_ratio=True, first=i),
+            "the batch starts with a run chosen among the first runs worth most (by value and "
+            "by value per cost) and goes on by value per cost: within the spend cap it is worth "
+            "more than either greedy (the best of several batches scored on the same simulated "
+            "outcomes: its expected target after is somewhat optimistic)",
+        )
+    _, chosen, ll_batch, stopped, note = kept
     return chosen, ll_batch, stopped, note
 
 
