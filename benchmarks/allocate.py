@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -32,7 +34,7 @@ def _problem(draws: int, settings: int, seed: int = 0) -> tuple[np.ndarray, np.n
     return coef, alpha
 
 
-def _best(fn, repeat: int) -> tuple[float, float, object]:  # type: ignore[no-untyped-def]
+def _best(fn: Callable[[], object], repeat: int) -> tuple[float, float, object]:
     """Best wall time and best process CPU time (all threads) over ``repeat`` runs."""
     best, best_cpu, out = np.inf, np.inf, None
     for _ in range(repeat):
@@ -64,8 +66,8 @@ def main() -> None:
     law = allocate.PowerLaw(coef, alpha)
     for workers in (1, 2):
         wall, cpu, sol = _best(
-            lambda w=workers: allocate.solve_additive(
-                coef, alpha, PRICES, budgets, 1.0, UPPER, workers=w
+            partial(
+                allocate.solve_additive, coef, alpha, PRICES, budgets, 1.0, UPPER, workers=workers
             ),
             args.repeat,
         )

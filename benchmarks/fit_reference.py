@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTERNAL = ROOT.parent / "shared" / "external" / "chinchilla_points.csv"
@@ -64,7 +65,7 @@ COLUMNS = [
 ]
 
 
-def prime() -> dict[str, object]:
+def prime() -> dict[str, Any]:
     """Sample a small model unlike ours with PyMC (eight schools, non-centred), so that
     PyTensor's cache holds its general-purpose ops' C code but nothing of our models."""
     import numpy as np
@@ -82,7 +83,7 @@ def prime() -> dict[str, object]:
     return {"fit": "primer", "wall_s": round(time.perf_counter() - tic, 1)}
 
 
-def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, object]:
+def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, Any]:
     """One fit in this process; returns its measurements."""
     if kind == "primer":
         return prime()
@@ -118,11 +119,11 @@ def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, object]:
 
         if engine != "pymc":
             config = FitConfig(seed=seed, progress=False, target_accept=PRICING_TARGET_ACCEPT)
-        spec = load_pricing_spec()
-        table = load_pricing(ROOT / "data" / "pricing" / "pricing.csv", spec)
-        tree = fit_pricing(table, spec, config)
+        pricing_spec = load_pricing_spec()
+        pricing_table = load_pricing(ROOT / "data" / "pricing" / "pricing.csv", pricing_spec)
+        tree = fit_pricing(pricing_table, pricing_spec, config)
         check = pricing_diagnostics(tree)
-        rows = len(table.frame)
+        rows = len(pricing_table.frame)
     else:
         if kind == "chinchilla":
             from bayesscale.data.external import read_chinchilla
@@ -165,7 +166,7 @@ def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, object]:
 
 def run_worker(
     kind: str, engine: str, seed: int, cache: str, pytensor: str, copies: int = 1
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """One fit in a fresh process: JAX's compilation cache in ``cache``, PyTensor's in
     ``pytensor``."""
     env = dict(os.environ, BAYESSCALE_CACHE_DIR=cache)
@@ -209,7 +210,7 @@ def main() -> None:
         print(json.dumps(worker(args.worker, args.engine, args.seed, args.copies)))
         return
 
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as cold_root:
         pytensor = str(Path(cold_root) / "pytensor")
         run_worker("primer", "pymc", args.seed, str(Path(cold_root) / "primer"), pytensor)
@@ -244,8 +245,8 @@ def main() -> None:
             ours = by_engine.get((kind, f"bayesscale ({mine})"))
             theirs = by_engine.get((kind, f"pymc ({their})"))
             if ours and theirs:
-                ratio = float(theirs["wall_s"]) / float(ours["wall_s"])  # type: ignore[arg-type]
-                per_ess = float(ours["ess_per_s"]) / max(float(theirs["ess_per_s"]), 1e-9)  # type: ignore[arg-type]
+                ratio = float(theirs["wall_s"]) / float(ours["wall_s"])
+                per_ess = float(ours["ess_per_s"]) / max(float(theirs["ess_per_s"]), 1e-9)
                 print(
                     f"{kind}: bayesscale ({mine}) is {ratio:.1f}x faster than PyMC's default "
                     f"NUTS ({their}) in wall time, {per_ess:.1f}x in effective draws per second"
@@ -257,15 +258,15 @@ def main() -> None:
             "rows and per 1,000 draws"
         )
         for r in scaled:
-            wall = float(r["wall_s"]) - float(r["compile_s"] or 0.0)  # type: ignore[arg-type]
-            per = wall / (int(r["rows"]) / 1000) / (int(r["draws"]) / 1000)  # type: ignore[arg-type]
+            wall = float(r["wall_s"]) - float(r["compile_s"] or 0.0)
+            per = wall / (int(r["rows"]) / 1000) / (int(r["draws"]) / 1000)
             print(f"  {r['rows']:>6} rows  {wall:>7.1f} s  {r['draws']:>5} draws  {per:.2f} s")
         first, last = scaled[0], scaled[-1]
 
-        def cost(r: dict[str, object]) -> float:
-            return (float(r["wall_s"]) - float(r["compile_s"] or 0.0)) / int(r["draws"])  # type: ignore[arg-type]
+        def cost(r: dict[str, Any]) -> float:
+            return (float(r["wall_s"]) - float(r["compile_s"] or 0.0)) / int(r["draws"])
 
-        growth = (cost(last) / cost(first)) / (int(last["rows"]) / int(first["rows"]))  # type: ignore[arg-type]
+        growth = (cost(last) / cost(first)) / (int(last["rows"]) / int(first["rows"]))
         print(f"  seconds per draw grew {growth:.2f}x as fast as rows (1.0 = linear)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -240,10 +240,10 @@ def paper_queue(truth: Truth, initial: pd.DataFrame) -> list[tuple[str, tuple[in
             points.add(tuple(p[a] for a in AXES))
     queue = []
     for s in truth.settings:
-        for p in sorted(points):
+        for point in sorted(points):
             for seed in (0, 1, 2):
-                if (label(s), p, seed) not in done:
-                    queue.append((label(s), p, seed))
+                if (label(s), point, seed) not in done:
+                    queue.append((label(s), point, seed))
     return queue
 
 
@@ -291,7 +291,8 @@ def paper_picks(
     """The paper grid's next runs in plan's order while they fit in ``cap`` (at least one),
     never past ``ceiling``."""
     have = {d: dict(v) for d, v in owned.items()}
-    out, spent = [], 0.0
+    out: list[tuple[str, tuple[int, ...], int]] = []
+    spent = 0.0
     while pos < len(queue):
         cost, after = run_cost(rows_for(truth, [queue[pos]]).iloc[0].to_dict(), have)
         if spent + cost > ceiling or (spent + cost > cap and out):
@@ -412,7 +413,8 @@ def replicate(
             continue
         frame, tree = initial.copy(), tree0
         owned = {d: dict(v) for d, v in owned0.items()}
-        spent, used = 0.0, {}
+        spent = 0.0
+        used: dict[tuple[str, tuple[int, ...]], int] = {}
         rng = np.random.default_rng([7, si, rep])
         pos = 0
         curve: list[dict[str, Any]] = [

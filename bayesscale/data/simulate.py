@@ -19,6 +19,7 @@ Example
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,8 +205,8 @@ def paper_truth(
 
 def per_axis_design(
     truth: Truth,
-    grids: dict[str, tuple[int, ...]] | None = None,
-    anchors: dict[str, int] | None = None,
+    grids: Mapping[str, Sequence[int]] | None = None,
+    anchors: Mapping[str, int] | None = None,
     seeds: tuple[int, ...] = (0, 1, 2),
 ) -> pd.DataFrame:
     """The paper's protocol: each axis swept with the others at the anchors.
