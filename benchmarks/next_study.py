@@ -31,7 +31,7 @@ of the two runs contend and `next`'s choice takes many times longer); ``--merge`
 replicates of earlier runs' ``study.json`` to the report, ``--strategies`` with ``--reuse``
 reruns some strategies only. Prints the curves, saves ``regret.png`` and ``study.json`` in
 ``--out``; for every round ``study.json`` keeps the runs bought (setting, sizes, seed) and the
-decision of the refit after them. Seeded throughout.
+decision of the refit after them (round 0: the initial sweep's fit). Seeded throughout.
 """
 
 from __future__ import annotations
@@ -385,7 +385,8 @@ def replicate(
     }
     t0 = time.perf_counter()
     tree0 = fit_frame(initial)
-    r0, e0 = regret(truth, tree0, args.budget, optimum)
+    at_start = judge(truth, tree0, args.budget, optimum)
+    r0, e0 = at_start["regret"], at_start["evpi"]
     print(
         f"[rep {rep}] initial sweep: {len(initial)} runs, regret {r0:.4f}, posterior EVPI "
         f"{e0:.4f} (fit {time.perf_counter() - t0:.0f} s)"
@@ -418,7 +419,14 @@ def replicate(
         rng = np.random.default_rng([7, si, rep])
         pos = 0
         curve: list[dict[str, Any]] = [
-            {"runs": 0, "cost": 0.0, "regret": r0, "evpi": e0, "seconds": 0.0}
+            {
+                "runs": 0,
+                "cost": 0.0,
+                "regret": r0,
+                "evpi": e0,
+                "seconds": 0.0,
+                "decision": at_start["decision"],
+            }
         ]
         for rnd in range(args.rounds):
             t0 = time.perf_counter()
