@@ -781,12 +781,12 @@ class _Greedy:
             ]
             if not affordable:
                 break
-            rank = (
-                (lambda v: (v.per_cost, v.raw)) if by_ratio else (lambda v: (v.raw, -v.cost.total))
-            )
-            best = max(affordable, key=rank)
             if step_no == 0 and first is not None:
                 best = valued[first]
+            elif by_ratio:
+                best = max(affordable, key=lambda v: (v.per_cost, v.raw))
+            else:
+                best = max(affordable, key=lambda v: (v.raw, -v.cost.total))
             if batch and best.ess_median < self.stop_ess:
                 stopped = best
                 break
