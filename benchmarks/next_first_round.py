@@ -10,10 +10,15 @@ runs, seed 0, the study's bounds and candidate caps) under four settings of
 * ``400 draws, greedy``: 400 draws per chain reweighted, the greedy by value per cost and the
   greedy by value only (the defaults before stop 24);
 * ``1,000 draws, greedy``: 1,000 draws per chain, the two greedy batches only;
-* ``defaults, first picks 1``: as the defaults, with batches started only from the best first
+* ``first picks 1``: as stop 24's defaults, with batches started only from the best first
   run by value and the best by value per cost (``--first-picks 1``);
-* ``defaults``: the current defaults (1,000 draws; batches started from the 3 best first runs
-  by value and the 3 best by value per cost).
+* ``stop 24's defaults``: 1,000 draws; batches started from the 3 best first runs by value
+  and the 3 best by value per cost;
+* ``defaults``: the current defaults (stop 24's, with the candidates' other axes at the
+  paper's anchors, ``--anchors paper``, since stop 26).
+
+All but the last hold the candidates' other axes by the ``swept`` rule, the default until
+stop 26.
 
 Prints, per replicate and setting, the command's own estimate of the batch's expected
 reduction of the EVPI at 5,000 USD, what the batch costs, its runs, which construction was
@@ -33,12 +38,15 @@ import numpy as np
 from next_study import BOUNDS, MAX_SIZES, fit_frame, initial_sweep, small_truth
 
 from bayesscale.data.observations import DataWarning
+from bayesscale.design.defaults import ANCHORS_SWEPT
 from bayesscale.design.next_runs import NextRuns, next_runs
 
+SWEPT = {"anchor_rule": ANCHORS_SWEPT}  # the candidates' anchors until stop 26
 SETTINGS: dict[str, dict[str, Any]] = {
-    "400 draws, greedy": {"max_draws": 400, "first_picks": 0},
-    "1,000 draws, greedy": {"max_draws": 1000, "first_picks": 0},
-    "defaults, first picks 1": {"first_picks": 1},
+    "400 draws, greedy": {"max_draws": 400, "first_picks": 0, **SWEPT},
+    "1,000 draws, greedy": {"max_draws": 1000, "first_picks": 0, **SWEPT},
+    "first picks 1": {"first_picks": 1, **SWEPT},
+    "stop 24's defaults": dict(SWEPT),
     "defaults": {},
 }
 

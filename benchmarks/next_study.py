@@ -3,6 +3,7 @@
     PYTHONPATH=. python benchmarks/next_study.py [--rounds 7] [--spend 3000] [--replicates 1]
         [--first-replicate 0] [--merge STUDY.json ...] [--out out/next_study]
         [--strategies next,paper,random] [--reuse STUDY.json ...] [--next-target decision]
+        [--next-anchors paper]
 
 A declared truth (three settings of ``simulate.paper_truth``: Qwen3-8B GRPO on math+code, SWE
 and web), a small initial sweep (3 points per axis over 4x, one seed: 21 runs), then rounds in
@@ -14,11 +15,13 @@ cost, 14,922 USD, where the target is judged; seven rounds of up to 3,000 USD le
 strategy reach it, though ``next`` stops a batch early where its draws cannot value more runs):
 
 * ``next``: :func:`bayesscale.design.next_runs.next_runs` (``--next-target``, by default the
-  decision at the budget; ``spend`` cap, up to ``--max-runs`` runs);
+  decision at the budget; ``--next-anchors``, by default the paper's; ``spend`` cap, up to
+  ``--max-runs`` runs);
 * ``paper``: the paper's one-axis-at-a-time grid (6 points over 32x, anchors 256 / 10,240 / 8,
   3 seeds) in ``plan``'s order (per setting, grid points sorted, seeds innermost), skipping
   runs the initial sweep made;
-* ``random``: runs drawn uniformly from ``next``'s candidate grid.
+* ``random``: runs drawn uniformly from ``next``'s candidate grid (with ``swept`` anchors, as
+  in every recorded run of it).
 
 After every round: the regret of the recipe's decision under the truth (success at the
 truth's optimum minus the truth's success at the decision, at budget ``--budget``, within fixed
@@ -62,7 +65,13 @@ from bayesscale.data.simulate import (
 )
 from bayesscale.data.spec import ModelSpec, parse_spec, with_exponent_prior_scale
 from bayesscale.design.costs import Costs
-from bayesscale.design.defaults import TARGET_DECISION, TARGETS
+from bayesscale.design.defaults import (
+    ANCHOR_RULES,
+    ANCHORS_PAPER,
+    ANCHORS_SWEPT,
+    TARGET_DECISION,
+    TARGETS,
+)
 from bayesscale.design.next_runs import (
     DesignError,
     axis_columns,
@@ -257,11 +266,13 @@ def random_picks(
     ceiling: float,
 ) -> list[tuple[str, tuple[int, ...], int]]:
     """Random candidates from next's grid, one at a time, while they fit in ``cap`` (at least
-    one), never past ``ceiling``."""
+    one), never past ``ceiling``. The grid's anchors are the ``swept`` rule's, as in every
+    recorded run of this strategy (``next``'s default until stop 26)."""
     swept = SweptRange.from_fit(tree)
     assert swept is not None
     settings = list(swept.settings)
-    anchors = default_anchors(swept.select(settings, list(AXES)), AXES, axis_columns(tree, AXES))
+    columns = axis_columns(tree, AXES)
+    anchors = default_anchors(swept.select(settings, list(AXES)), AXES, columns, ANCHORS_SWEPT)
     cands = candidate_grid(settings, AXES, swept, anchors, max_sizes=MAX_SIZES)
     out: list[tuple[str, tuple[int, ...], int]] = []
     have = {d: dict(v) for d, v in owned.items()}
@@ -306,8 +317,10 @@ def paper_picks(
 
 # The settings that shape the curves: replicates made under others are not merged or reused
 # (those of NEXT_SETTINGS shape only `next`'s curve).
-NEXT_SETTINGS = ("next_target", "next_prior_scale")
+NEXT_SETTINGS = ("next_target", "next_prior_scale", "next_anchors")
 CURVE_SETTINGS = ("rounds", "spend", "max_runs", "limit", "budget", *NEXT_SETTINGS)
+# What a study.json made before a setting existed ran with, where that is not today's default.
+BEFORE_SETTING = {"next_anchors": ANCHORS_SWEPT}
 
 
 def _read_study(
@@ -318,13 +331,13 @@ def _read_study(
 ) -> Any:
     """An earlier run's ``study.json``, refused unless it was made with this run's
     ``settings`` (a setting it does not record, from before the setting existed, counts as
-    that setting's default)."""
+    what runs then did: ``BEFORE_SETTING``, else the setting's default)."""
     study = json.loads(Path(path).read_text())
+    made = {k: study["args"].get(k, BEFORE_SETTING.get(k, parser.get_default(k))) for k in settings}
     differ = [
-        f"--{k.replace('_', '-')} {study['args'].get(k, parser.get_default(k))} there, "
-        f"{getattr(args, k)} here"
+        f"--{k.replace('_', '-')} {made[k]} there, {getattr(args, k)} here"
         for k in settings
-        if study["args"].get(k, parser.get_default(k)) != getattr(args, k)
+        if made[k] != getattr(args, k)
     ]
     if differ:
         parser.error(f"{path} was made with other settings: {'; '.join(differ)}")
@@ -451,6 +464,7 @@ def replicate(
                         max_sizes=MAX_SIZES,
                         trials=truth.trials,
                         target=args.next_target,
+                        anchor_rule=args.next_anchors,
                         seed=rnd,
                     ).chosen
                 except DesignError as exc:  # no candidate fits in what is left
@@ -566,6 +580,13 @@ def main() -> None:
         help="`next` values runs on a fit with exponent priors this many times wider (a second "
         "fit per round); the decision and its regret stay the default fit's (default 1: the "
         "default fit)",
+    )
+    parser.add_argument(
+        "--next-anchors",
+        default=ANCHORS_PAPER,
+        choices=ANCHOR_RULES,
+        help="where `next`'s one-axis candidates hold the other axes (`next --anchors`; "
+        "default %(default)s; swept: the default until stop 26)",
     )
     parser.add_argument("--budget", type=float, default=5000.0)
     parser.add_argument("--out", default="out/next_study")

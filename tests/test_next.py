@@ -28,6 +28,7 @@ from bayesscale.design.costs import Costs, CostsError, load_costs, parse_costs
 from bayesscale.design.next_runs import (
     DesignError,
     candidate_grid,
+    default_anchors,
     fit_target,
     format_text,
     next_runs,
@@ -196,6 +197,48 @@ def test_candidate_grid_nests_sizes_and_respects_caps() -> None:
     assert sorted(c.sizes[1] for c in cands if c.axis == "traj") == [2, 4, 16, 32, 64]
 
 
+def test_default_anchors_paper_unless_the_sweep_lies_above() -> None:
+    """The paper's anchors beyond a thin sweep ("paper") or only inside it ("swept"); a sweep
+    wholly above an anchor, and an axis without one, keep their largest swept size."""
+    lo = np.array([[8.0, 320.0, 1.0], [64.0, 320.0, 1.0], [512.0, 320.0, 1.0]])
+    hi = np.array([[32.0, 1280.0, 4.0], [512.0, 20480.0, 4.0], [2048.0, 1280.0, 4.0]])
+    swept = SweptRange(("env", "task", "pages"), ("A", "B", "C"), lo, hi)
+    columns = {"env": "n_envs", "task": "n_tasks", "pages": "n_pages"}
+    paper = default_anchors(swept, swept.axes, columns)
+    assert paper.tolist() == [[256, 10240, 4], [256, 10240, 4], [2048, 10240, 4]]
+    inside = default_anchors(swept, swept.axes, columns, "swept")
+    assert inside.tolist() == [[32, 1280, 4], [256, 10240, 4], [2048, 1280, 4]]
+    with pytest.raises(DesignError, match="anchor rule must be one of"):
+        default_anchors(swept, swept.axes, columns, "nope")
+
+
+def test_anchor_rule_and_given_anchors_hold_the_other_axes(toy_fit: xr.DataTree) -> None:
+    options = dict(runs=1, simulations=8, max_draws=30, actions=8, min_ess=0)
+    thin = with_concentration(
+        synthetic_fit(draws=30, spread=0.2, seed=2, swept=((8.0, 320.0, 2.0), (32.0, 1280.0, 8.0))),
+        800.0,
+    )
+    for rule, anchor in (("paper", (256, 10240, 8)), ("swept", (32, 1280, 8))):
+        result = next_runs(thin, 2e4, anchor_rule=rule, **options)
+        assert set(result.anchors.values()) == {anchor} and result.anchor_rule == rule
+        for i, axis in enumerate(result.axes):
+            held = {c.sizes[:i] + c.sizes[i + 1 :] for c in result.candidates if c.axis == axis}
+            assert held == {anchor[:i] + anchor[i + 1 :]}, (rule, axis)
+        assert to_json(result)["anchors"] == {
+            s: dict(zip(result.axes, anchor, strict=True)) for s in result.anchors
+        }
+        assert f"the others at the {rule} anchors: env=" in format_text(result)
+    result = next_runs(toy_fit, 2e4, anchors={"env": 64}, **options)
+    held = [c.sizes[0] for c in result.candidates if c.axis in ("task", "traj")]
+    assert held and set(held) == {64}
+    with pytest.raises(DesignError, match="anchor sizes must be finite and >= 1"):
+        next_runs(toy_fit, 2e4, anchors={"env": 0.0}, **options)
+    with pytest.raises(DesignError, match="the fit does not have"):
+        next_runs(toy_fit, 2e4, anchors={"pages": 4.0}, **options)
+    with pytest.raises(DesignError, match="anchor rule must be one of"):
+        next_runs(toy_fit, 2e4, anchor_rule="nope", **options)
+
+
 def test_bad_inputs(toy_fit: xr.DataTree) -> None:
     with pytest.raises(DesignError, match="target must be one of"):
         next_runs(toy_fit, 1e4, target="nope")
@@ -303,6 +346,10 @@ def test_next_plan_launch_dry_run_on_the_bundled_example(
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["chosen"]) == 3 and doc["candidates"]
     assert doc["fit_diagnostics"]["ok"] is False
+    assert doc["anchor_rule"] == "paper" and "--anchors paper`" in nxt.read_text()
+    assert main([*args[:-4], "--json", "--anchors", "swept", "--anchor", "env=4"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["anchor_rule"] == "swept" and {a["env"] for a in doc["anchors"].values()} == {4}
 
 
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -319,6 +366,12 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "budget must be finite and > 0" in capsys.readouterr().err
     assert main(["next", str(fit), "--budget", "100", "--strict"]) == 2
     assert "DIAGNOSTICS FAILED" in capsys.readouterr().err
+    assert main(["next", str(fit), "--budget", "100", "--anchor", "env"]) == 2
+    assert "--anchor 'env': expected AXIS=SIZE, e.g. env=256" in capsys.readouterr().err
+    assert (
+        main(["next", str(fit), "--budget", "100", "--anchor", "env=4", "--anchor", "env=8"]) == 2
+    )
+    assert "--anchor: axis 'env' given twice" in capsys.readouterr().err
 
 
 # --- a real fit of a tiny model: reweighting against refitting -------------------------------------

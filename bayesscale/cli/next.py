@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bayesscale.cli import add_force, add_strict
+from bayesscale.cli import CommandError, add_force, add_strict
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -91,7 +92,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--beyond",
         type=float,
         default=defaults.DEFAULT_BEYOND,
-        help="candidates reach this many times the largest swept size (default %(default)s)",
+        help="a candidate's varied axis reaches this many times the largest swept size "
+        "(default %(default)s); the other axes sit at the anchors, which may lie further out",
+    )
+    parser.add_argument(
+        "--anchors",
+        choices=defaults.ANCHOR_RULES,
+        default=defaults.ANCHORS_PAPER,
+        help="where a one-axis candidate holds the other axes: paper (the paper's 256 / 10,240 "
+        "/ 8 unless the sweep lies wholly above one; default) or swept (those only inside the "
+        "swept range, else the largest swept size)",
+    )
+    parser.add_argument(
+        "--anchor",
+        action="append",
+        default=[],
+        metavar="AXIS=SIZE",
+        help="hold AXIS at SIZE in every setting's one-axis candidates (repeatable; overrides "
+        "--anchors on that axis)",
     )
     parser.add_argument(
         "--simulations", type=int, default=defaults.DEFAULT_SIMULATIONS, help="outer draws M"
@@ -133,12 +151,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def _anchor_sizes(given: list[str]) -> dict[str, float]:
+    """``--anchor AXIS=SIZE`` options as axis -> size.
+
+    >>> _anchor_sizes(["env=256", "task=10240"])
+    {'env': 256.0, 'task': 10240.0}
+    """
+    out: dict[str, float] = {}
+    for text in given:
+        axis, sep, size = text.partition("=")
+        axis = axis.strip()
+        try:
+            value = float(size)
+        except ValueError:
+            value = math.nan
+        if not sep or not axis or not math.isfinite(value):
+            raise CommandError(f"--anchor {text!r}: expected AXIS=SIZE, e.g. env=256")
+        if axis in out:
+            raise CommandError(f"--anchor: axis {axis!r} given twice")
+        out[axis] = value
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
     from bayesscale.atomic import write_atomically
-    from bayesscale.cli import CommandError, output_path, refuse_failed
+    from bayesscale.cli import output_path, refuse_failed
     from bayesscale.core.prices import load_prices
     from bayesscale.design import next_runs as nr
     from bayesscale.design import sweep_file
@@ -146,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.fits.law import LawFit
     from bayesscale.recipe.draws import law_layout
 
+    anchors = _anchor_sizes(args.anchor)
     if args.refit_below is not None and args.observations is None:
         raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
     out = output_path(args.out, args.force)
@@ -204,6 +245,8 @@ def run(args: argparse.Namespace) -> int:
         simulations=args.simulations,
         max_draws=args.max_draws,
         beyond=args.beyond,
+        anchors=anchors,
+        anchor_rule=args.anchors,
         max_sizes=max_sizes,
         updates=updates,
         cells=cells,
@@ -231,7 +274,9 @@ def run(args: argparse.Namespace) -> int:
         points = sweep_file.sweep_points(result.chosen, result.axes, columns, keys, spec)
         note = (
             f"written by `bayesscale next {args.fit} --budget {args.budget:g} --runs {args.runs} "
-            f"--target {args.target}` from {args.sweep}"
+            f"--target {args.target} --anchors {args.anchors}"
+            + "".join(f" --anchor {a}" for a in args.anchor)
+            + f"` from {args.sweep}"
         )
         text = sweep_file.next_sweep_text(spec, points, note)
         write_atomically(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), args.force)

@@ -20,6 +20,12 @@ DEFAULT_BEYOND: Final = 4.0  # candidates up to this many times the largest swep
 # Under a spend cap, batches that start with each of this many first runs worth most (by value
 # and by value per cost) are tried besides the two greedy batches (partial enumeration).
 DEFAULT_FIRST_PICKS: Final = 3
+# Where a one-axis candidate holds the other axes: "paper", the paper's anchors (256 / 10,240 /
+# 8) unless the setting's sweep lies wholly above one; "swept", the paper's anchors only inside
+# the swept range, else the largest swept size (the default until stop 26).
+ANCHORS_PAPER: Final = "paper"
+ANCHORS_SWEPT: Final = "swept"
+ANCHOR_RULES: Final = (ANCHORS_PAPER, ANCHORS_SWEPT)
 DEFAULT_STEP: Final = 2.0  # candidate sizes this factor apart
 DEFAULT_TRIALS: Final = 1000  # held-out tasks a run is evaluated on
 # Below this median importance-weight ESS a run's value is rough: the batch stops before such a

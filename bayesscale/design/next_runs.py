@@ -51,6 +51,9 @@ from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.simulate import AXIS_COLUMNS, PAPER_ANCHORS
 from bayesscale.design.costs import Costs
 from bayesscale.design.defaults import (
+    ANCHOR_RULES,
+    ANCHORS_PAPER,
+    ANCHORS_SWEPT,
     DEFAULT_ACTIONS,
     DEFAULT_BEYOND,
     DEFAULT_FIRST_PICKS,
@@ -157,6 +160,10 @@ class NextRuns:
     refit: RefitCheck | None = None
     stopped_ess: float | None = None
     """The median ESS of the best next run where the batch stopped for it (else None)."""
+    anchor_rule: str = ANCHORS_PAPER
+    anchors: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    """Per candidate setting, where its one-axis candidates hold the other axes (``axes``
+    order; before the pool's caps)."""
 
 
 @dataclass(frozen=True)
@@ -236,16 +243,37 @@ def axis_columns(fit: xr.DataTree, axes: Sequence[str]) -> dict[str, str]:
 # --- candidates --------------------------------------------------------------------------------
 
 
-def default_anchors(swept: SweptRange, axes: Sequence[str], columns: Mapping[str, str]) -> Array:
-    """Per setting and axis (G, n): the paper's anchors (256 / 10,240 / 8) where they lie
-    inside the setting's swept range, else the largest swept value."""
+def default_anchors(
+    swept: SweptRange,
+    axes: Sequence[str],
+    columns: Mapping[str, str],
+    rule: str = ANCHORS_PAPER,
+) -> Array:
+    """Per setting and axis (G, n), where a one-axis candidate holds the other axes.
+
+    ``rule="paper"`` (the default): the paper's anchors (256 / 10,240 / 8) unless the setting's
+    sweep lies wholly above one, so that after a thin first sweep the runs are made nearer to
+    where the recipe's decision lies, as the paper's grid makes them; ``"swept"``: the paper's
+    anchors only where they lie inside the setting's swept range. Otherwise, and on an axis
+    without a paper anchor, the largest swept value.
+
+    >>> s = SweptRange(("env", "task"), ("S",), np.array([[8.0, 320.0]]), np.array([[32.0, 1280.0]]))
+    >>> default_anchors(s, ("env", "task"), {"env": "n_envs", "task": "n_tasks"}).tolist()
+    [[256.0, 10240.0]]
+    >>> default_anchors(s, ("env", "task"), {"env": "n_envs", "task": "n_tasks"}, "swept").tolist()
+    [[32.0, 1280.0]]
+    """
+    if rule not in ANCHOR_RULES:
+        raise DesignError(f"anchor rule must be one of {ANCHOR_RULES}, got {rule!r}")
     out = np.array(swept.hi, dtype=float, copy=True)
     paper = {AXIS_COLUMNS[a]: v for a, v in PAPER_ANCHORS.items()}
     for i, axis in enumerate(axes):
         value = paper.get(columns.get(axis, axis))
         if value is not None:
-            inside = (swept.lo[:, i] <= value) & (value <= swept.hi[:, i])
-            out[:, i] = np.where(inside, value, out[:, i])
+            usable = swept.lo[:, i] <= value
+            if rule == ANCHORS_SWEPT:
+                usable &= value <= swept.hi[:, i]
+            out[:, i] = np.where(usable, value, out[:, i])
     return out
 
 
@@ -393,6 +421,7 @@ def next_runs(
     beyond: float = DEFAULT_BEYOND,
     step: float = DEFAULT_STEP,
     anchors: Mapping[str, float] | None = None,
+    anchor_rule: str = ANCHORS_PAPER,
     max_sizes: Mapping[str, float] | None = None,
     updates: float | None = None,
     cells: float | None = None,
@@ -410,11 +439,12 @@ def next_runs(
     (default: all). ``trials`` held-out tasks per run; ``simulations`` outer draws ``M``;
     ``max_draws`` thins the posterior per chain; ``actions`` the size ``J`` of the finite action
     set. Candidates: :func:`candidate_grid` with ``beyond``, ``step``, ``anchors`` (axis ->
-    size, for every setting; default :func:`default_anchors`) and ``max_sizes``, plus the
-    recipe's decision per setting. ``updates`` and ``cells`` of a run enter the GPU-hours
-    (default: the cost model's reference run). ``min_ess``: the batch stops before a run
-    (other than its first) whose median Kish ESS, given the batch's simulated outcomes, is below
-    this, and a first run below it is flagged unreliable (refit to check it); 0 never stops.
+    size, for every setting; the other axes by :func:`default_anchors` with ``anchor_rule``)
+    and ``max_sizes``, plus the recipe's decision per setting. ``updates`` and ``cells`` of a
+    run enter the GPU-hours (default: the cost model's reference run). ``min_ess``: the batch
+    stops before a run (other than its first) whose median Kish ESS, given the batch's
+    simulated outcomes, is below this, and a first run below it is flagged unreliable (refit
+    to check it); 0 never stops.
     ``spend`` caps the batch's total cost (at most ``runs`` runs, fewer when the cap is
     reached): then the greedy by value per cost, the greedy by value, and batches that start
     with one of the ``first_picks`` first runs worth most (by value, and by value per cost) and
@@ -423,6 +453,8 @@ def next_runs(
     _check_arguments(target, spend, runs, simulations, actions, trials, budget, prices)
     if first_picks < 0:
         raise DesignError(f"first_picks must be >= 0, got {first_picks}")
+    if anchor_rule not in ANCHOR_RULES:
+        raise DesignError(f"anchor rule must be one of {ANCHOR_RULES}, got {anchor_rule!r}")
     costs = costs or Costs()
     rng = np.random.default_rng([seed, 1])
     draws = law_draws(fit, None, max_draws)
@@ -436,6 +468,13 @@ def next_runs(
     targets = list(target_settings or all_settings)
     movers = list(candidate_settings or all_settings)
     axes = draws.axes
+    if anchors:
+        unknown = sorted(set(anchors) - set(axes))
+        if unknown:
+            raise DesignError(f"anchors name axis/axes {unknown} the fit does not have: {axes}")
+        bad = {a: v for a, v in anchors.items() if not (math.isfinite(v) and v >= 1)}
+        if bad:
+            raise DesignError(f"anchor sizes must be finite and >= 1, got {bad}")
     columns = axis_columns(fit, axes)
     swept = SweptRange.from_fit(fit)
     if swept is None:
@@ -481,11 +520,7 @@ def next_runs(
         exponents = _at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
 
     engine = _Engine(draws, phi, int(trials), outer, seed, target, success, exponents)
-    if anchors:
-        unknown = sorted(set(anchors) - set(axes))
-        if unknown:
-            raise DesignError(f"anchors name axis/axes {unknown} the fit does not have: {axes}")
-    anchor = default_anchors(swept.select(movers, list(axes)), axes, columns)
+    anchor = default_anchors(swept.select(movers, list(axes)), axes, columns, anchor_rule)
     for a, v in (anchors or {}).items():
         anchor[:, list(axes).index(a)] = float(v)
     extra: dict[str, Sequence[Sequence[float]]] = {
@@ -544,6 +579,8 @@ def next_runs(
         notes=notes,
         recipe_gap=recipe_gap,
         stopped_ess=None if stopped is None else stopped.ess_median,
+        anchor_rule=anchor_rule,
+        anchors={s: tuple(float(v) for v in anchor[g]) for g, s in enumerate(movers)},
     )
 
 
@@ -976,6 +1013,8 @@ def to_json(result: NextRuns) -> dict[str, object]:
         "draws": result.draws,
         "total_cost": sum(r.valued.cost.total for r in result.chosen),
         "stopped_at_ess": _number(result.stopped_ess) if result.stopped_ess is not None else None,
+        "anchor_rule": result.anchor_rule,
+        "anchors": {s: dict(zip(result.axes, a, strict=True)) for s, a in result.anchors.items()},
         "chosen": [
             {**entry(r.valued), "repeat": r.repeat, "why": r.why, "rank": k + 1}
             for k, r in enumerate(result.chosen)
@@ -1007,6 +1046,16 @@ def format_text(result: NextRuns) -> str:
         f"target: {what}: {result.target_now:.4g} now, {result.target_after:.4g} expected after "
         "the batch",
     ]
+    held = set(result.anchors.values())
+    if held:
+        at = (
+            " ".join(f"{a}={v:g}" for a, v in zip(result.axes, next(iter(held)), strict=True))
+            if len(held) == 1
+            else "per setting in the JSON"
+        )
+        lines.append(
+            f"candidates vary one axis, the others at the {result.anchor_rule} anchors: {at}"
+        )
     head = (
         f"{'#':>2}  {'setting':<28} {'sizes':<30} {'value':>9} {'cost':>9} {'value/cost':>10} "
         f"{'ESS':>6}  why"
