@@ -4,7 +4,7 @@
 
 For each replicate of ``next_study.py`` (its initial sweep: 3 points per axis over 4x, one
 seed, fitted with the package's default fit), the first round's batch (3,000 USD, up to 48
-runs, seed 0, the study's bounds and candidate caps) under four settings of
+runs, seed 0, the study's bounds and candidate caps) under five settings of
 :func:`bayesscale.design.next_runs.next_runs`:
 
 * ``400 draws, greedy``: 400 draws per chain reweighted, the greedy by value per cost and the
@@ -23,7 +23,7 @@ stop 26.
 Prints, per replicate and setting, the command's own estimate of the batch's expected
 reduction of the EVPI at 5,000 USD, what the batch costs, its runs, which construction was
 kept, and the seconds it took; then the means. These are Monte Carlo estimates on the
-posterior's draws, not regrets under the truth (``next_study.py`` measures those). About 30 s
+posterior's draws, not regrets under the truth (``next_study.py`` measures those). About 40 s
 per replicate on 2 cores.
 """
 
