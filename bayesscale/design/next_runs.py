@@ -453,8 +453,6 @@ def next_runs(
     _check_arguments(target, spend, runs, simulations, actions, trials, budget, prices)
     if first_picks < 0:
         raise DesignError(f"first_picks must be >= 0, got {first_picks}")
-    if anchor_rule not in ANCHOR_RULES:
-        raise DesignError(f"anchor rule must be one of {ANCHOR_RULES}, got {anchor_rule!r}")
     costs = costs or Costs()
     rng = np.random.default_rng([seed, 1])
     draws = law_draws(fit, None, max_draws)
@@ -479,6 +477,9 @@ def next_runs(
     swept = SweptRange.from_fit(fit)
     if swept is None:
         raise DesignError("the fit stores no swept range (written by an older version): refit it")
+    anchor = default_anchors(swept.select(movers, list(axes)), axes, columns, anchor_rule)
+    for a, v in (anchors or {}).items():
+        anchor[:, list(axes).index(a)] = float(v)
     post = fit["posterior"]
     if names.CONCENTRATION not in post:
         raise DesignError(
@@ -520,9 +521,6 @@ def next_runs(
         exponents = _at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
 
     engine = _Engine(draws, phi, int(trials), outer, seed, target, success, exponents)
-    anchor = default_anchors(swept.select(movers, list(axes)), axes, columns, anchor_rule)
-    for a, v in (anchors or {}).items():
-        anchor[:, list(axes).index(a)] = float(v)
     extra: dict[str, Sequence[Sequence[float]]] = {
         s: [decision.sel({names.SETTING_DIM: s}).to_numpy().tolist()]
         for s in movers
