@@ -477,10 +477,15 @@ def write_sweep(
     spec_text: str,
     overwrite: bool = False,
 ) -> Path:
-    """Write the sweep directory atomically: built beside it, then renamed into place."""
+    """Write the sweep directory atomically: built beside it, then renamed into place.
+
+    ``overwrite`` replaces an earlier *plan*: never a directory that holds no sweep (its
+    files would be lost), nor a sweep whose runs have written anything (logs, results)."""
     target = Path(sweep_dir).resolve()
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} exists; pass --force to replace the whole sweep directory")
+    if target.exists():
+        _check_replaceable(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
     try:
@@ -508,6 +513,29 @@ def write_sweep(
         if tmp.exists():
             shutil.rmtree(tmp)
     return target
+
+
+def _check_replaceable(target: Path) -> None:
+    """Refuse, even with ``--force``, to replace what is not a plan that nothing ran from."""
+    if not target.is_dir():
+        raise FileExistsError(
+            f"{target} exists and is not a sweep directory; refusing to replace it"
+        )
+    if not any(target.iterdir()):
+        return
+    if not (target / mf.MANIFEST).is_file() or not (target / mf.PLAN_REPORT).is_file():
+        raise FileExistsError(
+            f"{target} holds no bayesscale sweep (no {mf.MANIFEST} and {mf.PLAN_REPORT}); "
+            "refusing to replace it, even with --force: choose another --out"
+        )
+    runs = target / "runs"
+    written = [p for p in runs.rglob("*") if p.is_file()] if runs.is_dir() else []
+    if written:
+        raise FileExistsError(
+            f"{target}: its runs hold {len(written)} file(s) (e.g. "
+            f"{written[0].relative_to(target)}); refusing to replace the sweep, even with "
+            "--force: ingest them and move the folder away first"
+        )
 
 
 def plan_sweep(spec: SweepSpec, sweep_dir: str | Path, overwrite: bool = False) -> PlanResult:

@@ -94,6 +94,25 @@ def test_refuses_to_overwrite(small_spec: Path, small_sweep: Path) -> None:
     assert (again.sweep_dir / mf.MANIFEST).exists()
 
 
+def test_force_replaces_an_unrun_plan_only(small_spec: Path, tmp_path: Path) -> None:
+    """``plan --force`` never deletes a folder that holds no sweep, nor runs' files."""
+    spec = load_sweep_spec(small_spec)
+    mine = tmp_path / "mine"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "important.csv").write_text("a\n")
+    with pytest.raises(FileExistsError, match="holds no bayesscale sweep"):
+        plan_sweep(spec, mine, overwrite=True)
+    assert (mine / "important.csv").read_text() == "a\n" and (mine / "sub").is_dir()
+    sweep = plan_sweep(spec, tmp_path / "sweep").sweep_dir
+    run = sorted((sweep / "runs").iterdir())[0]
+    (run / "train.log").write_text("step:1\n")
+    with pytest.raises(FileExistsError, match=r"its runs hold 1 file\(s\)"):
+        plan_sweep(spec, sweep, overwrite=True)
+    assert (run / "train.log").read_text() == "step:1\n"
+    (tmp_path / "empty").mkdir()
+    assert (plan_sweep(spec, tmp_path / "empty", overwrite=True).sweep_dir / mf.MANIFEST).exists()
+
+
 def test_pool_too_small_names_columns() -> None:
     spec = parse_sweep_spec(SMALL_SPEC.format(pool="p.jsonl"))
     pool = check_pool(crossed_pool(6, 20), "p.jsonl")  # anchors need 8 training envs
