@@ -274,7 +274,8 @@ def merge_observations(
     """Merge new rows into an existing table by ``run_id``; never lose or duplicate a run.
 
     Raises ``ValueError`` naming the run ids whose stored row differs from the new one,
-    unless ``replace``.
+    unless ``replace``; a replaced run keeps its values in columns the new rows lack (ones
+    the user added to the table).
     """
     if existing is None or existing.empty:
         return MergeResult(new.reset_index(drop=True), list(new.get(names.RUN_ID, [])), [], [])
@@ -308,11 +309,14 @@ def merge_observations(
     if conflicts:
         raise ValueError(
             f"{source}: {len(conflicts)} run(s) already ingested with different values: "
-            f"{'; '.join(conflicts[:5])}. Nothing written; pass --replace to take the new rows"
+            f"{'; '.join(conflicts[:5])}. Nothing written; pass --force to take the new rows"
         )
     if replaced:
         merged = merged[~merged[names.RUN_ID].isin(replaced)]
-    take = new[new[names.RUN_ID].isin(added + replaced)]
+    take = new[new[names.RUN_ID].isin(added + replaced)].copy()
+    for column in (c for c in existing.columns if c not in new.columns):
+        # a column the user added to the table (a note, say): a replaced run keeps its value
+        take[column] = take[names.RUN_ID].map(stored[column])
     merged = pd.concat([merged, take], ignore_index=True)
     return MergeResult(merged, added, unchanged, replaced)
 

@@ -41,6 +41,10 @@ ACTIVE = (PENDING, RUNNING)
 FINISHED_BAD = (FAILED, STOPPED)
 LOG_NAME = "verl.jsonl"
 TEXT_COLUMNS = (names.JOB_ID, names.MESSAGE, names.UPDATED_AT, names.LOG_PATH)
+# what ingest copies into observation rows and launch reads: present, and whole numbers > 0
+# (seeds and attempts >= 0)
+COUNT_COLUMNS = (names.N_ENVS, names.N_TASKS, names.ROLLOUTS, names.SEED, names.ATTEMPT)
+SETTING_COLUMNS = (names.MODEL, names.ALGORITHM, names.DOMAIN, names.PARAMS_B)
 
 
 class ManifestError(ValueError):
@@ -69,10 +73,15 @@ def read_manifest(sweep_dir: str | Path) -> pd.DataFrame:
         raise ManifestError(
             f"{path}: no such file; is {sweep_dir} a sweep directory (bayesscale plan)?"
         )
-    frame = pd.read_csv(path, dtype={c: "string" for c in TEXT_COLUMNS}, keep_default_na=True)
-    for column in (names.RUN_ID, names.STATUS, names.ATTEMPT, names.LOG_PATH):
-        if column not in frame.columns:
-            raise ManifestError(f"{path}: missing column {column!r}")
+    try:
+        frame = pd.read_csv(path, dtype={c: "string" for c in TEXT_COLUMNS}, keep_default_na=True)
+    except pd.errors.EmptyDataError:
+        raise ManifestError(f"{path}: empty file (no header row)") from None
+    required = (names.RUN_ID, names.STATUS, names.LOG_PATH, *SETTING_COLUMNS, *COUNT_COLUMNS)
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ManifestError(f"{path}: missing column(s) {', '.join(map(repr, missing))}")
+    _check_numbers(frame, path)
     for column in TEXT_COLUMNS:
         if column in frame.columns:
             frame[column] = frame[column].astype(object).where(frame[column].notna(), "")
@@ -88,6 +97,33 @@ def read_manifest(sweep_dir: str | Path) -> pd.DataFrame:
             f"{frame[names.STATUS][bad[0]]!r}; use one of {STATUSES}"
         )
     return frame
+
+
+def _check_numbers(frame: pd.DataFrame, path: Path) -> None:
+    """Counts are whole numbers (sizes > 0, seeds and attempts >= 0), ``params_b`` > 0; the
+    first bad cell is named by column, data row and file line."""
+
+    def fail(column: str, row: int, what: str) -> ManifestError:
+        return ManifestError(
+            f"{path}: column {column!r}, row {row + 1} (file line {row + 2}): {what}, got "
+            f"{frame[column].iloc[row]!r}"
+        )
+
+    for column in (*COUNT_COLUMNS, names.PARAMS_B):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        floor = 0 if column in (names.SEED, names.ATTEMPT) else 1
+        bad = values.isna() | (values < floor)
+        if column != names.PARAMS_B:
+            bad |= values.notna() & (values != values.round())
+        else:
+            bad = values.isna() | ~(values > 0)
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            what = (
+                "must be > 0" if column == names.PARAMS_B else f"must be a whole number >= {floor}"
+            )
+            raise fail(column, row, what)
+        frame[column] = values.astype(float if column == names.PARAMS_B else int)
 
 
 def write_manifest(frame: pd.DataFrame, sweep_dir: str | Path) -> Path:

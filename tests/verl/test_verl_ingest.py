@@ -143,6 +143,11 @@ def test_idempotent_merge(sweep: Path, tmp_path: Path, suffix: str) -> None:
     table = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
     assert list(table[names.RUN_ID]) == [r[0], r[1]]  # nothing lost or duplicated
     # a run whose log changed is a conflict, not a silent overwrite
+    noted = table.assign(note=["rerun?", "ok"])  # a column of the user's own
+    if suffix == ".csv":
+        noted.to_csv(out, index=False)
+    else:
+        noted.to_parquet(out, index=False)
     place(sweep, r[0], ["v06_nan_truncated.jsonl"])
     with pytest.raises(ValueError, match=rf"{r[0]} \(successes"):
         write_observations(ingest_sweep(sweep).rows, out)
@@ -150,6 +155,10 @@ def test_idempotent_merge(sweep: Path, tmp_path: Path, suffix: str) -> None:
     assert replaced.replaced == [r[0]]
     table = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
     assert len(table) == 2 and table[names.RUN_ID].is_unique
+    assert dict(zip(table[names.RUN_ID], table["note"], strict=True)) == {
+        r[0]: "rerun?",
+        r[1]: "ok",
+    }
 
 
 def test_rows_load_as_observations(sweep: Path, tmp_path: Path) -> None:
@@ -181,3 +190,34 @@ def test_manifest_without_id_columns_says_what_its_counts_are(sweep: Path) -> No
     result = ingest_sweep(sweep)
     assert names.ENV_IDS not in result.rows.columns
     assert f"  note {mf.MANIFEST}: no 'env_ids'/'task_ids' columns" in result.report()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda f: f.astype({names.N_ENVS: object}).assign(
+                **{names.N_ENVS: ["abc", *list(f[names.N_ENVS][1:])]}
+            ),
+            r"column 'n_envs', row 1 \(file line 2\): must be a whole number >= 1, got 'abc'",
+        ),
+        (lambda f: f.drop(columns=[names.N_TASKS]), r"missing column\(s\) 'n_tasks'"),
+        (
+            lambda f: f.assign(**{names.PARAMS_B: -f[names.PARAMS_B]}),
+            r"column 'params_b', row 1 \(file line 2\): must be > 0",
+        ),
+    ],
+)
+def test_a_corrupt_manifest_is_refused_before_anything_is_written(
+    sweep: Path, tmp_path: Path, edit, message: str
+) -> None:
+    r = runs(sweep)
+    place(sweep, r[0], ["v09_clean.jsonl"])
+    edit(mf.read_manifest(sweep)).to_csv(sweep / mf.MANIFEST, index=False)
+    out = tmp_path / "obs.csv"
+    with pytest.raises(mf.ManifestError, match=message):
+        write_observations(ingest_sweep(sweep), out)
+    assert not out.exists()
+    (sweep / mf.MANIFEST).write_text("")
+    with pytest.raises(mf.ManifestError, match=r"manifest.csv: empty file \(no header row\)"):
+        ingest_sweep(sweep)
