@@ -16,9 +16,19 @@ ValueError: prices.toml: not valid TOML: ...
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+_TYPE_NAMES = {
+    float: "a number",
+    int: "an integer",
+    bool: "true or false",
+    str: "a string",
+    list: "a list",
+    dict: "a table",
+}
 
 
 def read_toml(
@@ -43,3 +53,24 @@ def read_currency(raw: Mapping[str, Any], default: str, source: str, error: type
     if not isinstance(value, str) or not value:
         raise error(f"{source}: currency: must be a non-empty string, got {value!r}")
     return value
+
+
+def type_name(kinds: type | tuple[type, ...]) -> str:
+    """What a key must be, in words (``(int, float)`` is a number).
+
+    >>> type_name(str), type_name((int, float)), type_name((str, list))
+    ('a string', 'a number', 'a string or a list')
+    """
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if set(kinds) == {int, float}:
+        return "a number"
+    return " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+
+
+def non_finite(value: Any) -> bool:
+    """TOML's ``nan`` and ``inf`` are numbers no setting can take.
+
+    >>> non_finite(float("nan")), non_finite(float("-inf")), non_finite(1e300), non_finite("x")
+    (True, True, False, False)
+    """
+    return isinstance(value, float) and not math.isfinite(value)

@@ -81,6 +81,21 @@ def test_spec_errors_name_the_key():
     spec = parse_pricing_spec(base + "[law.exponents]\nenv = { median = 0.41, log_sd = 0.1 }\n")
     assert spec.exponent_prior("env").median == 0.41
     assert spec.exponent_prior("task") == spec.exponent
+    with pytest.raises(SpecError, match=r"\[kappa0\] logit_sd: must be a finite number, got inf"):
+        parse_pricing_spec(base + "[kappa0]\nlogit_sd = inf\n")
+
+
+def test_an_exponent_prior_for_an_axis_the_table_lacks_is_an_error() -> None:
+    """A misspelt axis under [law.exponents] would leave its prior silently unused."""
+    from bayesscale.pricing.fit import fit_pricing
+
+    text = SPEC.text.replace(
+        "[law.exponents]\n", "[law.exponents]\nenvv = { median = 0.4, log_sd = 0.1 }\n"
+    )
+    spec = parse_pricing_spec(text, source="typo.toml")
+    table = load_pricing(PRICING / "pricing.csv", spec)
+    with pytest.raises(SpecError, match=r"typo.toml: \[law.exponents\] 'envv': not an axis of"):
+        fit_pricing(table, spec)
 
 
 # --- tables and bad input -----------------------------------------------------------------------
@@ -162,6 +177,16 @@ def test_pure_synthetic_rows_are_left_out_and_named(frame):
         table = validate_pricing(bad, SPEC, source="bad.csv")
     assert len(table.frame) == len(frame) - 2 and len(table.methods) == 9
     assert sorted(table.exclusions[0].rows) == [4, 7]
+
+
+def test_duplicate_runs_conflicting_are_errors_identical_are_warned(frame):
+    conflict = pd.concat([frame, frame.iloc[[3]].assign(**{names.SUCCESSES: 1})])
+    with pytest.raises(PricingError, match=r"rows 4, 460 .*conflicting duplicate rows"):
+        validate_pricing(conflict, SPEC, source="t.csv")
+    copied = pd.concat([frame, frame.iloc[[3]]])
+    with pytest.warns(PricingWarning, match=r"rows 4, 460 .*repeat another row exactly"):
+        table = validate_pricing(copied, SPEC, source="t.csv")
+    assert len(table.frame) == len(frame) + 1  # kept: nothing is dropped
 
 
 def test_malformed_tables_are_errors(frame):

@@ -42,6 +42,15 @@ def test_spec_text_is_kept_for_the_fit_file():
             ("[[axes]]", "[interaction]\naxes=['N','N']\nunits='reference'\n[[axes]]"),
             r"units: only",
         ),
+        # TOML's nan and inf are numbers no prior or setting can take
+        (
+            ('name = "N"', 'name = "N"\nexponent = { median = 0.3, log_sd = inf }'),
+            r"x.toml: \[axes #1.exponent\] log_sd: must be a finite number, got inf",
+        ),
+        (
+            ('name = "N"', 'name = "N"\nexponent = { median = nan, log_sd = 1.0 }'),
+            r"median: must be a finite number, got nan",
+        ),
     ],
 )
 def test_bad_specs_name_file_and_key(patch, message):

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesscale import names
-from bayesscale.tomlfile import read_toml
+from bayesscale.tomlfile import non_finite, read_toml, type_name
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "models"
 DEFAULT_SPEC = "agentic_rl"
@@ -190,7 +190,9 @@ class SpecReader:
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise self._fail(key, f"must be {_kind_name(kind)}, got {value!r}")
+            raise self._fail(key, f"must be {type_name(kind)}, got {value!r}")
+        if non_finite(value):
+            raise self._fail(key, f"must be a finite number, got {value!r}")
         return value
 
     def positive(self, key: str, default: Any = ...) -> float:
@@ -249,16 +251,6 @@ class SpecReader:
                 f"{self.source}: [{self.where}] unknown key(s) {unknown}; "
                 f"known here: {sorted(self.used)}"
             )
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    return {
-        float: "a number",
-        int: "an integer",
-        str: "a string",
-        list: "a list",
-        dict: "a table",
-    }.get(kind if isinstance(kind, type) else str, str(kind))
 
 
 def open_spec(text: str, source: str) -> tuple[SpecReader, str, str]:

@@ -17,7 +17,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.core import collapse
-from bayesscale.data.spec import LogNormalPrior
+from bayesscale.data.spec import LogNormalPrior, SpecError
 from bayesscale.pricing.design import PricingDesign, prepare_pricing
 from bayesscale.pricing.model import build_pricing_model
 from bayesscale.pricing.spec import PricingSpec
@@ -109,6 +109,12 @@ def fit_pricing(
 
     config = config or FitConfig(target_accept=PRICING_TARGET_ACCEPT)
     design = prepare_pricing(table, spec)
+    unknown = sorted(set(spec.exponents) - set(design.axes))
+    if unknown:  # a misspelt axis would otherwise leave its prior silently unused
+        raise SpecError(
+            f"{spec.source}: [law.exponents] {', '.join(map(repr, unknown))}: not an axis of "
+            f"{table.source} (its axes: {', '.join(design.axes)})"
+        )
     model = build_pricing_model(design, spec, exponent_priors)
     tree, timing = sample(model, config, label="price")
     constant = _constant_data(design)

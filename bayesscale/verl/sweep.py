@@ -84,7 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesscale import names
-from bayesscale.tomlfile import read_toml
+from bayesscale.tomlfile import non_finite, read_toml, type_name
 from bayesscale.verl.count import DEFAULT_THRESHOLD
 from bayesscale.verl.embed import MINILM
 
@@ -228,9 +228,11 @@ def _take(
         return default
     value = table.pop(key)
     if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
-        raise SpecError(f"{where}: key {key!r} must be {kinds}, got {value!r}")
+        raise SpecError(f"{where}: key {key!r} must be {type_name(kinds)}, got {value!r}")
     if not isinstance(value, kinds):
-        raise SpecError(f"{where}: key {key!r} must be {kinds}, got {value!r}")
+        raise SpecError(f"{where}: key {key!r} must be {type_name(kinds)}, got {value!r}")
+    if non_finite(value):
+        raise SpecError(f"{where}: key {key!r} must be a finite number, got {value!r}")
     return value
 
 

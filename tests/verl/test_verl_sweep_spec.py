@@ -40,6 +40,8 @@ def test_grid_spans_the_ratio() -> None:
         ("[verl]\nnnodes = 0\n", r"\[verl\]: key 'nnodes' must be a positive integer"),
         ("[anchors]\nn_env = 3\n", r"\[anchors\]: unknown key"),
         ("[count]\nthreshold = 2.5\n", r"\[count\]: key 'threshold' is a cosine distance"),
+        ("[count]\nthreshold = 'x'\n", r"key 'threshold' must be a number, got 'x'"),
+        ("[count]\nthreshold = nan\n", r"key 'threshold' must be a finite number, got nan"),
         ("[count]\nmodel = 'm'\nembedding_column = 'v'\n", r"\[count\]: give 'model' or"),
         ("[count]\nembeding_column = 'v'\n", r"\[count\]: unknown key\(s\) \['embeding_column'\]"),
     ],
