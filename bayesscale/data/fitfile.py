@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import xarray as xr
@@ -314,4 +314,29 @@ def load_fit(path: str | Path, kind: str | None = names.KIND_LAW_FIT) -> xr.Data
             f"{path}: fit format {fmt} written by bayesscale {tree.attrs.get(names.ATTR_VERSION)}; "
             f"this version ({__version__}) reads format {FORMAT_VERSION}. Refit with this version."
         )
+    _check_variables(tree, path, str(found_kind))
     return tree
+
+
+# What every fit of a kind holds, whatever its spec: a file without one of them was changed
+# after it was written (or cut short), and every reader would fail on it in its own words.
+REQUIRED_VARIABLES: Final[dict[str, dict[str, tuple[str, ...]]]] = {
+    names.KIND_LAW_FIT: {
+        "posterior": (names.ALPHA_POP, names.ALPHA, names.AMPLITUDE, names.LOSS_FLOOR),
+        "constant_data": (names.REFERENCE_SCALE,),
+    },
+    names.KIND_PRICING_FIT: {
+        "posterior": (names.KAPPA0_AXIS,),
+    },
+}
+
+
+def _check_variables(tree: xr.DataTree, path: Path, kind: str) -> None:
+    for group, variables in REQUIRED_VARIABLES.get(kind, {}).items():
+        held = set(tree[group].data_vars) if group in tree.children else set()
+        missing = [v for v in variables if v not in held]
+        if missing:
+            raise FitFileError(
+                f"{path}: group {group!r} lacks {', '.join(map(repr, missing))}: the file is "
+                "not a complete fit (changed or cut short after it was written); refit"
+            )
