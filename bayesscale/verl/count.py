@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from bayesscale import names
-from bayesscale.verl.pool import Pool, PoolError
+from bayesscale.verl.pool import Pool, PoolError, pool_error
 
 DEFAULT_THRESHOLD = 0.15
 BLOCK = 2048
@@ -209,22 +209,36 @@ def task_texts(pool: Pool, text_column: str | None = None) -> pd.Series:
 
 
 def task_embeddings(pool: Pool, column: str = names.EMBEDDING) -> np.ndarray:
-    """The first embedding of each task id from the pool's embedding column."""
-    frame = pool.frame.drop_duplicates(names.TASK_ID)
-    rows = []
-    for i, value in zip(frame.index, frame[column], strict=True):
+    """The first embedding of each task id from the pool's embedding column. Every row's
+    embedding is checked (a list of finite numbers, not all zero, one length for all), and an
+    error names the file, column and row (line, for JSONL)."""
+
+    def fail(position: int, problem: str) -> PoolError:
+        return pool_error(pool.source, column, [position], problem)
+
+    vectors: list[np.ndarray] = []
+    for position, value in enumerate(pool.frame[column]):
         if isinstance(value, str):
-            value = json.loads(value)
-        vector = np.asarray(value, dtype=np.float64) if value is not None else np.array([])
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise fail(position, f"not a JSON list of numbers: {value[:40]!r}") from None
+        try:
+            vector = np.asarray(value, dtype=np.float64) if value is not None else np.array([])
+        except (TypeError, ValueError):
+            raise fail(position, f"expected a list of finite numbers, got {value!r:.40}") from None
         if vector.ndim != 1 or vector.size == 0 or not np.all(np.isfinite(vector)):
-            raise PoolError(
-                f"{pool.source}: column {column!r}, row {int(i) + 1}: "
-                "expected a list of finite numbers"
+            raise fail(position, "expected a list of finite numbers")
+        if not np.any(vector):
+            raise fail(position, "an all-zero embedding has no direction")
+        if vectors and vector.size != vectors[0].size:
+            raise fail(
+                position,
+                f"an embedding of {vector.size} numbers; row 1 has {vectors[0].size}",
             )
-        rows.append(vector)
-    if len({len(r) for r in rows}) > 1:
-        raise PoolError(f"{pool.source}: column {column!r}: embeddings have different lengths")
-    return np.vstack(rows)
+        vectors.append(vector)
+    first = ~pool.frame[names.TASK_ID].duplicated().to_numpy()
+    return np.vstack([v for v, keep in zip(vectors, first, strict=True) if keep])
 
 
 def count_pool(

@@ -86,6 +86,7 @@ def read_log(path: str | Path, log: Log | None = None) -> Log:
         return log
     raw = path.read_bytes().decode("utf-8", errors="replace")
     lines = raw.split("\n")
+    notes_before, readable = len(log.notes), 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -98,6 +99,7 @@ def read_log(path: str | Path, log: Log | None = None) -> Log:
                 f"{where}: {'truncated last line' if last else 'unreadable line'} skipped"
             )
             continue
+        readable += 1
         if not isinstance(record, dict) or not isinstance(record.get("data"), dict):
             log.notes.append(f"{where}: not a {{'step', 'data'}} record, skipped")
             continue
@@ -107,6 +109,11 @@ def read_log(path: str | Path, log: Log | None = None) -> Log:
             continue
         log.lines += 1
         _merge(log, int(step), record["data"], where)
+    if not readable and len(log.notes) > notes_before:  # not a truncated log: no JSON at all
+        log.notes[notes_before:] = [
+            f"{path}: no line is JSON ({len(log.notes) - notes_before} unreadable); not a verl "
+            "JSONL log"
+        ]
     return log
 
 

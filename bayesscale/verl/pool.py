@@ -68,7 +68,8 @@ def _row_text(source: str, positions: list[int]) -> str:
     return f"{what}{'s' if len(positions) > 1 else ''} {shown}{more}"
 
 
-def _fail(source: str, column: str, positions: list[int], problem: str) -> PoolError:
+def pool_error(source: str, column: str, positions: list[int], problem: str) -> PoolError:
+    """An error naming the pool file, the column and the rows (lines, for JSONL)."""
     return PoolError(f"{source}: column {column!r}, {_row_text(source, positions)}: {problem}")
 
 
@@ -85,7 +86,7 @@ def read_records(path: str | Path) -> pd.DataFrame:
             raise PoolError(f"{path}: cannot be read as parquet: {exc}") from exc
     if suffix in (".jsonl", ".json"):
         rows = []
-        with path.open(encoding="utf-8") as fh:
+        with path.open(encoding="utf-8-sig") as fh:  # a byte-order mark is read, as for CSV
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
@@ -154,13 +155,13 @@ def check_pool(frame: pd.DataFrame, source: str = "<pool>") -> Pool:
             continue
         bad = [i for i, v in enumerate(frame[column]) if _missing(v)]
         if bad:
-            raise _fail(source, column, bad, "value is missing")
+            raise pool_error(source, column, bad, "value is missing")
         frame[column] = frame[column].astype(str).str.strip()
 
     prompts = [normalise_prompt(v) for v in frame[names.PROMPT]]
     bad = [i for i, p in enumerate(prompts) if p is None]
     if bad:
-        raise _fail(
+        raise pool_error(
             source,
             names.PROMPT,
             bad,
@@ -173,7 +174,7 @@ def check_pool(frame: pd.DataFrame, source: str = "<pool>") -> Pool:
         infos = [_as_dict(v) for v in frame[names.EXTRA_INFO]]
         bad = [i for i, v in enumerate(infos) if not (_missing(v) or isinstance(v, dict))]
         if bad:
-            raise _fail(source, names.EXTRA_INFO, bad, "expected a JSON object (dict)")
+            raise pool_error(source, names.EXTRA_INFO, bad, "expected a JSON object (dict)")
         frame[names.EXTRA_INFO] = [{} if _missing(v) else dict(v) for v in infos]
 
     dup = frame.duplicated([names.TASK_ID, names.ENV_ID], keep=False)
@@ -189,7 +190,7 @@ def check_pool(frame: pd.DataFrame, source: str = "<pool>") -> Pool:
         if len(split):
             env = split.index[0]
             rows = [int(i) for i in frame.index[frame[names.ENV_ID] == env]]
-            raise _fail(
+            raise pool_error(
                 source,
                 names.WORLD_ID,
                 rows,
@@ -215,7 +216,7 @@ def _reward_models(frame: pd.DataFrame, source: str) -> list[dict[str, Any]]:
         style = value.get(names.REWARD_STYLE) or DEFAULT_REWARD_STYLE
         out.append({names.REWARD_STYLE: str(style), names.GROUND_TRUTH: truth})
     if bad:
-        raise _fail(
+        raise pool_error(
             source,
             column,
             bad,

@@ -117,10 +117,31 @@ def test_no_embeddings_is_a_clear_error() -> None:
         count_pool(check_pool(frame, "p.jsonl"))
 
 
-def test_bad_embedding_names_row() -> None:
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (None, "expected a list of finite numbers"),
+        ([0.1, float("nan"), 0.3], "expected a list of finite numbers"),
+        ("[0.1, oops]", r"not a JSON list of numbers: '\[0.1, oops\]'"),
+        ("abc", "not a JSON list of numbers"),
+        ("zeros", "an all-zero embedding has no direction"),
+        ("short", r"an embedding of 2 numbers; row 1 has \d+"),
+    ],
+)
+def test_every_bad_embedding_names_its_line(value: object, message: str) -> None:
+    """Each row's embedding is checked, not only each task's first (the one counted)."""
     frame = planted_pool(np.random.default_rng(0))
-    frame.at[frame.index[frame.task_id == "t2"][0], "embedding"] = None
-    with pytest.raises(PoolError, match=r"column 'embedding', row \d+: expected a list"):
+    second = frame.index[frame.task_id == "t2"][1]  # a task's second cell
+    width = len(frame.at[second, "embedding"])
+    if value == "zeros":
+        value = [0.0] * width
+    elif value == "short":
+        value = [0.1, 0.2]
+    frame["embedding"] = frame["embedding"].astype(object)
+    frame.at[second, "embedding"] = value
+    with pytest.raises(
+        PoolError, match=rf"p.jsonl: column 'embedding', line {second + 1}: {message}"
+    ):
         count_pool(check_pool(frame, "p.jsonl"))
 
 

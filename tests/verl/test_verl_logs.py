@@ -42,6 +42,15 @@ def test_06_nan_and_truncated_last_line() -> None:
     assert "actor/grad_norm" not in log.steps[3]  # NaN literal: missing
 
 
+def test_a_file_with_no_json_is_not_called_truncated(tmp_path) -> None:
+    garbage = tmp_path / "verl.jsonl"
+    garbage.write_bytes(b"\x00\x01 not json at all\n<html>oops</html>\n")
+    log = logs.read_log(garbage)
+    assert log.lines == 0 and log.notes == [
+        f"{garbage}: no line is JSON (2 unreadable); not a verl JSONL log"
+    ]
+
+
 def test_resumed_run_keeps_last_value_per_step() -> None:
     log = logs.read_logs([GOLDEN / "resume_attempt-1.jsonl", GOLDEN / "resume_attempt-2.jsonl"])
     assert sorted(log.steps) == list(range(9))

@@ -24,6 +24,16 @@ def test_reads_jsonl_and_parquet_alike(tmp_path: Path) -> None:
     assert a.has_worlds
 
 
+def test_a_byte_order_mark_is_read_as_in_csv(tmp_path: Path) -> None:
+    frame = crossed_pool(2, 3, worlds=1)
+    plain = write_jsonl(frame, tmp_path / "p.jsonl")
+    marked = tmp_path / "bom.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    assert read_pool(marked).frame[names.TASK_ID].tolist() == (
+        read_pool(plain).frame[names.TASK_ID].tolist()
+    )
+
+
 def test_ground_truth_column_instead_of_reward_model() -> None:
     frame = crossed_pool(1, 2).drop(columns=[names.REWARD_MODEL]).assign(ground_truth=["1", "2"])
     pool = check_pool(frame)
