@@ -280,6 +280,20 @@ def test_new_model_size_is_drawn_from_the_population(law_fit):
     assert np.mean((lo <= observed) & (observed <= hi)) >= 0.8
 
 
+def test_a_new_setting_that_cannot_be_drawn_names_its_rows(law_fit, monkeypatch):
+    """When no draw of a new setting clears the floor's wall, the error says which rows."""
+    import bayesscale.law.predict as predict_module
+    from bayesscale.data.observations import Table
+
+    frame = _heldout()
+    frame = frame[frame[names.DOMAIN] == "math+code"].reset_index(drop=True)
+    renamed = _renamed(frame, "Qwen3-14B", "Qwen3-14B-new")
+    rows = np.flatnonzero((frame[names.MODEL] == "Qwen3-14B").to_numpy())
+    monkeypatch.setattr(predict_module, "MAX_WALL_TRIES", 0)  # every draw fails the wall
+    with pytest.raises(PredictError, match=rf"h.csv: column\(s\) model, .*row[s]? {rows[0] + 1}"):
+        predict(law_fit, Table(renamed, "h.csv", "-"), seed=1)
+
+
 def test_new_model_size_enters_the_size_term_exactly(law_fit):
     """Same seed, same new setting at two model sizes: the per-draw loss differs by exactly
     E ((32/N_ref)^-alpha_N - (14/N_ref)^-alpha_N)."""

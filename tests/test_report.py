@@ -231,3 +231,17 @@ def test_one_budget_is_refused_before_any_sampling(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "at least 2 budgets" in err and "fitting" not in err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_report_takes_new_groups_and_older_reports_keep_their_fingerprint() -> None:
+    """``report --new-groups pooled`` reaches the held-out check (whose error names the
+    flag); a report made without it has the fingerprint it had before the option existed."""
+    from bayesscale.cli import build_parser
+    from bayesscale.report.build import fingerprint
+
+    argv = ["report", "obs.csv", "--out", "d", "--heldout", "h.csv", "--new-groups", "pooled"]
+    assert build_parser().parse_args(argv).new_groups == names.NEW_GROUPS_POOLED
+    base = ReportOptions(observations=REFERENCE / "observations.csv")
+    assert "new_groups" not in fingerprint(base)
+    pooled = replace(base, new_groups=names.NEW_GROUPS_POOLED)
+    assert fingerprint(pooled)["new_groups"] == names.NEW_GROUPS_POOLED

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bayesscale.cli import add_prob, add_strict, add_warn_beyond
+from bayesscale.cli import add_new_groups, add_prob, add_strict, add_warn_beyond
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
 from bayesscale.data.spec import SENSITIVITY_SCALE
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
@@ -25,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="the report directory")
     parser.add_argument("--pricing", metavar="PRICING.csv", help="synthetic-data pricing runs")
     parser.add_argument("--heldout", metavar="HELDOUT.csv", help="held-out runs to predict")
+    add_new_groups(parser)
     parser.add_argument("--spec", help="law spec TOML file or bundled name (default agentic_rl)")
     parser.add_argument("--pricing-spec", help="pricing spec TOML or bundled name")
     parser.add_argument("--prices", metavar="P.toml", help="unit prices for the recipe")
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         within_data=args.within_data,
         warn_beyond=warn_beyond,
         strict=args.strict,
+        new_groups=args.new_groups,
     )
     try:
         print(build_report(options, Path(args.out), force=args.force))

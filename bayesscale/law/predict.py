@@ -757,7 +757,14 @@ def predict(
     if known:
         parts.append(_known_draws(fit, known, layout))
     if new:
-        parts.append(_new_draws(fit, new, layout, rng))
+        try:
+            parts.append(_new_draws(fit, new, layout, rng))
+        except PredictError as exc:  # say where the new settings are
+            rows_of_new = np.flatnonzero(labels.isin([n.label for n in new]).to_numpy())
+            raise PredictError(
+                f"{src}: column(s) {', '.join(spec.setting_keys)!s}, "
+                f"{rows_text(rows_of_new, src)}: {exc}"
+            ) from None
     order = [s for part in parts for s in part.settings]
     alpha = np.concatenate([p.alpha for p in parts], axis=1)
     amplitude = np.concatenate([p.amplitude for p in parts], axis=1)

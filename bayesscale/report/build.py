@@ -86,6 +86,7 @@ class ReportOptions:
     within_data: float | None = None
     warn_beyond: float = WARN_FACTOR
     strict: bool = False
+    new_groups: str | None = None  # held-out settings the fit does not know (check's option)
 
 
 def _sha256(path: Path | None) -> str | None:
@@ -125,6 +126,8 @@ def fingerprint(options: ReportOptions) -> dict[str, Any]:
         "max_recipe_draws": options.max_recipe_draws,
         "within_data": options.within_data,
         "warn_beyond": options.warn_beyond,
+        # only when given, so that reports written before the option keep their fingerprint
+        **({"new_groups": options.new_groups} if options.new_groups else {}),
     }
 
 
@@ -780,7 +783,7 @@ def _check_heldout(options: ReportOptions, law: xr.DataTree) -> tuple[Any, pd.Da
 
     assert options.heldout is not None
     table = load_heldout(options.heldout, law)
-    return table, check(law, table, prob=options.prob)
+    return table, check(law, table, prob=options.prob, new_groups=options.new_groups)
 
 
 def _heldout_section(
