@@ -41,6 +41,7 @@ _EXPORTS = {
     "fit": "bayesscale.api",
     "fit_pricing": "bayesscale.api",
     "load": "bayesscale.api",
+    "CaveatWarning": "bayesscale.fits.caveats",
     "LawFit": "bayesscale.fits.law",
     "PricingFit": "bayesscale.fits.pricing",
     "FitConfig": "bayesscale.sampling.config",
@@ -49,6 +50,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "CaveatWarning",
     "FitConfig",
     "LawFit",
     "PricingFit",
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from bayesscale.api import fit, fit_pricing, load
     from bayesscale.data.observations import load_observations
     from bayesscale.data.spec import load_spec
+    from bayesscale.fits.caveats import CaveatWarning
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
     from bayesscale.sampling.config import FitConfig

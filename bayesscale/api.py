@@ -23,10 +23,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
+
 from bayesscale import names
 from bayesscale.data.fitfile import load_fit
 from bayesscale.data.observations import Table, load_observations
 from bayesscale.data.spec import ModelSpec, load_spec
+from bayesscale.fits.caveats import announce, failed_fit, verdict
 from bayesscale.fits.law import LawFit
 from bayesscale.fits.pricing import PricingFit
 from bayesscale.sampling.config import FitConfig
@@ -37,25 +40,37 @@ if TYPE_CHECKING:
 
 
 def fit(
-    data: str | Path | Table,
+    data: str | Path | Table | pd.DataFrame,
     spec: str | Path | ModelSpec | None = None,
     config: FitConfig | None = None,
+    *,
+    prior_scale: float = 1.0,
     **sampling: Any,
 ) -> LawFit:
     """Fit the pooled scaling law of ``spec`` (default: the bundled ``agentic_rl``) to
-    observations (a CSV/parquet path or a validated table).
+    observations (a CSV/parquet path, a data frame or a validated table).
 
     ``config`` or keyword overrides of :class:`~bayesscale.sampling.config.FitConfig`
-    (``draws=``, ``seed=``, ``preview=True`` …) set the sampler.
+    (``draws=``, ``seed=``, ``preview=True`` …) set the sampler; a fit whose diagnostics
+    fail is warned (:class:`~bayesscale.fits.caveats.CaveatWarning`). ``prior_scale=2`` widens
+    every exponent prior twice (``bayesscale fit --prior-scale 2``): what a refit with it
+    changes, the data do not identify.
 
     >>> fit = bs.fit("data/reference/observations.csv", seed=1)  # doctest: +SKIP
     """
+    from bayesscale.data.spec import with_exponent_prior_scale
     from bayesscale.law.inference import fit as fit_law
 
     spec = spec if isinstance(spec, ModelSpec) else load_spec(spec)
-    table = data if isinstance(data, Table) else load_observations(data, spec)
+    spec = with_exponent_prior_scale(spec, prior_scale)
+    if isinstance(data, pd.DataFrame):
+        table = Table.from_frame(data, spec)
+    else:
+        table = data if isinstance(data, Table) else load_observations(data, spec)
     config = replace(config or FitConfig(), **sampling)
-    return LawFit(fit_law(table, spec, config), table=table)
+    law = LawFit(fit_law(table, spec, config), table=table)
+    announce(failed_fit(law.diagnostics, "law fit"))
+    return law
 
 
 def fit_pricing(
@@ -68,7 +83,8 @@ def fit_pricing(
     """Fit the discount model (default spec: the bundled ``pricing``) to a pricing table.
 
     ``law``: a law fit whose exponents become the priors of the pricing fit's, as
-    ``bayesscale price --law-fit`` does.
+    ``bayesscale price --law-fit`` does. A failed fit, or one made from a failed or preview
+    law fit, is warned (:class:`~bayesscale.fits.caveats.CaveatWarning`).
     """
     from bayesscale.pricing.fit import fit_pricing as fit_discount
     from bayesscale.pricing.model import exponent_priors_from_law_fit
@@ -82,7 +98,12 @@ def fit_pricing(
     priors = exponent_priors_from_law_fit(law.tree) if law is not None else None
     source = str(law.path) if law is not None and law.path is not None else ""
     tree = fit_discount(table, spec, config, exponent_priors=priors, exponent_source=source)
-    return PricingFit(tree)
+    pricing = PricingFit(tree)
+    caveats = failed_fit(pricing.diagnostics, "pricing fit")
+    if law is not None:
+        caveats += verdict(law.diagnostics, "the law fit whose exponents set its priors")
+    announce(caveats)
+    return pricing
 
 
 def load(path: str | Path) -> LawFit | PricingFit:

@@ -87,6 +87,8 @@ def write_atomically(
     names the temporary file (a full disk, say) is raised naming ``path``, the file the user
     asked for; the temporary file is never left behind."""
     path = Path(path)
+    if path.is_dir():  # os.replace would fail after the work, with an error naming no file
+        raise IsADirectoryError(f"{path} is a directory; give the name of a file to write")
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass --force (overwrite=True) to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)

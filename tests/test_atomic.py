@@ -30,6 +30,13 @@ def test_existing_file_is_kept_unless_overwrite(tmp_path: Path) -> None:
     assert path.read_text() == "theirs"
 
 
+def test_a_directory_is_refused_before_any_work(tmp_path: Path) -> None:
+    calls = []
+    with pytest.raises(IsADirectoryError, match="is a directory; give the name of a file"):
+        write_atomically(tmp_path, calls.append, overwrite=True)
+    assert calls == [] and list(tmp_path.iterdir()) == []
+
+
 def test_a_failing_writer_leaves_nothing(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("mine")

@@ -157,3 +157,18 @@ def test_an_out_path_that_cannot_be_written_is_refused_before_any_work(tmp_path:
     done = _run("fit", str(REFERENCE / "observations.csv"), "--out", str(blocker / "fit.nc"))
     _one_error_line(done, f"cannot write in {blocker}")
     assert "fitting" not in done.stderr
+
+
+def test_an_out_path_that_is_a_folder_or_an_input_is_refused_even_with_force(
+    tmp_path: Path, fit_file: Path
+) -> None:
+    table = tmp_path / "observations.csv"
+    table.write_bytes((REFERENCE / "observations.csv").read_bytes())
+    done = _run("fit", str(table), "--out", str(tmp_path), "--force")
+    _one_error_line(done, f"{tmp_path} is a directory; --out takes the name of a file")
+    done = _run("fit", str(table), "--out", str(table), "--force")
+    _one_error_line(done, f"{table} is also an input of this command")
+    assert table.read_bytes() == (REFERENCE / "observations.csv").read_bytes()
+    heldout = REFERENCE / "heldout.csv"
+    done = _run("check", str(fit_file), str(heldout), "--out", str(fit_file), "--force")
+    _one_error_line(done, "is also an input of this command")

@@ -58,7 +58,7 @@ def test_the_recipe_warns_in_one_line_only_beyond_the_threshold() -> None:
     far = to_json(recipe(fit, [1e2, 1e9]))
     line = extrapolation_warning(far, None)
     assert line is not None and line.startswith("warning: 2 of 4 (setting, budget) rows")
-    assert "--within-data 4 keeps the recipe within 4x" in line
+    assert "--within-data 4, or within_data=4 in Python, keeps the recipe within 4x" in line
     assert "what remains lies below" in str(extrapolation_warning(far, 4.0))
     old = fit.copy()
     old["constant_data"] = (

@@ -14,7 +14,7 @@ import xarray as xr
 import bayesscale as bs
 from bayesscale import names
 from bayesscale.checks.heldout import check, load_heldout
-from bayesscale.data.fitfile import FitFileError, diagnose, save_fit
+from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION, FitFileError, diagnose, save_fit
 from bayesscale.law.sensitivity import assess
 from bayesscale.law.summary import summarise
 from bayesscale.names import ATTR_CONVERGENCE, ATTR_IDENTIFICATION
@@ -34,8 +34,8 @@ def _copy(tree: xr.DataTree) -> xr.DataTree:
 
 
 def test_the_public_api_is_small_and_lazy() -> None:
-    # nine names, each of them there and documented
-    assert len(bs.__all__) == 9 and {"fit", "load", "LawFit"} <= set(bs.__all__)
+    # ten names, each of them there and documented
+    assert len(bs.__all__) == 10 and {"fit", "load", "LawFit"} <= set(bs.__all__)
     for name in bs.__all__:
         assert getattr(bs, name) is not None and name in dir(bs)
     code = "import sys, bayesscale as bs\nprint(sorted(m for m in ('pymc', 'jax', 'matplotlib') if m in sys.modules))"
@@ -55,7 +55,10 @@ def test_a_loaded_law_fit_answers_as_the_functions_do(law_fit, tmp_path) -> None
     assert "settings" in repr(fit)
     # the same numbers as the functions the commands call
     assert fit.summary(0.8) == summarise(law_fit, 0.8)
-    ours = fit.recipe([1e5], summarize=True, max_draws=40)
+    with pytest.warns(bs.CaveatWarning) as warned:  # pytest.warns(match=) re-raises the rest
+        ours = fit.recipe([1e5], summarize=True, max_draws=40)
+    assert [str(w.message) for w in warned] == ours.attrs["caveats"].splitlines()
+    assert "outside the swept range" in ours.attrs["caveats"]
     theirs = summarize(recipe(law_fit, [1e5], max_draws=40))
     xr.testing.assert_allclose(ours[names.ALLOCATION], theirs[names.ALLOCATION])
     table = fit.check(HELDOUT)
@@ -126,8 +129,9 @@ def test_a_saved_fit_carries_its_identification(law_fit, tmp_path) -> None:
 def test_reading_a_fit_end_to_end_imports_neither_pymc_nor_jax(law_fit, tmp_path) -> None:
     path = bs.LawFit(_copy(law_fit)).save(tmp_path / "law.nc")
     code = (
-        "import sys\n"
+        "import sys, warnings\n"
         "import bayesscale as bs\n"
+        "warnings.simplefilter('ignore', bs.CaveatWarning)  # the recipe extrapolates\n"
         f"fit = bs.load({str(path)!r})\n"
         "fit.summary_text(); fit.diagnostics; fit.recipe([1e5], max_draws=20)\n"
         f"fit.check({str(HELDOUT)!r})\n"
@@ -148,7 +152,30 @@ def test_one_call_fits_from_a_path(tmp_path) -> None:
     assert fit.table is not None and fit.tree.attrs[names.ATTR_DATA_HASH] == fit.table.sha256
     assert fit.tree.attrs[names.ATTR_SEED] == 3
     assert fit.diagnostics.preview and "PREVIEW" in repr(fit)
+    assert fit.tree.attrs[names.ATTR_SAMPLER] == names.SAMPLER_PREVIEW  # not the NUTS default
     assert len(fit.settings) == 21
+
+
+def test_one_call_fits_a_data_frame_with_wider_priors(law_fit, monkeypatch) -> None:
+    import pandas as pd
+
+    import bayesscale.law.inference as inference
+    from bayesscale.data.observations import ObservationError
+
+    seen = {}
+
+    def fake(table, spec, config):
+        seen.update(table=table, spec=spec)
+        return _copy(law_fit)
+
+    monkeypatch.setattr(inference, "fit", fake)
+    frame = pd.read_csv(ROOT / "data" / "reference" / "observations.csv")
+    bs.fit(frame, prior_scale=2)
+    assert seen["table"].source == "<DataFrame>" and len(seen["table"].frame) == len(frame)
+    assert seen["spec"].exponent_prior_scale == 2.0
+    bad = frame.assign(n_envs=frame["n_envs"].where(frame.index != 4, -3))
+    with pytest.raises(ObservationError, match=r"<DataFrame>: column 'n_envs', row 5"):
+        bs.fit(bad)
 
 
 def test_the_command_line_parser_loads_no_numerics() -> None:
@@ -162,3 +189,70 @@ def test_the_command_line_parser_loads_no_numerics() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_results_say_what_they_cannot_support(tmp_path, capsys) -> None:
+    """From Python, a recipe of a failed fit and far beyond the data warns what ``bayesscale
+    recipe`` notes (one CaveatWarning per line, the same text, kept in ``attrs``); inside the
+    data, only the verdict remains."""
+    from bayesscale.cli import main
+    from bayesscale.recipe.synthetic import synthetic_fit
+
+    failed = bs.LawFit(synthetic_fit(draws=5, chains=2, spread=0.05))
+    with pytest.warns(bs.CaveatWarning) as warned:
+        ds = failed.recipe([1e8], max_draws=10)
+    messages = [str(w.message) for w in warned]
+    assert messages == ds.attrs["caveats"].splitlines()
+    assert messages[0].startswith("law fit: DIAGNOSTICS FAILED")
+    assert any("outside the swept range" in m for m in messages[1:])
+    failed.tree.attrs[ATTR_FORMAT] = FORMAT_VERSION  # a synthetic tree, saved as a fit is
+    path = failed.save(tmp_path / "failed.nc")
+    assert main(["recipe", str(path), "--budget", "1e8", "--max-draws", "10"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[0] == messages[0]
+    assert captured.err.splitlines() == [f"bayesscale recipe: {m}" for m in messages[1:]]
+    with pytest.warns(bs.CaveatWarning) as warned:
+        inside = failed.recipe([1e8], max_draws=10, within_data=4)
+    assert [str(w.message) for w in warned] == [messages[0]]
+    assert inside.attrs["caveats"] == messages[0]
+
+
+def test_a_recipe_takes_the_pricing_fit_as_an_object_a_tree_or_a_file(
+    law_fit, pricing_fit, tmp_path
+) -> None:
+    fit = bs.LawFit(_copy(law_fit))
+    priced = bs.PricingFit(_copy(pricing_fit))
+    path = priced.save(tmp_path / "price.nc")
+    prices = tmp_path / "prices.toml"
+    prices.write_text("[prices]\nenv = 60.0\n")
+    results = []
+    for given in (priced, priced.tree, path, str(path)):
+        with pytest.warns(bs.CaveatWarning):
+            results.append(fit.recipe([1e5], pricing=given, prices=prices, max_draws=20))
+    for other in results[1:]:
+        xr.testing.assert_identical(results[0], other)
+    with pytest.warns(bs.CaveatWarning):
+        unpriced = fit.recipe([1e5], prices=prices, max_draws=20)
+    assert not results[0][names.ALLOCATION].equals(unpriced[names.ALLOCATION])
+
+
+def test_a_failed_fit_warns_when_made(law_fit, pricing_fit, monkeypatch) -> None:
+    """``bs.fit`` and ``bs.fit_pricing`` warn a failed fit (not the preview asked for), and a
+    pricing fit made from a failed law fit's exponents."""
+    import bayesscale.law.inference as inference
+    import bayesscale.pricing.fit as pricing
+    from bayesscale.recipe.synthetic import synthetic_fit
+
+    failed = synthetic_fit(draws=5, chains=2, spread=0.05)
+    monkeypatch.setattr(inference, "fit", lambda table, spec, config: failed)
+    with pytest.warns(bs.CaveatWarning, match="^law fit: DIAGNOSTICS FAILED"):
+        bs.fit(ROOT / "data" / "reference" / "observations.csv")
+    monkeypatch.setattr(inference, "fit", lambda table, spec, config: _copy(law_fit))
+    good = bs.fit(ROOT / "data" / "reference" / "observations.csv")  # no warning: it passed
+    assert good.diagnostics.ok
+    monkeypatch.setattr(pricing, "fit_pricing", lambda *args, **kwargs: _copy(pricing_fit))
+    with pytest.warns(bs.CaveatWarning) as warned:
+        bs.fit_pricing(ROOT / "data" / "pricing" / "pricing.csv", law=bs.LawFit(failed))
+    assert [str(w.message)[:61] for w in warned] == [
+        "the law fit whose exponents set its priors: DIAGNOSTICS FAILE"
+    ]

@@ -4,6 +4,7 @@ bottom (with BAYESSCALE_NOTEBOOK_SMALL=1: few draws, three settings)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import nbformat
 import pytest
@@ -61,4 +62,7 @@ def test_notebook_runs_top_to_bottom(name: str, monkeypatch: pytest.MonkeyPatch)
         for out in cell.get("outputs", [])
         if out.get("name") == "stderr"
     )
-    assert "Warning" not in stderr, stderr  # warnings are errors here too
+    # warnings are errors here too, but for the package's caveats: with few draws (the small
+    # run) a fit fails its diagnostics and every result made from it says so
+    categories = set(re.findall(r"(\w*Warning)\b", stderr))
+    assert categories <= {"CaveatWarning"}, stderr

@@ -70,6 +70,7 @@ def test_missing_and_misspelled_columns(small, tmp_path):
         (names.N_ENVS, 12.5, "counts must be whole numbers"),
         (names.SUCCESSES, 5001, "successes exceed trials"),
         (names.REWARD, "shaped", "unknown reward level 'shaped'"),
+        (names.REWARD, np.nan, r"reward'.*: value is missing; use one of \('sparse', 'dense'\)"),
         (names.MODEL, np.nan, "value is missing"),
         (names.TRIALS, 0, "trials must be >= 1"),
     ],
@@ -83,6 +84,33 @@ def test_bad_values_name_file_column_and_row(small, tmp_path, column, value, mes
         load_observations(path, SPEC)
     text = str(err.value)
     assert str(path) in text and repr(column) in text and "row 5 (file line 6)" in text
+
+
+def test_file_lines_count_blank_lines_and_cells_that_span_lines(small, tmp_path):
+    """The file line named is where the row is, past blank lines and quoted line breaks."""
+    bad = small.copy()
+    bad[names.N_ENVS] = bad[names.N_ENVS].astype(object)
+    bad.loc[8, names.N_ENVS] = "many"
+    lines = bad.to_csv(index=False).splitlines()
+    lines.insert(4, "")  # a blank line before data row 4 (pandas skips it)
+    path = tmp_path / "obs.csv"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ObservationError, match=r"row 9 \(file line 11\)"):
+        load_observations(path, SPEC)
+    spanning = small.assign(**{names.MODEL: small[names.MODEL].astype(object)})
+    spanning.loc[1, names.MODEL] = "Qwen3-4B\nsecond line"  # a quoted cell over two lines
+    spanning[names.N_ENVS] = spanning[names.N_ENVS].astype(object)
+    spanning.loc[8, names.N_ENVS] = "many"
+    with pytest.raises(ObservationError, match=r"row 9 \(file line 11\)"):
+        load_observations(write(spanning, tmp_path, "spanning.csv"), SPEC)
+
+
+def test_a_column_named_twice_is_an_error(small, tmp_path):
+    path = write(small, tmp_path)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0] + ",seed", *(line + ",9" for line in lines[1:])]) + "\n")
+    with pytest.raises(ObservationError, match=r"obs.csv: the header names column\(s\) 'seed'"):
+        load_observations(path, SPEC)
 
 
 def test_conflicting_duplicates(small, tmp_path):

@@ -48,6 +48,7 @@ from bayesscale.pricing.summary import (
 )
 from bayesscale.pricing.table import load_pricing, validate_pricing
 from bayesscale.recipe.draws import kappa_draws
+from bayesscale.recipe.synthetic import synthetic_fit
 
 SPEC = load_pricing_spec()
 
@@ -366,15 +367,10 @@ def test_pooling_narrows_a_thin_method_and_the_cli_round_trip(frame, tmp_path, c
     thin.to_csv(csv, index=False)
     unpooled_spec = tmp_path / "unpooled.toml"
     unpooled_spec.write_text(SPEC.text.replace('pooling = "axis"', 'pooling = "none"'))
-    # both fits take the task exponent's prior from a (hand-made) previous law fit
+    # both fits take the task exponent's prior from a (synthetic) previous law fit
     law_fit = tmp_path / "law.nc"
-    draws = np.exp(np.random.default_rng(1).normal(np.log([0.41, 0.26, 0.11]), 0.1, (2, 300, 3)))
-    posterior = xr.Dataset(
-        {names.ALPHA_POP: (("chain", "draw", names.AXIS_DIM), draws)},
-        coords={names.AXIS_DIM: list(names.PAPER_AXES)},
-    )
-    law_tree = xr.DataTree.from_dict({"posterior": posterior})
-    law_tree.attrs = {names.ATTR_KIND: names.KIND_LAW_FIT, ATTR_FORMAT: FORMAT_VERSION}
+    law_tree = synthetic_fit(draws=300, spread=0.1, seed=1)
+    law_tree.attrs[ATTR_FORMAT] = FORMAT_VERSION
     save_fit(law_tree, law_fit)
     common = ["--chains", "2", "--draws", "150", "--tune", "200", "--target-accept", "0.85"]
     common += ["--ess-target", "0"]

@@ -41,7 +41,7 @@ import xarray as xr
 from bayesscale import names
 from bayesscale.core.intervals import quantiles, tail_quantiles
 from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange, check_threshold, times
-from bayesscale.data.observations import Table, axis_sizes, read_table
+from bayesscale.data.observations import Table, axis_sizes, file_lines, read_table
 from bayesscale.law.predict import Prediction, fit_layout, predict, validate_rows
 
 DEFAULT_PROB = 0.9
@@ -150,7 +150,7 @@ def _table(
     if len(position) != pred.rows:
         raise ValueError(f"rows has {len(position)} entries for {pred.rows} rows")
     out = pd.DataFrame({names.ROW: position + 1})
-    line = position + 2 if pred.source.lower().endswith(".csv") else None
+    line = file_lines(position, pred.source) if pred.source.lower().endswith(".csv") else None
     out[names.LINE] = pd.array(line if line is not None else [pd.NA] * pred.rows, dtype="Int64")
     out[names.SETTING] = list(pred.setting)
     spec_columns = _echo_columns(frame)
@@ -234,6 +234,18 @@ def extent_summary(table: pd.DataFrame, warn_factor: float = WARN_FACTOR) -> dic
         "within": summarise_rows(table[~beyond]) if (~beyond).any() else None,
         "beyond": summarise_rows(table[beyond]) if beyond.any() else None,
     }
+
+
+def extrapolation_note(extent: dict[str, Any] | None) -> str | None:
+    """One note when checked rows lie beyond :func:`extent_summary`'s threshold (how many, how
+    far, what their coverage tests), else ``None``."""
+    if not extent or extent["beyond"] is None:
+        return None
+    return (
+        f"note: {extent['beyond'][names.N_ROWS]} held-out rows lie more than "
+        f"{extent['warn_factor']:g}x outside the swept range (up to "
+        f"{extent['largest_outside']:.3g}x); their coverage tests the law that far out"
+    )
 
 
 def format_text(result: dict[str, Any]) -> str:

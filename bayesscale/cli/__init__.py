@@ -29,11 +29,19 @@ class CommandError(Exception):
     """A user-facing failure: printed without a traceback, exit status 2."""
 
 
-def output_path(value: str | None, force: bool) -> Path | None:
-    """An ``--out`` path, checked before any work: an existing file needs ``--force``."""
+def output_path(
+    value: str | None, force: bool, inputs: Sequence[str | Path | None] = ()
+) -> Path | None:
+    """An ``--out`` path, checked before any work: an existing file needs ``--force``; a
+    directory, or one of the command's ``inputs``, is refused even with it."""
     if value is None:
         return None
     path = Path(value)
+    if path.is_dir():
+        raise CommandError(f"{path} is a directory; --out takes the name of a file")
+    for given in inputs:
+        if given is not None and Path(given).exists() and path.resolve() == Path(given).resolve():
+            raise CommandError(f"{path} is also an input of this command; write elsewhere")
     if path.exists() and not force:
         raise CommandError(f"{path} exists; pass --force to replace it")
     # the nearest folder that exists: the output (and any folder it needs) is made there
@@ -72,6 +80,20 @@ def add_prob(parser: argparse.ArgumentParser) -> None:
 
 def add_strict(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help=STRICT_HELP)
+
+
+def add_new_groups(parser: argparse.ArgumentParser) -> None:
+    """``--new-groups pooled``: held-out settings the fit does not know, from the population."""
+    from bayesscale import names
+
+    parser.add_argument(
+        "--new-groups",
+        choices=(names.NEW_GROUPS_POOLED,),
+        default=None,
+        help="predict held-out settings (and groups) the fit does not know from the "
+        "population's spreads; without it only a new model of a known group is (with a size "
+        "term)",
+    )
 
 
 def add_force(parser: argparse.ArgumentParser) -> None:

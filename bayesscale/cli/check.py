@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bayesscale import names
-from bayesscale.cli import add_force, add_prob, add_strict, add_warn_beyond
+from bayesscale.cli import add_force, add_new_groups, add_prob, add_strict, add_warn_beyond
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,13 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_force(parser)
     add_warn_beyond(parser)
     add_strict(parser)
-    parser.add_argument(
-        "--new-groups",
-        choices=(names.NEW_GROUPS_POOLED,),
-        default=None,
-        help="predict settings (and groups) the fit does not know from the population's spreads; "
-        "without it only a new model of a known group is (with a size term)",
-    )
+    add_new_groups(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the predictive draws")
     parser.set_defaults(func=run)
 
@@ -51,26 +44,29 @@ def run(args: argparse.Namespace) -> int:
 
     check_prob(args.prob)
     warn_beyond = check_warn_beyond(args.warn_beyond)
-    out = output_path(args.out, args.force)
+    out = output_path(args.out, args.force, [args.fit, args.heldout])
 
-    from bayesscale.checks.heldout import format_text, summary
+    from bayesscale.checks.heldout import (
+        check,
+        extrapolation_note,
+        format_text,
+        load_heldout,
+        summary,
+    )
     from bayesscale.data.observations import write_table
     from bayesscale.fits.law import LawFit
 
     fit = LawFit.load(args.fit)
     diagnostics = fit.diagnostics
     refuse_failed(args.fit, diagnostics, args.strict)
-    table = fit.check(args.heldout, prob=args.prob, new_groups=args.new_groups, seed=args.seed)
+    # the functions, not fit.check: the command prints its caveats itself, as notes
+    heldout = load_heldout(args.heldout, fit.tree)
+    table = check(fit.tree, heldout, args.prob, new_groups=args.new_groups, seed=args.seed)
     result = summary(table, warn_beyond)
     result["fit_diagnostics"] = diagnostics.to_dict()
-    extent = result["extrapolation"]
-    if extent and extent["beyond"] is not None:
-        print(
-            f"bayesscale check: note: {extent['beyond'][names.N_ROWS]} held-out rows lie more "
-            f"than {warn_beyond:g}x outside the swept range (up to "
-            f"{extent['largest_outside']:.3g}x); their coverage tests the law that far out",
-            file=sys.stderr,
-        )
+    note = extrapolation_note(result["extrapolation"])
+    if note is not None:
+        print(f"bayesscale check: {note}", file=sys.stderr)
     if out is not None:
         write_table(table, out, overwrite=args.force)
         result["table"] = str(out)

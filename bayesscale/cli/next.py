@@ -189,8 +189,9 @@ def run(args: argparse.Namespace) -> int:
     anchors = _anchor_sizes(args.anchor)
     if args.refit_below is not None and args.observations is None:
         raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
-    out = output_path(args.out, args.force)
-    figure = output_path(args.figure, args.force)
+    inputs = [args.fit, args.observations, args.prices]
+    out = output_path(args.out, args.force, inputs)
+    figure = output_path(args.figure, args.force, inputs)
     if out is not None and args.sweep is None:
         raise CommandError(
             "--out needs --sweep BASE.toml: the pool, models and verl settings of the runs"

@@ -18,8 +18,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "r / c per method, pooled within axis) to a pricing table (.csv or .parquet) and save "
         "the posterior, with r* and the peak ratio per draw, as a netCDF DataTree. Parts of the "
         "table that cannot be priced (pure-synthetic rows, methods without a pure-real baseline "
-        "or with too coarse a ratio grid) are left out with a message; --strict refuses instead "
-        "and also gives exit status 3 when diagnostics fail.",
+        "or with too coarse a ratio grid) are left out with a message; --strict refuses instead, "
+        "refuses a --law-fit whose diagnostics failed, and gives exit status 3 when the pricing "
+        "fit's diagnostics fail.",
     )
     parser.add_argument("pricing", metavar="PRICING", help="pricing table (.csv or .parquet)")
     parser.add_argument(
@@ -50,9 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import warnings
 
-    from bayesscale.cli import output_path
+    from bayesscale.cli import output_path, refuse_failed
 
-    out = output_path(args.out, args.force)
+    out = output_path(args.out, args.force, [args.pricing, args.law_fit])
     assert out is not None  # --out is required
 
     from bayesscale.fits.law import LawFit
@@ -70,7 +71,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {w.message}", file=sys.stderr)
     priors = None
     if args.law_fit:
-        priors = exponent_priors_from_law_fit(LawFit.load(args.law_fit).tree)
+        law = LawFit.load(args.law_fit)
+        refuse_failed(args.law_fit, law.diagnostics, args.strict)
+        headline = law.diagnostics.headline()
+        if headline is not None:  # its exponents become this fit's priors: say what they are
+            print(
+                f"bayesscale price: note: the law fit {args.law_fit}: {headline}", file=sys.stderr
+            )
+        priors = exponent_priors_from_law_fit(law.tree)
     config = config_from_args(args)
     print(
         f"pricing {len(table.methods)} method(s) from {len(table.frame)} runs of {table.source} "

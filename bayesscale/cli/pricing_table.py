@@ -30,9 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
+    from bayesscale.cli import check_prob
     from bayesscale.fits.pricing import PricingFit
     from bayesscale.pricing.summary import format_pricing_text, json_ready
 
+    check_prob(args.prob)
     result = PricingFit.load(args.fit).summary(prob=args.prob)
     if args.json:
         print(json.dumps(json_ready(result), indent=2, allow_nan=False))

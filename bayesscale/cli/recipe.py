@@ -205,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.fits.pricing import PricingFit
     from bayesscale.recipe.output import to_json
     from bayesscale.recipe.solve import recipe
+    from bayesscale.report.recipe_text import solver_failures_note
 
     check_prob(args.prob)
     warn_beyond = check_warn_beyond(args.warn_beyond)
@@ -213,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     budgets = parse_budgets(args.budget)
     kappa = parse_kappa(args.kappa) if args.kappa else None
     bounds = parse_bounds(args.bounds) if args.bounds else None
-    output_path(args.out, args.force)
+    output_path(args.out, args.force, [args.fit, args.pricing, args.prices])
     if args.cost == "compute":
         return _run_compute(args, budgets, bounds, warn_beyond)
     if args.powers or args.unit_cost != 1.0:
@@ -253,14 +254,7 @@ def run(args: argparse.Namespace) -> int:
             max_draws=args.max_draws,
             within_data=args.within_data,
         )
-    failures = int(ds.attrs.get("decision_solver_failures", 0))
-    if failures:
-        print(
-            f"bayesscale recipe: note: the expected-success optimiser did not converge for "
-            f"{failures} (setting, budget) pair(s); the better of its last point and the median "
-            "per-draw optimum is reported there",
-            file=sys.stderr,
-        )
+    _note(solver_failures_note(int(ds.attrs.get("decision_solver_failures", 0))))
     _warn_extrapolation(summary, args.within_data)
     _flag_exponents(summary, law)
     _emit(ds, summary, args)
@@ -327,37 +321,22 @@ def _flag_exponents(summary: dict[str, Any], law: LawFit) -> None:
     """Per row of the recipe's JSON, ``exponent_flags``: the axes whose exponent the data barely
     identify in the row's setting (``prior-dominated`` or ``prior-sensitive``,
     :mod:`bayesscale.law.sensitivity`; the split along them leans on the prior); and one note
-    when any are flagged: which axes, in how many settings, and what to do."""
-    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+    when any are flagged (:func:`~bayesscale.report.recipe_text.exponent_flags_note`)."""
     from bayesscale.recipe.output import exponent_flags, flag_rows
+    from bayesscale.report.recipe_text import exponent_flags_note
 
     flag_rows(summary, exponent_flags(law.identification))
-    settings = {row["setting"]: row["exponent_flags"] for row in summary["results"]}
-    counts: dict[tuple[str, str], int] = {}
-    for marked in settings.values():
-        for axis, flag in marked.items():
-            counts[(axis, flag)] = counts.get((axis, flag), 0) + 1
-    if not counts:
-        return
-    order = {FLAG_DOMINATED: 0, FLAG_SENSITIVE: 1}
-    parts = [
-        f"{axis} {flag} ({MARKERS[flag]}) in {n} of {len(settings)} settings"
-        for (axis, flag), n in sorted(counts.items(), key=lambda kv: (order[kv[0][1]], -kv[1]))
-    ]
-    print(
-        "bayesscale recipe: note: exponents the data barely identify, marked in the table: "
-        f"{'; '.join(parts)}. Where the decision leans on such an axis it says as much about "
-        "the prior as about the data: refit with `bayesscale fit --prior-scale 2` and compare "
-        "(docs/identification.md)",
-        file=sys.stderr,
-    )
+    _note(exponent_flags_note(summary))
 
 
 def _warn_extrapolation(summary: dict[str, Any], within: float | None) -> None:
     """The recipe's note or warning on how far it lies beyond the data, on standard error."""
     from bayesscale.report.recipe_text import extrapolation_warning
 
-    line = extrapolation_warning(summary, within)
+    _note(extrapolation_warning(summary, within))
+
+
+def _note(line: str | None) -> None:
     if line is not None:
         print(f"bayesscale recipe: {line}", file=sys.stderr)
 

@@ -103,8 +103,13 @@ def reference_scale(values: ArrayLike) -> float:
 def amplitude_at_one(amplitude: ArrayLike, alpha: ArrayLike, reference: ArrayLike) -> Array:
     """Convert an amplitude at ``D_ref`` into the paper's amplitude at ``D = 1``.
 
-    ``A (D/D_ref)^(-alpha) = (A D_ref^alpha) D^(-alpha)``, so ``K = A D_ref^alpha``.
+    ``A (D/D_ref)^(-alpha) = (A D_ref^alpha) D^(-alpha)``, so ``K = A D_ref^alpha``; ``inf``
+    where that overflows (an exponent in the hundreds, as in a preview's far tails).
+
+    >>> float(amplitude_at_one(0.2, 0.5, 100.0)), float(amplitude_at_one(0.2, 1e5, 100.0))
+    (2.0, inf)
     """
-    return np.asarray(amplitude, dtype=float) * np.asarray(reference, dtype=float) ** np.asarray(
-        alpha, dtype=float
-    )
+    with np.errstate(over="ignore"):
+        return np.asarray(amplitude, dtype=float) * np.asarray(
+            reference, dtype=float
+        ) ** np.asarray(alpha, dtype=float)

@@ -71,7 +71,8 @@ class Prices:
             if axis not in self.unit:
                 raise PricesError(
                     f"{self.source}: no price for axis {axis!r} (axes with prices: "
-                    f"{', '.join(sorted(self.unit))}); set one in a prices file"
+                    f"{', '.join(sorted(self.unit))}); set one in a prices file (--prices FILE, or "
+                    "prices=FILE in Python)"
                 )
 
     def for_axes(self, axes: Sequence[str]) -> NDArray[np.float64]:

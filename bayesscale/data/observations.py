@@ -19,8 +19,10 @@ Example
 
 from __future__ import annotations
 
+import csv
 import difflib
 import hashlib
+import io
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -63,6 +65,12 @@ class Table:
     source: str
     sha256: str
 
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, spec: ModelSpec, source: str = "<DataFrame>") -> Table:
+        """A table built in memory, validated for ``spec`` as a file would be (errors name
+        ``source``, the row and the column)."""
+        return cls(validate(frame, spec, source), source, frame_sha256(frame))
+
     def settings(self, spec: ModelSpec) -> list[str]:
         """The setting labels of the table, in order of first appearance."""
         return list(dict.fromkeys(setting_labels(self.frame, spec)))
@@ -75,6 +83,37 @@ class Table:
         return Table(validate(frame, spec, self.source), self.source, frame_sha256(frame))
 
 
+# The file line of each data row of the CSV files read, by source, where blank lines or
+# quoted cells that span lines shift them from ``row + 1`` (the header is line 1).
+_SHIFTED_LINES: dict[str, tuple[int, ...]] = {}
+
+
+def file_lines(positions: Iterable[int], source: str) -> list[int]:
+    """The CSV file line of each 0-based data row of ``source`` (as :func:`read_table` last
+    read it): ``position + 2`` unless blank lines or multi-line cells come before it."""
+    shifted = _SHIFTED_LINES.get(source)
+    return [
+        shifted[p] if shifted is not None and p < len(shifted) else p + 2
+        for p in (int(p) for p in positions)
+    ]
+
+
+def _record_lines(path: Path, text: str) -> None:
+    """Remember where each data row of the CSV ``text`` starts, if not simply ``row + 2``."""
+    starts = []
+    reader = csv.reader(io.StringIO(text))
+    line = 1
+    for record in reader:  # ``reader.line_num`` is the line a record ends on
+        if record and line > 1:  # pandas skips blank lines; the header is not a data row
+            starts.append(line)
+        line = reader.line_num + 1
+    key = str(path)
+    if starts == list(range(2, len(starts) + 2)):
+        _SHIFTED_LINES.pop(key, None)
+    else:
+        _SHIFTED_LINES[key] = tuple(starts)
+
+
 def rows_text(positions: Iterable[int], source: str) -> str:
     """Name rows by 1-based data-row number (and CSV file line), at most a few of them."""
     pos = sorted(int(p) for p in positions)
@@ -83,7 +122,8 @@ def rows_text(positions: Iterable[int], source: str) -> str:
     more = f" and {len(pos) - len(shown)} more" if len(pos) > len(shown) else ""
     text = f"row{'s' if len(pos) > 1 else ''} {rows}{more}"
     if source.endswith(".csv"):
-        text += f" (file line{'s' if len(pos) > 1 else ''} {', '.join(str(p + 2) for p in shown)})"
+        lines = ", ".join(map(str, file_lines(shown, source)))
+        text += f" (file line{'s' if len(pos) > 1 else ''} {lines})"
     return text
 
 
@@ -129,6 +169,8 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
     try:
         if suffix == ".csv":
             frame = pd.read_csv(path, skipinitialspace=True)
+            _check_header(path, raw)
+            _record_lines(path, raw.decode("utf-8-sig", errors="replace"))
             if len(frame.columns) == 1 and "\t" in str(frame.columns[0]):
                 raise ObservationError(
                     f"{path}: this looks tab-separated (one column named "
@@ -143,6 +185,18 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
             raise
         raise ObservationError(f"{path}: cannot be read as {suffix[1:]}: {exc}") from exc
     return frame, digest
+
+
+def _check_header(path: Path, raw: bytes) -> None:
+    """A column named twice is an error (pandas would rename the second ``seed.1`` and the
+    table would be read with the first, silently)."""
+    first = next(csv.reader(io.StringIO(raw.decode("utf-8-sig", errors="replace"))), [])
+    names_ = [c.strip() for c in first]
+    repeated = sorted({c for c in names_ if names_.count(c) > 1})
+    if repeated:
+        raise ObservationError(
+            f"{path}: the header names column(s) {', '.join(map(repr, repeated))} more than once"
+        )
 
 
 def frame_sha256(frame: pd.DataFrame) -> str:
@@ -331,6 +385,11 @@ def _check_reward(frame: pd.DataFrame, source: str) -> None:
     values = frame[names.REWARD].astype(str).str.strip().str.lower()
     values = values.where(frame[names.REWARD].notna(), "")
     bad = frame.index[~values.isin(names.REWARD_LEVELS)]
+    missing = frame.index[frame[names.REWARD].isna()]
+    if len(missing):
+        raise column_error(
+            source, names.REWARD, missing, f"value is missing; use one of {names.REWARD_LEVELS}"
+        )
     if len(bad):
         raise column_error(
             source,

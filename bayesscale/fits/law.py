@@ -48,9 +48,11 @@ from bayesscale.data.fitfile import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from bayesscale.core.prices import Prices
     from bayesscale.data.extrapolation import SweptRange
     from bayesscale.data.observations import Table
     from bayesscale.data.spec import ModelSpec
+    from bayesscale.fits.pricing import PricingFit
     from bayesscale.law.predict import FitLayout, Prediction
     from bayesscale.recipe.draws import LawDraws
 
@@ -163,18 +165,56 @@ class LawFit:
         return format_text(self.summary(prob))
 
     def recipe(
-        self, budgets: float | Sequence[float], *, summarize: bool = False, **options: Any
+        self,
+        budgets: float | Sequence[float],
+        *,
+        pricing: PricingFit | xr.DataTree | str | Path | None = None,
+        prices: Prices | str | Path | None = None,
+        summarize: bool = False,
+        **options: Any,
     ) -> xr.Dataset:
         """The allocation of every draw and the decision at each budget
         (:func:`bayesscale.recipe.solve.recipe`, whose keyword ``options`` it takes);
-        ``summarize=True`` returns medians and equal-tailed intervals instead of draws."""
+        ``summarize=True`` returns medians and equal-tailed intervals instead of draws.
+
+        ``pricing``: a pricing fit (object, tree or saved file) whose discounts price the
+        synthetic axes; ``prices``: unit prices (a prices TOML file, or
+        :func:`bayesscale.core.prices.load_prices`'s result; default: the paper's).
+        What the recipe cannot support (a failed or preview fit, extrapolation far beyond
+        the data, exponents the data barely identify) is warned
+        (:class:`~bayesscale.fits.caveats.CaveatWarning`) and kept in ``attrs["caveats"]``.
+        """
+        from bayesscale.core.prices import load_prices
+        from bayesscale.fits.caveats import announce, recipe_caveats
+        from bayesscale.fits.pricing import PricingFit
         from bayesscale.recipe.output import summarize as summarize_recipe
         from bayesscale.recipe.solve import recipe
 
         if isinstance(budgets, int | float | np.number):  # one budget (a NumPy scalar too)
             budgets = [float(budgets)]
-        ds = recipe(self.tree, budgets, **options)
-        return summarize_recipe(ds) if summarize else ds
+        if isinstance(pricing, str | Path):
+            pricing = PricingFit.load(pricing)
+        elif isinstance(pricing, xr.DataTree):
+            pricing = PricingFit(pricing)
+        if isinstance(prices, str | Path):
+            prices = load_prices(prices)
+        ds = recipe(
+            self.tree,
+            budgets,
+            prices=prices,
+            pricing=pricing.tree if pricing is not None else None,
+            **options,
+        )
+        caveats = recipe_caveats(
+            self,
+            ds,
+            pricing.diagnostics if pricing is not None else None,
+            options.get("within_data"),
+        )
+        out = summarize_recipe(ds) if summarize else ds
+        out.attrs["caveats"] = "\n".join(caveats)
+        announce(caveats)
+        return out
 
     def predict(self, rows: Table | pd.DataFrame, **options: Any) -> Prediction:
         """Per-draw law and predictive parameters for ``rows``
@@ -185,11 +225,18 @@ class LawFit:
 
     def check(self, heldout: str | Path | Table, prob: float = 0.9, **options: Any) -> pd.DataFrame:
         """Posterior-predictive check of held-out runs (a path or a table), one row per run
-        (:func:`bayesscale.checks.heldout.check`)."""
+        (:func:`bayesscale.checks.heldout.check`). A failed or preview fit and rows far
+        outside the swept range are warned (:class:`~bayesscale.fits.caveats.CaveatWarning`)
+        and listed in ``attrs["caveats"]``."""
         from bayesscale.checks.heldout import check, load_heldout
+        from bayesscale.fits.caveats import announce, check_caveats
 
         table = load_heldout(heldout, self.tree) if isinstance(heldout, str | Path) else heldout
-        return check(self.tree, table, prob, **options)
+        frame = check(self.tree, table, prob, **options)
+        caveats = check_caveats(self, frame)
+        frame.attrs["caveats"] = caveats
+        announce(caveats)
+        return frame
 
     def plot_law(self, axis: str, table: Table | None = None, **options: Any) -> Figure:
         """Observations and the posterior law along ``axis``, per setting."""

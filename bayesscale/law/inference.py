@@ -372,9 +372,10 @@ def _log_densities_jax(
 
 def sampler_attrs(config: FitConfig, draws: int, timing: Timing) -> dict[str, Any]:
     """How a fit was sampled, as root attributes: ``draws`` is what the posterior holds per
-    chain (with an ESS target it can exceed ``config.draws``)."""
+    chain (with an ESS target it can exceed ``config.draws``); a preview's sampler is the
+    Laplace approximation that made it, whatever ``config.sampler`` says."""
     return {
-        names.ATTR_SAMPLER: config.sampler,
+        names.ATTR_SAMPLER: names.SAMPLER_PREVIEW if config.preview else config.sampler,
         names.ATTR_SEED: config.seed,
         names.ATTR_PREVIEW: int(config.preview),
         "chains": config.chains,

@@ -45,7 +45,7 @@ def ordering_probability(alpha: xr.DataArray) -> xr.DataArray:
 def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     """Everything ``bayesscale summary`` prints, as plain data (JSON-ready)."""
     if not 0 < prob < 1:
-        raise ValueError(f"--prob must be in (0, 1), got {prob}")
+        raise ValueError(f"prob must be in (0, 1), got {prob}")
     post = tree["posterior"].to_dataset()
     const = tree["constant_data"].to_dataset()
     axes = [str(a) for a in post[names.AXIS_DIM].values]
@@ -206,7 +206,8 @@ def format_text(result: dict[str, Any]) -> str:
         lines.append(
             f"  NOTE: {len(notes)} exponent(s) marked {MARKERS[FLAG_DOMINATED]}/"
             f"{MARKERS[FLAG_SENSITIVE]}: their intervals lean on the prior (rule above); "
-            "compare a refit with `bayesscale fit --prior-scale 2`"
+            "compare a refit with `bayesscale fit --prior-scale 2` (in Python, "
+            "`bs.fit(..., prior_scale=2)`)"
         )
     diag = result["diagnostics"]
     verdict = "ok" if diag["ok"] else ("PREVIEW" if diag.get("preview") else "FAILED")

@@ -119,7 +119,7 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     methods on axes with at least two methods), with its interval; exclusions; diagnostics.
     """
     if not 0 < prob < 1:
-        raise ValueError(f"--prob must be in (0, 1), got {prob}")
+        raise ValueError(f"prob must be in (0, 1), got {prob}")
     post = tree["posterior"].to_dataset()
     const = tree["constant_data"].to_dataset()
     methods = [str(m) for m in post[names.METHOD_DIM].to_numpy()]
@@ -213,7 +213,10 @@ def format_pricing_text(result: Mapping[str, Any]) -> str:
         return f"{num(d['median'])} [{num(d['lower'])}, {num(d['upper'])}]"
 
     pct = round(100 * result["prob"])
-    lines = [
+    dg = result["diagnostics"]
+    headline = dg.get("headline")  # a preview or failed fit says so first, as the law's summary
+    lines = [headline] if headline else []
+    lines += [
         f"pricing: kappa(r) = kappa0 - (1 - kappa0) r / c; r* where normalised success falls "
         f"below {result['threshold']:g} of the pure-real baseline ({result['frame']}); "
         f"median [{pct}% interval]; pooling: {result['pooling']}",
@@ -248,7 +251,6 @@ def format_pricing_text(result: Mapping[str, Any]) -> str:
         lines += ["", "notes:", *notes]
     if result["exclusions"]:
         lines += ["", "left out of the fit:", *[f"  {e}" for e in result["exclusions"]]]
-    dg = result["diagnostics"]
     lines += [
         "",
         f"diagnostics: {format_diagnostics(dg)}"

@@ -144,7 +144,8 @@ def extrapolation_warning(summary: dict[str, Any], within: float | None) -> str 
         for a, f in sorted(worst.items(), key=lambda kv: -kv[1])
     )
     hint = (
-        f"--within-data {threshold:g} keeps the recipe within {threshold:g}x"
+        f"--within-data {threshold:g}, or within_data={threshold:g} in Python, keeps the "
+        f"recipe within {threshold:g}x"
         if within is None
         else "with --within-data, what remains lies below the swept range"
     )
@@ -152,6 +153,47 @@ def extrapolation_warning(summary: dict[str, Any], within: float | None) -> str 
         f"warning: {len(beyond)} of {len(results)} (setting, budget) rows lie more than "
         f"{threshold:g}x outside the swept range: {axes}; a power law says little that far "
         f"beyond the range it was fitted on ({hint})"
+    )
+
+
+def exponent_flags_note(summary: dict[str, Any]) -> str | None:
+    """One note when rows of the recipe's JSON carry ``exponent_flags``
+    (:func:`bayesscale.recipe.output.flag_rows`): which axes the data barely identify, in how
+    many settings, and what to do; else ``None``."""
+    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+
+    settings = {row["setting"]: row.get("exponent_flags", {}) for row in summary["results"]}
+    counts: dict[tuple[str, str], int] = {}
+    for marked in settings.values():
+        for axis, flag in marked.items():
+            counts[(axis, flag)] = counts.get((axis, flag), 0) + 1
+    if not counts:
+        return None
+    order = {FLAG_DOMINATED: 0, FLAG_SENSITIVE: 1}
+    parts = [
+        f"{axis} {flag} ({MARKERS[flag]}) in {n} of {len(settings)} settings"
+        for (axis, flag), n in sorted(counts.items(), key=lambda kv: (order[kv[0][1]], -kv[1]))
+    ]
+    return (
+        "note: exponents the data barely identify, marked in the table: "
+        f"{'; '.join(parts)}. Where the decision leans on such an axis it says as much about "
+        "the prior as about the data: refit with `bayesscale fit --prior-scale 2` (in Python, "
+        "`bs.fit(..., prior_scale=2)`) and compare (docs/identification.md)"
+    )
+
+
+def solver_failures_note(failures: int) -> str | None:
+    """One note when the expected-success optimiser failed for some (setting, budget) pairs.
+
+    >>> solver_failures_note(0) is None, solver_failures_note(2)[:40]
+    (True, 'note: the expected-success optimiser did')
+    """
+    if not failures:
+        return None
+    return (
+        f"note: the expected-success optimiser did not converge for {failures} (setting, "
+        "budget) pair(s); the better of its last point and the median per-draw optimum is "
+        "reported there"
     )
 
 

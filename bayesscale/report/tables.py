@@ -146,7 +146,8 @@ class Raw:
 
 def format_number(x: float | None, digits: int | None = 2, sig: int = 3) -> str:
     """A number for a table: ``digits`` decimals, or (``digits=None``) ``sig`` significant
-    digits with a k/M/G/T suffix from a thousand up; ``None`` and ``inf`` give ``∞``, NaN ``n/a``.
+    digits with a k/M/G/T suffix from a thousand up (in scientific notation from 1e15);
+    ``None`` and ``inf`` give ``∞``, NaN ``n/a``.
 
     >>> format_number(0.3512), format_number(1234567, None), format_number(950.4, None)
     ('0.35', '1.23M', '950')
@@ -154,6 +155,8 @@ def format_number(x: float | None, digits: int | None = 2, sig: int = 3) -> str:
     ('12.3k', '0.000123', '∞')
     >>> format_number(999_999_999.6, None), format_number(999.6, None)
     ('1.00G', '1.00k')
+    >>> format_number(999.6e12, None), format_number(1.66e16, None)
+    ('1.00e+15', '1.66e+16')
     """
     if x is None or (isinstance(x, float) and math.isinf(x)):
         return INFINITY_MD if x is None or x > 0 else "-" + INFINITY_MD
@@ -165,6 +168,8 @@ def format_number(x: float | None, digits: int | None = 2, sig: int = 3) -> str:
     if x == 0:
         return "0"
     x = float(f"{x:.{sig - 1}e}")  # round first: 999,999,999.6 is 1.00G, not 1000M
+    if abs(x) >= 1e15:  # past the largest suffix: 1000T would read as a typo
+        return f"{x:.{sig - 1}e}"
     suffix = ""
     for scale, name in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
