@@ -411,8 +411,23 @@ def _identity_columns(frame: pd.DataFrame, spec: ModelSpec) -> list[str]:
 
 
 def _check_duplicates(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
-    identity = _identity_columns(frame, spec)
     outcome = [names.SUCCESSES, names.TRIALS] if spec.outcome == "success" else [names.LOSS]
+    check_duplicate_rows(frame, _identity_columns(frame, spec), outcome, source)
+
+
+def check_duplicate_rows(
+    frame: pd.DataFrame,
+    identity: Sequence[str],
+    outcome: Sequence[str],
+    source: str,
+    error: type[ObservationError] = ObservationError,
+    warning: type[Warning] = DataWarning,
+    unit: str = "observation",
+) -> None:
+    """Rows alike in every ``identity`` column must agree on the ``outcome`` (``error``
+    otherwise, naming them); identical copies are kept, each as its own ``unit``, with a
+    ``warning`` (a run ingested twice counts twice)."""
+    identity, outcome = list(identity), list(outcome)
     dup = frame[frame.duplicated(identity, keep=False)]
     if dup.empty:
         return
@@ -423,13 +438,14 @@ def _check_duplicates(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None
                 ",".join(outcome),
                 group.index,
                 f"conflicting duplicate rows: same {identity} but different outcomes",
+                error,
             )
     warnings.warn(
         f"{source}: {rows_text(dup.index, source)} repeat another row exactly "
-        f"(same {identity} and outcome); each is kept as its own observation. "
+        f"(same {identity} and outcome); each is kept as its own {unit}. "
         "Remove the copies if they came from ingesting a run twice.",
-        DataWarning,
-        stacklevel=3,
+        warning,
+        stacklevel=4,
     )
 
 

@@ -26,6 +26,7 @@ import pandas as pd
 from bayesscale import names
 from bayesscale.data.observations import (
     ObservationError,
+    check_duplicate_rows,
     check_numeric,
     column_error,
     missing_columns,
@@ -156,7 +157,16 @@ def validate_pricing(
             "one axis (give a cross-axis generator its own label, e.g. 'cross')",
         )
 
-    _check_duplicates(frame, spec, source)
+    # two runs of one method, mix and seed must agree; identical copies are kept, warned
+    check_duplicate_rows(
+        frame,
+        [names.METHOD, names.AXIS_COLUMN, names.REAL, names.SYNTHETIC, names.SEED],
+        [names.SUCCESSES, names.TRIALS] if spec.outcome == "success" else [names.LOSS],
+        source,
+        PricingError,
+        PricingWarning,
+        unit="run",
+    )
 
     frame["_row"] = np.arange(len(frame))
     exclusions: list[Exclusion] = []
@@ -215,31 +225,6 @@ def validate_pricing(
         raise PricingError(f"{source}: nothing usable is left after the exclusions above")
     digest = sha256 if sha256 is not None else frame_sha256(frame.drop(columns="_row"))
     return PricingTable(frame.reset_index(drop=True), source, digest, tuple(exclusions))
-
-
-def _check_duplicates(frame: pd.DataFrame, spec: PricingSpec, source: str) -> None:
-    """Two runs of one method, mix and seed must agree (else the table contradicts itself);
-    identical copies are kept, with a warning (a run ingested twice counts twice)."""
-    identity = [names.METHOD, names.AXIS_COLUMN, names.REAL, names.SYNTHETIC, names.SEED]
-    outcome = [names.SUCCESSES, names.TRIALS] if spec.outcome == "success" else [names.LOSS]
-    dup = frame[frame.duplicated(identity, keep=False)]
-    if dup.empty:
-        return
-    for _, group in dup.groupby(identity, sort=False):
-        if len(group[outcome].drop_duplicates()) > 1:
-            raise _pfail(
-                source,
-                ",".join(outcome),
-                group.index,
-                f"conflicting duplicate rows: same {identity} but different outcomes",
-            )
-    warnings.warn(
-        f"{source}: {rows_text(dup.index, source)} repeat another row exactly (same "
-        f"{identity} and outcome); each is kept as its own run. Remove the copies if they "
-        "came from ingesting a run twice.",
-        PricingWarning,
-        stacklevel=3,
-    )
 
 
 def _pfail(source: str, column: str, positions: Any, problem: str) -> ObservationError:
