@@ -14,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Read a sweep spec (TOML) and its task pool; write a sweep directory with "
             "manifest.csv, per-grid-point train parquet files in verl's schema, the held-out "
-            "val parquet and plan.json (alignment report). Never overwrites without --force."
+            "val parquet and plan.json (alignment report). Never overwrites without --force, "
+            "and never, even with it, a folder that holds anything but an unrun plan."
         ),
     )
     parser.add_argument("spec", help="sweep spec TOML (see docs/verl.md)")
@@ -27,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="replace an existing sweep directory (without it an existing one is never touched)",
+        help="replace an earlier plan in DIR that nothing ran from (no run launched, no file "
+        "under runs/, nothing beside the plan's own files); without it DIR is never touched",
     )
     parser.add_argument("--json", action="store_true", help="print the plan report as JSON")
     parser.set_defaults(func=run)

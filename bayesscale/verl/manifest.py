@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayesscale import names
-from bayesscale.data.observations import write_table
+from bayesscale.data.observations import number_text, write_table
 
 MANIFEST = "manifest.csv"
 SPEC_COPY = "sweep.toml"
@@ -42,7 +42,7 @@ FINISHED_BAD = (FAILED, STOPPED)
 LOG_NAME = "verl.jsonl"
 TEXT_COLUMNS = (names.JOB_ID, names.MESSAGE, names.UPDATED_AT, names.LOG_PATH)
 # what ingest copies into observation rows and launch reads: present, and whole numbers > 0
-# (seeds and attempts >= 0)
+# (seeds and attempts >= 0); params_b present, > 0 where a sweep gives it
 COUNT_COLUMNS = (names.N_ENVS, names.N_TASKS, names.ROLLOUTS, names.SEED, names.ATTEMPT)
 SETTING_COLUMNS = (names.MODEL, names.ALGORITHM, names.DOMAIN, names.PARAMS_B)
 
@@ -100,30 +100,31 @@ def read_manifest(sweep_dir: str | Path) -> pd.DataFrame:
 
 
 def _check_numbers(frame: pd.DataFrame, path: Path) -> None:
-    """Counts are whole numbers (sizes > 0, seeds and attempts >= 0), ``params_b`` > 0; the
-    first bad cell is named by column, data row and file line."""
+    """Counts are whole numbers (sizes > 0, seeds and attempts >= 0); ``params_b``, which a
+    sweep spec may leave out (its cells are then empty), is > 0 where given. The first bad
+    cell is named by column, data row and file line."""
 
     def fail(column: str, row: int, what: str) -> ManifestError:
         return ManifestError(
             f"{path}: column {column!r}, row {row + 1} (file line {row + 2}): {what}, got "
-            f"{frame[column].iloc[row]!r}"
+            f"{number_text(frame[column].iloc[row])}"
         )
 
-    for column in (*COUNT_COLUMNS, names.PARAMS_B):
+    for column in COUNT_COLUMNS:
         values = pd.to_numeric(frame[column], errors="coerce")
         floor = 0 if column in (names.SEED, names.ATTEMPT) else 1
-        bad = values.isna() | (values < floor)
-        if column != names.PARAMS_B:
-            bad |= values.notna() & (values != values.round())
-        else:
-            bad = values.isna() | ~(values > 0)
+        bad = values.isna() | (values < floor) | (values != values.round())
         if bad.any():
-            row = int(bad.to_numpy().nonzero()[0][0])
-            what = (
-                "must be > 0" if column == names.PARAMS_B else f"must be a whole number >= {floor}"
+            raise fail(
+                column, int(bad.to_numpy().nonzero()[0][0]), f"must be a whole number >= {floor}"
             )
-            raise fail(column, row, what)
-        frame[column] = values.astype(float if column == names.PARAMS_B else int)
+        frame[column] = values.astype(int)
+    given = frame[names.PARAMS_B].notna()
+    values = pd.to_numeric(frame[names.PARAMS_B], errors="coerce")
+    bad = given & ~(values > 0)
+    if bad.any():
+        raise fail(names.PARAMS_B, int(bad.to_numpy().nonzero()[0][0]), "must be > 0 where given")
+    frame[names.PARAMS_B] = values
 
 
 def write_manifest(frame: pd.DataFrame, sweep_dir: str | Path) -> Path:

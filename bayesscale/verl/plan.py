@@ -516,25 +516,44 @@ def write_sweep(
 
 
 def _check_replaceable(target: Path) -> None:
-    """Refuse, even with ``--force``, to replace what is not a plan that nothing ran from."""
+    """Refuse, even with ``--force``, to replace what is not a plan that nothing ran from:
+    a folder without a sweep's manifest and plan, one holding files a plan does not write,
+    a sweep with runs launched (a status past ``planned``, a job id) or files under runs."""
     if not target.is_dir():
         raise FileExistsError(
             f"{target} exists and is not a sweep directory; refusing to replace it"
         )
     if not any(target.iterdir()):
         return
+    refuse = "refusing to replace it, even with --force"
     if not (target / mf.MANIFEST).is_file() or not (target / mf.PLAN_REPORT).is_file():
         raise FileExistsError(
             f"{target} holds no bayesscale sweep (no {mf.MANIFEST} and {mf.PLAN_REPORT}); "
-            "refusing to replace it, even with --force: choose another --out"
+            f"{refuse}: choose another --out"
+        )
+    own = {mf.MANIFEST, mf.PLAN_REPORT, mf.SPEC_COPY, "data", "runs"}
+    foreign = sorted(p.name for p in target.iterdir() if p.name not in own)
+    if foreign:
+        raise FileExistsError(
+            f"{target}: holds {', '.join(foreign[:3])}, which no plan writes; {refuse}: move "
+            "them out first"
         )
     runs = target / "runs"
     written = [p for p in runs.rglob("*") if p.is_file()] if runs.is_dir() else []
     if written:
         raise FileExistsError(
             f"{target}: its runs hold {len(written)} file(s) (e.g. "
-            f"{written[0].relative_to(target)}); refusing to replace the sweep, even with "
-            "--force: ingest them and move the folder away first"
+            f"{written[0].relative_to(target)}); {refuse}: ingest them and move the folder "
+            "away first"
+        )
+    manifest = mf.read_manifest(target)
+    jobs = manifest.get(names.JOB_ID, pd.Series("", index=manifest.index)).astype(str)
+    launched = manifest[(manifest[names.STATUS] != mf.PLANNED) | (jobs != "")]
+    if len(launched):
+        raise FileExistsError(
+            f"{target}: {len(launched)} run(s) were launched (e.g. "
+            f"{launched[names.RUN_ID].iloc[0]}, {launched[names.STATUS].iloc[0]}); {refuse}: "
+            "their jobs would write into the new plan"
         )
 
 

@@ -204,20 +204,17 @@ def test_manifest_without_id_columns_says_what_its_counts_are(sweep: Path) -> No
         (lambda f: f.drop(columns=[names.N_TASKS]), r"missing column\(s\) 'n_tasks'"),
         (
             lambda f: f.assign(**{names.PARAMS_B: -f[names.PARAMS_B]}),
-            r"column 'params_b', row 1 \(file line 2\): must be > 0",
+            r"column 'params_b', row 1 \(file line 2\): must be > 0 where given, got -0.5",
         ),
     ],
 )
-def test_a_corrupt_manifest_is_refused_before_anything_is_written(
-    sweep: Path, tmp_path: Path, edit, message: str
-) -> None:
+def test_a_corrupt_manifest_is_refused_when_read(sweep: Path, edit, message: str) -> None:
+    """ingest (and launch) read the manifest first: a corrupt one stops them, naming the cell."""
     r = runs(sweep)
     place(sweep, r[0], ["v09_clean.jsonl"])
     edit(mf.read_manifest(sweep)).to_csv(sweep / mf.MANIFEST, index=False)
-    out = tmp_path / "obs.csv"
     with pytest.raises(mf.ManifestError, match=message):
-        write_observations(ingest_sweep(sweep), out)
-    assert not out.exists()
+        ingest_sweep(sweep)
     (sweep / mf.MANIFEST).write_text("")
     with pytest.raises(mf.ManifestError, match=r"manifest.csv: empty file \(no header row\)"):
         ingest_sweep(sweep)

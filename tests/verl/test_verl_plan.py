@@ -109,8 +109,26 @@ def test_force_replaces_an_unrun_plan_only(small_spec: Path, tmp_path: Path) -> 
     with pytest.raises(FileExistsError, match=r"its runs hold 1 file\(s\)"):
         plan_sweep(spec, sweep, overwrite=True)
     assert (run / "train.log").read_text() == "step:1\n"
+    (run / "train.log").unlink()
+    (sweep / "notes.md").write_text("mine\n")  # a file of the user's beside the plan
+    with pytest.raises(FileExistsError, match=r"holds notes.md, which no plan writes"):
+        plan_sweep(spec, sweep, overwrite=True)
+    (sweep / "notes.md").unlink()
+    frame = mf.read_manifest(sweep)
+    frame.loc[0, names.STATUS] = mf.PENDING  # launched, its job still queued: no log yet
+    mf.write_manifest(frame, sweep)
+    with pytest.raises(FileExistsError, match=r"1 run\(s\) were launched"):
+        plan_sweep(spec, sweep, overwrite=True)
     (tmp_path / "empty").mkdir()
     assert (plan_sweep(spec, tmp_path / "empty", overwrite=True).sweep_dir / mf.MANIFEST).exists()
+
+
+def test_a_sweep_without_model_sizes_reads_back(small_spec: Path, tmp_path: Path) -> None:
+    """params_b is optional in a sweep spec: the manifest's cells are empty, not refused."""
+    text = small_spec.read_text().replace("params_b = 0.5\n", "")
+    small_spec.write_text(text)
+    sweep = plan_sweep(load_sweep_spec(small_spec), tmp_path / "sweep").sweep_dir
+    assert mf.read_manifest(sweep)[names.PARAMS_B].isna().all()
 
 
 def test_pool_too_small_names_columns() -> None:
