@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -103,6 +104,43 @@ def test_file_lines_count_blank_lines_and_cells_that_span_lines(small, tmp_path)
     spanning.loc[8, names.N_ENVS] = "many"
     with pytest.raises(ObservationError, match=r"row 9 \(file line 11\)"):
         load_observations(write(spanning, tmp_path, "spanning.csv"), SPEC)
+
+
+@pytest.mark.parametrize(
+    ("shape", "line"),
+    [
+        ("leading blank line", 11),
+        ("whitespace-only line", 11),
+        ("CR line endings", 10),
+        ("relative path", 11),
+    ],
+)
+def test_file_lines_in_other_shapes_of_csv(small, tmp_path, monkeypatch, shape, line):
+    bad = small.copy()
+    bad[names.N_ENVS] = bad[names.N_ENVS].astype(object)
+    bad.loc[8, names.N_ENVS] = "many"
+    lines = bad.to_csv(index=False).splitlines()
+    if shape == "leading blank line":
+        lines.insert(0, "")
+    elif shape == "whitespace-only line":
+        lines.insert(3, "   ")
+    elif shape == "relative path":  # read as ./obs.csv, named as obs.csv: the same file
+        lines.insert(3, "")
+    path = tmp_path / "obs.csv"
+    path.write_text(("\r" if shape == "CR line endings" else "\n").join(lines) + "\n")
+    if shape == "relative path":
+        monkeypatch.chdir(tmp_path)
+        path = Path("./obs.csv")
+    with pytest.raises(ObservationError, match=rf"row 9 \(file line {line}\)"):
+        load_observations(path, SPEC)
+
+
+def test_empty_header_cells_are_not_names(small, tmp_path):
+    """A spreadsheet's export may end every line with empty cells: they name nothing."""
+    path = write(small, tmp_path)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(line + ",," for line in lines) + "\n")
+    assert len(load_observations(path, SPEC).frame) == len(small)
 
 
 def test_a_column_named_twice_is_an_error(small, tmp_path):

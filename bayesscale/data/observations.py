@@ -24,7 +24,7 @@ import difflib
 import hashlib
 import io
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,31 +83,49 @@ class Table:
         return Table(validate(frame, spec, self.source), self.source, frame_sha256(frame))
 
 
-# The file line of each data row of the CSV files read, by source, where blank lines or
-# quoted cells that span lines shift them from ``row + 1`` (the header is line 1).
+# The file line of each data row of the CSV files read, by resolved path, where blank lines
+# or quoted cells that span lines shift them from ``row + 2`` (the header is line 1). Kept for
+# the last read of each path: a table read again after its file changed takes the new lines.
 _SHIFTED_LINES: dict[str, tuple[int, ...]] = {}
+
+
+def _line_key(source: str | Path) -> str:
+    try:
+        return str(Path(source).resolve())
+    except (OSError, RuntimeError):
+        return str(source)
 
 
 def file_lines(positions: Iterable[int], source: str) -> list[int]:
     """The CSV file line of each 0-based data row of ``source`` (as :func:`read_table` last
     read it): ``position + 2`` unless blank lines or multi-line cells come before it."""
-    shifted = _SHIFTED_LINES.get(source)
+    shifted = _SHIFTED_LINES.get(_line_key(source))
     return [
         shifted[p] if shifted is not None and p < len(shifted) else p + 2
         for p in (int(p) for p in positions)
     ]
 
 
-def _record_lines(path: Path, text: str) -> None:
-    """Remember where each data row of the CSV ``text`` starts, if not simply ``row + 2``."""
-    starts = []
-    reader = csv.reader(io.StringIO(text))
+def _records(text: str) -> Iterator[tuple[int, list[str]]]:
+    """``(first line, fields)`` of each record pandas reads from CSV ``text``: blank and
+    whitespace-only lines are skipped, as pandas skips them; a quoted cell may span lines."""
+    reader = csv.reader(io.StringIO(text, newline=""))  # "\r", "\n" and "\r\n" all end lines
     line = 1
     for record in reader:  # ``reader.line_num`` is the line a record ends on
-        if record and line > 1:  # pandas skips blank lines; the header is not a data row
-            starts.append(line)
+        if record and not (len(record) == 1 and not record[0].strip()):
+            yield line, record
         line = reader.line_num + 1
-    key = str(path)
+
+
+def _record_lines(path: Path, text: str) -> None:
+    """Remember where each data row of the CSV ``text`` starts, if not simply ``row + 2``
+    (nothing, when Python's CSV reader cannot follow a file pandas read)."""
+    key = _line_key(path)
+    try:
+        starts = [line for line, _ in _records(text)][1:]  # the first record is the header
+    except csv.Error:
+        _SHIFTED_LINES.pop(key, None)
+        return
     if starts == list(range(2, len(starts) + 2)):
         _SHIFTED_LINES.pop(key, None)
     else:
@@ -169,8 +187,9 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
     try:
         if suffix == ".csv":
             frame = pd.read_csv(path, skipinitialspace=True)
-            _check_header(path, raw)
-            _record_lines(path, raw.decode("utf-8-sig", errors="replace"))
+            text = raw.decode("utf-8-sig", errors="replace")
+            _check_header(path, text)
+            _record_lines(path, text)
             if len(frame.columns) == 1 and "\t" in str(frame.columns[0]):
                 raise ObservationError(
                     f"{path}: this looks tab-separated (one column named "
@@ -187,11 +206,15 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
     return frame, digest
 
 
-def _check_header(path: Path, raw: bytes) -> None:
+def _check_header(path: Path, text: str) -> None:
     """A column named twice is an error (pandas would rename the second ``seed.1`` and the
-    table would be read with the first, silently)."""
-    first = next(csv.reader(io.StringIO(raw.decode("utf-8-sig", errors="replace"))), [])
-    names_ = [c.strip() for c in first]
+    table would be read with the first, silently). Unnamed columns (the empty cells a
+    spreadsheet leaves at the end of a header) are not names."""
+    try:
+        header = next((fields for _, fields in _records(text)), [])
+    except csv.Error:  # pandas read it; Python's reader cannot: nothing more to check here
+        return
+    names_ = [c.strip() for c in header if c.strip()]
     repeated = sorted({c for c in names_ if names_.count(c) > 1})
     if repeated:
         raise ObservationError(
@@ -412,7 +435,8 @@ def _identity_columns(frame: pd.DataFrame, spec: ModelSpec) -> list[str]:
 
 def _check_duplicates(frame: pd.DataFrame, spec: ModelSpec, source: str) -> None:
     outcome = [names.SUCCESSES, names.TRIALS] if spec.outcome == "success" else [names.LOSS]
-    check_duplicate_rows(frame, _identity_columns(frame, spec), outcome, source)
+    # the warning names the line that called validate, as this module's other warnings do
+    check_duplicate_rows(frame, _identity_columns(frame, spec), outcome, source, stacklevel=3)
 
 
 def check_duplicate_rows(
@@ -423,10 +447,11 @@ def check_duplicate_rows(
     error: type[ObservationError] = ObservationError,
     warning: type[Warning] = DataWarning,
     unit: str = "observation",
+    stacklevel: int = 2,
 ) -> None:
     """Rows alike in every ``identity`` column must agree on the ``outcome`` (``error``
     otherwise, naming them); identical copies are kept, each as its own ``unit``, with a
-    ``warning`` (a run ingested twice counts twice)."""
+    ``warning`` (a run ingested twice counts twice) ``stacklevel`` frames above the caller."""
     identity, outcome = list(identity), list(outcome)
     dup = frame[frame.duplicated(identity, keep=False)]
     if dup.empty:
@@ -445,7 +470,7 @@ def check_duplicate_rows(
         f"(same {identity} and outcome); each is kept as its own {unit}. "
         "Remove the copies if they came from ingesting a run twice.",
         warning,
-        stacklevel=4,
+        stacklevel=stacklevel + 1,
     )
 
 

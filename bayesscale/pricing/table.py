@@ -166,6 +166,7 @@ def validate_pricing(
         PricingError,
         PricingWarning,
         unit="run",
+        stacklevel=2,  # the line that called validate_pricing, as its other warnings
     )
 
     frame["_row"] = np.arange(len(frame))
