@@ -209,36 +209,44 @@ def task_texts(pool: Pool, text_column: str | None = None) -> pd.Series:
 
 
 def task_embeddings(pool: Pool, column: str = names.EMBEDDING) -> np.ndarray:
-    """The first embedding of each task id from the pool's embedding column. Every row's
-    embedding is checked (a list of finite numbers, not all zero, one length for all), and an
-    error names the file, column and row (line, for JSONL)."""
+    """The first embedding of each task id from the pool's embedding column. Every embedding
+    given is checked (a list of finite numbers, not all zero, one length for all); a row may
+    leave it out where another row of its task gives it. Errors name the file, column and row
+    (line, for JSONL)."""
 
     def fail(position: int, problem: str) -> PoolError:
         return pool_error(pool.source, column, [position], problem)
 
-    vectors: list[np.ndarray] = []
+    width: int | None = None
+    first: dict[str, np.ndarray] = {}
+    first_row: dict[str, int] = {}
+    tasks = pool.frame[names.TASK_ID].to_numpy()
     for position, value in enumerate(pool.frame[column]):
+        task = str(tasks[position])
+        first_row.setdefault(task, position)
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            continue  # left out here: another row of the task must give it
         if isinstance(value, str):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:
                 raise fail(position, f"not a JSON list of numbers: {value[:40]!r}") from None
         try:
-            vector = np.asarray(value, dtype=np.float64) if value is not None else np.array([])
+            vector = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError):
             raise fail(position, f"expected a list of finite numbers, got {value!r:.40}") from None
         if vector.ndim != 1 or vector.size == 0 or not np.all(np.isfinite(vector)):
             raise fail(position, "expected a list of finite numbers")
         if not np.any(vector):
             raise fail(position, "an all-zero embedding has no direction")
-        if vectors and vector.size != vectors[0].size:
-            raise fail(
-                position,
-                f"an embedding of {vector.size} numbers; row 1 has {vectors[0].size}",
-            )
-        vectors.append(vector)
-    first = ~pool.frame[names.TASK_ID].duplicated().to_numpy()
-    return np.vstack([v for v, keep in zip(vectors, first, strict=True) if keep])
+        if width is not None and vector.size != width:
+            raise fail(position, f"an embedding of {vector.size} numbers; the first has {width}")
+        width = vector.size
+        first.setdefault(task, vector)
+    missing = [task for task in first_row if task not in first]
+    if missing:
+        raise fail(first_row[missing[0]], f"no row of task {missing[0]!r} gives its embedding")
+    return np.vstack([first[task] for task in first_row])
 
 
 def count_pool(

@@ -109,7 +109,9 @@ def read_log(path: str | Path, log: Log | None = None) -> Log:
             continue
         log.lines += 1
         _merge(log, int(step), record["data"], where)
-    if not readable and len(log.notes) > notes_before:  # not a truncated log: no JSON at all
+    # no JSON on any of several lines: not a log cut short (a run that has just started has
+    # one partial line, said as a truncated last line) but no verl log at all
+    if not readable and len(log.notes) - notes_before > 1:
         log.notes[notes_before:] = [
             f"{path}: no line is JSON ({len(log.notes) - notes_before} unreadable); not a verl "
             "JSONL log"

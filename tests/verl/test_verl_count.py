@@ -117,15 +117,29 @@ def test_no_embeddings_is_a_clear_error() -> None:
         count_pool(check_pool(frame, "p.jsonl"))
 
 
+def test_an_embedding_given_once_per_task_is_enough() -> None:
+    """A pool may give a task's embedding on one of its rows only; a task with none is an
+    error naming its first row."""
+    frame = planted_pool(np.random.default_rng(0))
+    full = count_pool(check_pool(frame, "p.jsonl"))
+    frame["embedding"] = frame["embedding"].astype(object)
+    later = frame[names.TASK_ID].duplicated()
+    frame.loc[later, "embedding"] = None
+    assert count_pool(check_pool(frame, "p.jsonl")).tasks == full.tasks
+    rows = frame.index[frame[names.TASK_ID] == "t2"]
+    frame.loc[rows, "embedding"] = None
+    with pytest.raises(PoolError, match=rf"line {rows[0] + 1}: no row of task 't2' gives"):
+        count_pool(check_pool(frame, "p.jsonl"))
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        (None, "expected a list of finite numbers"),
         ([0.1, float("nan"), 0.3], "expected a list of finite numbers"),
         ("[0.1, oops]", r"not a JSON list of numbers: '\[0.1, oops\]'"),
         ("abc", "not a JSON list of numbers"),
         ("zeros", "an all-zero embedding has no direction"),
-        ("short", r"an embedding of 2 numbers; row 1 has \d+"),
+        ("short", r"an embedding of 2 numbers; the first has \d+"),
     ],
 )
 def test_every_bad_embedding_names_its_line(value: object, message: str) -> None:

@@ -49,6 +49,9 @@ def test_a_file_with_no_json_is_not_called_truncated(tmp_path) -> None:
     assert log.lines == 0 and log.notes == [
         f"{garbage}: no line is JSON (2 unreadable); not a verl JSONL log"
     ]
+    started = tmp_path / "started.jsonl"
+    started.write_text('{"step": 1, "data": {"a"')  # a run that has just begun writing
+    assert logs.read_log(started).notes == ["started.jsonl:1: truncated last line skipped"]
 
 
 def test_resumed_run_keeps_last_value_per_step() -> None:
