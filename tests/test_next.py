@@ -356,6 +356,15 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fit = example_fit(tmp_path / "fit.nc")
     assert main(["next", str(fit), "--budget", "100", "--out", str(tmp_path / "n.toml")]) == 2
     assert "--out needs --sweep" in capsys.readouterr().err
+    base = tmp_path / "base.toml"
+    base.write_text("name = 'x'\n")
+    argv = ["next", str(fit), "--budget", "100", "--sweep", str(base), "--out", str(base)]
+    assert main([*argv, "--force"]) == 2  # the base sweep spec is never replaced
+    assert "base.toml is also an input of this command" in capsys.readouterr().err
+    assert base.read_text() == "name = 'x'\n"
+    png = str(tmp_path / "same.png")
+    assert main(["next", str(fit), "--budget", "100", "--out", png, "--figure", png]) == 2
+    assert "is also --out" in capsys.readouterr().err
     costs = tmp_path / "c.toml"
     costs.write_text("[gpu]\nprice = 1\n")
     assert main(["next", str(fit), "--budget", "100", "--costs", str(costs)]) == 2

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.cli import check_prob, output_path
 
     check_prob(args.prob)
-    out = output_path(args.out, args.force, [args.observations])
+    out = output_path(args.out, args.force, [args.observations, args.spec])
 
     from bayesscale.checks.crossval import crossval, format_text
     from bayesscale.data.observations import load_observations, write_table

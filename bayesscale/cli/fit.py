@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bayesscale.cli import output_path
 
-    out = output_path(args.out, args.force, [args.observations])
+    out = output_path(args.out, args.force, [args.observations, args.spec])
     assert out is not None  # --out is required
 
     from bayesscale.data.observations import load_observations

@@ -189,9 +189,11 @@ def run(args: argparse.Namespace) -> int:
     anchors = _anchor_sizes(args.anchor)
     if args.refit_below is not None and args.observations is None:
         raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
-    inputs = [args.fit, args.observations, args.prices]
+    inputs = [args.fit, args.observations, args.prices, args.costs, args.sweep]
     out = output_path(args.out, args.force, inputs)
     figure = output_path(args.figure, args.force, inputs)
+    if out is not None and figure is not None and out.resolve() == figure.resolve():
+        raise CommandError(f"--figure {figure} is also --out; give each its own file")
     if out is not None and args.sweep is None:
         raise CommandError(
             "--out needs --sweep BASE.toml: the pool, models and verl settings of the runs"

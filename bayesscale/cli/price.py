@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--strict",
         action="store_true",
-        help="refuse to leave anything out, and exit 3 when diagnostics fail",
+        help="refuse to leave anything out or to take priors from a failed or preview "
+        "--law-fit, and exit 3 when diagnostics fail",
     )
     add_force(parser)
     parser.set_defaults(func=run, interruptible=True)
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bayesscale.cli import output_path, refuse_failed
 
-    out = output_path(args.out, args.force, [args.pricing, args.law_fit])
+    out = output_path(args.out, args.force, [args.pricing, args.law_fit, args.spec])
     assert out is not None  # --out is required
 
     from bayesscale.fits.law import LawFit

@@ -126,7 +126,7 @@ class Diagnostics:
         if self.preview:
             return (
                 "PREVIEW FIT (Laplace approximation, not a posterior sample): do not draw "
-                "conclusions from it; refit without --preview"
+                "conclusions from it; refit without --preview (preview=False in Python)"
             )
         if self.ok:
             return None

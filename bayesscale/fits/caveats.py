@@ -12,7 +12,7 @@ depends on having seen the warning:
   exponents the data barely identify, settings where the optimiser failed
   (``ds.attrs["caveats"]``, one per line);
 - ``LawFit.check``: the fit's verdict, held-out rows far outside the swept range
-  (``frame.attrs["caveats"]``, a list).
+  (``frame.attrs["caveats"]``, one per line).
 
 >>> import warnings
 >>> with warnings.catch_warnings(record=True) as caught:

@@ -227,14 +227,14 @@ class LawFit:
         """Posterior-predictive check of held-out runs (a path or a table), one row per run
         (:func:`bayesscale.checks.heldout.check`). A failed or preview fit and rows far
         outside the swept range are warned (:class:`~bayesscale.fits.caveats.CaveatWarning`)
-        and listed in ``attrs["caveats"]``."""
+        and kept in ``attrs["caveats"]``, one per line."""
         from bayesscale.checks.heldout import check, load_heldout
         from bayesscale.fits.caveats import announce, check_caveats
 
         table = load_heldout(heldout, self.tree) if isinstance(heldout, str | Path) else heldout
         frame = check(self.tree, table, prob, **options)
         caveats = check_caveats(self, frame)
-        frame.attrs["caveats"] = caveats
+        frame.attrs["caveats"] = "\n".join(caveats)
         announce(caveats)
         return frame
 
