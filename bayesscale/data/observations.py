@@ -168,9 +168,10 @@ def column_error(
     column: str,
     positions: Iterable[int],
     problem: str,
-    error: type[ObservationError] = ObservationError,
-) -> ObservationError:
-    """``error`` (a kind of table's own) naming the file, the column and the rows."""
+    error: type[ValueError] = ObservationError,
+) -> ValueError:
+    """``error`` (a kind of table's own, an observation table's by default) naming the file,
+    the column and the rows."""
     return error(f"{source}: column {column!r}, {rows_text(positions, source)}: {problem}")
 
 

@@ -25,7 +25,6 @@ import pandas as pd
 
 from bayesscale import names
 from bayesscale.data.observations import (
-    ObservationError,
     check_duplicate_rows,
     check_numeric,
     column_error,
@@ -228,6 +227,6 @@ def validate_pricing(
     return PricingTable(frame.reset_index(drop=True), source, digest, tuple(exclusions))
 
 
-def _pfail(source: str, column: str, positions: Any, problem: str) -> ObservationError:
+def _pfail(source: str, column: str, positions: Any, problem: str) -> ValueError:
     """A :class:`PricingError` naming the file, the column and the rows."""
     return column_error(source, column, positions, problem, PricingError)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayesscale import names
-from bayesscale.data.observations import number_text, write_table
+from bayesscale.data.observations import column_error, number_text, write_table
 
 MANIFEST = "manifest.csv"
 SPEC_COPY = "sweep.toml"
@@ -104,11 +104,9 @@ def _check_numbers(frame: pd.DataFrame, path: Path) -> None:
     sweep spec may leave out (its cells are then empty), is > 0 where given. The first bad
     cell is named by column, data row and file line."""
 
-    def fail(column: str, row: int, what: str) -> ManifestError:
-        return ManifestError(
-            f"{path}: column {column!r}, row {row + 1} (file line {row + 2}): {what}, got "
-            f"{number_text(frame[column].iloc[row])}"
-        )
+    def fail(column: str, row: int, what: str) -> ValueError:
+        got = number_text(frame[column].iloc[row])
+        return column_error(str(path), column, [row], f"{what}, got {got}", ManifestError)
 
     for column in COUNT_COLUMNS:
         values = pd.to_numeric(frame[column], errors="coerce")
