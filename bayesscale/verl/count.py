@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from bayesscale import names
-from bayesscale.verl.pool import Pool, PoolError, pool_error
+from bayesscale.verl.pool import Pool, PoolError
 
 DEFAULT_THRESHOLD = 0.15
 BLOCK = 2048
@@ -186,7 +186,7 @@ def env_signatures(pool: Pool) -> tuple[dict[str, str], list[str]]:
         digest = signature_hash(dict(zip(fields, values, strict=True)))
         if env in hashes and hashes[env] != digest:
             raise PoolError(
-                f"{pool.source}: columns {fields}, rows {first_row[env] + 1} and {i + 1}: "
+                f"{pool.source}: columns {fields}, {pool.rows_text([first_row[env], i])}: "
                 f"environment {env!r} has two different structural signatures"
             )
         hashes.setdefault(env, digest)
@@ -215,7 +215,7 @@ def task_embeddings(pool: Pool, column: str = names.EMBEDDING) -> np.ndarray:
     (line, for JSONL)."""
 
     def fail(position: int, problem: str) -> PoolError:
-        return pool_error(pool.source, column, [position], problem)
+        return pool.error(column, [position], problem)
 
     width: int | None = None
     first: dict[str, np.ndarray] = {}

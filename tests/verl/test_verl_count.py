@@ -13,7 +13,7 @@ from verl_testlib import GOLDEN, VERL_VENV
 from bayesscale import names
 from bayesscale.verl import embed
 from bayesscale.verl.count import canonical, count_pool, near_duplicate_labels, signature_hash
-from bayesscale.verl.pool import PoolError, check_pool
+from bayesscale.verl.pool import PoolError, check_pool, read_pool
 
 TOOLS_A = [{"name": "search", "args": {"q": "str"}}, {"name": "open", "args": {"url": "str"}}]
 TOOLS_B = [{"name": "search", "args": {"q": "str"}}]
@@ -96,9 +96,14 @@ def test_signature_canonical() -> None:
 
 def test_env_with_two_signatures_is_an_error() -> None:
     frame = planted_pool(np.random.default_rng(0))
-    frame.loc[(frame.env_id == "e2") & (frame.task_id == "t5"), "transition"] = "other"
+    changed = (frame.env_id == "e2") & (frame.task_id == "t5")
+    frame.loc[changed, "transition"] = "other"
+    first = int(np.flatnonzero(frame.env_id == "e2")[0]) + 1
+    later = int(np.flatnonzero(changed)[0]) + 1
     with pytest.raises(
-        PoolError, match=r"environment 'e2' has two different structural signatures"
+        PoolError,
+        match=rf"p.jsonl: columns .*, lines {first}, {later}: environment 'e2' has two "
+        "different structural signatures",
     ):
         count_pool(check_pool(frame, "p.jsonl"))
 
@@ -157,6 +162,17 @@ def test_every_bad_embedding_names_its_line(value: object, message: str) -> None
         PoolError, match=rf"p.jsonl: column 'embedding', line {second + 1}: {message}"
     ):
         count_pool(check_pool(frame, "p.jsonl"))
+
+
+def test_a_bad_embedding_names_its_file_line_past_blank_lines(tmp_path: Path) -> None:
+    frame = planted_pool(np.random.default_rng(0))
+    frame["embedding"] = frame["embedding"].astype(object)
+    frame.at[3, "embedding"] = [0.1, 0.2]
+    records = [json.dumps(record) for record in frame.to_dict(orient="records")]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join([*records[:2], "", "", *records[2:]]) + "\n")  # record 4: line 6
+    with pytest.raises(PoolError, match=r"p.jsonl: column 'embedding', line 6: an embedding"):
+        count_pool(read_pool(path))
 
 
 # --- all-MiniLM-L6-v2 in NumPy ------------------------------------------------------------

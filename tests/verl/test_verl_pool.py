@@ -53,6 +53,23 @@ def test_bad_prompt_names_line(tmp_path: Path) -> None:
         read_pool(path)
 
 
+def test_errors_name_file_lines_past_blank_lines(tmp_path: Path) -> None:
+    """Blank lines are skipped when reading, so the third record sits on line 6 here."""
+    frame = crossed_pool(1, 4)
+    frame.loc[2, "prompt"] = None
+    lines = [json.dumps(record) for record in frame.to_dict(orient="records")]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n" + lines[0] + "\n\n" + lines[1] + "\n  \n" + "\n".join(lines[2:]) + "\n")
+    with pytest.raises(PoolError, match=r"p.jsonl: column 'prompt', line 6: expected"):
+        read_pool(path)
+    frame.loc[2, "prompt"] = "fine"
+    frame.loc[3, "task_id"] = frame.loc[1, "task_id"]  # the cell of record 2 again
+    lines = [json.dumps(record) for record in frame.to_dict(orient="records")]
+    path.write_text("\n".join([lines[0], "", lines[1], lines[2], "", lines[3]]) + "\n")
+    with pytest.raises(PoolError, match=r"lines 3, 6: the same task-environment cell"):
+        read_pool(path)
+
+
 def test_missing_ground_truth_names_row(tmp_path: Path) -> None:
     frame = crossed_pool(1, 3)
     frame.at[1, "reward_model"] = {"style": "rule"}
