@@ -15,6 +15,7 @@ from bayesscale.data.observations import (
     ObservationError,
     load_observations,
     prepare,
+    validate,
     write_table,
 )
 from bayesscale.data.spec import load_spec
@@ -104,6 +105,22 @@ def test_file_lines_count_blank_lines_and_cells_that_span_lines(small, tmp_path)
     spanning.loc[8, names.N_ENVS] = "many"
     with pytest.raises(ObservationError, match=r"row 9 \(file line 11\)"):
         load_observations(write(spanning, tmp_path, "spanning.csv"), SPEC)
+
+
+def test_file_lines_are_named_only_for_the_file_as_it_was_read(small, tmp_path):
+    """A table kept from a file names file lines while the file is as it was read; once the
+    file changes, or for a table never read from a file, only rows are named."""
+    path = write(small, tmp_path)
+    table = load_observations(path, SPEC)
+    bad = table.frame.astype({names.N_ENVS: object})
+    bad.loc[8, names.N_ENVS] = "many"
+    with pytest.raises(ObservationError, match=r"row 9 \(file line 10\): "):
+        validate(bad, SPEC, table.source)
+    path.write_text("\n" + path.read_text())  # the file changed after it was read
+    with pytest.raises(ObservationError, match=r"'n_envs', row 9: "):
+        validate(bad, SPEC, table.source)
+    with pytest.raises(ObservationError, match=r"'n_envs', row 9: "):
+        validate(bad, SPEC, str(tmp_path / "never-read.csv"))
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ free variables; the size term's exact per-draw difference between two model size
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,14 @@ from testdata import REFERENCE
 
 from bayesscale import names
 from bayesscale.core import laws
-from bayesscale.data.observations import ObservationError, Table, frame_sha256, prepare, validate
+from bayesscale.data.observations import (
+    ObservationError,
+    Table,
+    frame_sha256,
+    prepare,
+    read_table,
+    validate,
+)
 from bayesscale.data.spec import load_spec, parse_spec
 from bayesscale.law.model import build_law_model
 from bayesscale.law.predict import (
@@ -311,14 +319,24 @@ def test_new_model_size_enters_the_size_term_exactly(law_fit):
     assert np.all(large.loss < small.loss)
 
 
-def test_unknown_setting_is_an_error_naming_file_row_column_and_values(law_fit):
+def _as_read(frame: pd.DataFrame, folder: Path) -> tuple[pd.DataFrame, str]:
+    """``frame`` written to ``folder/heldout.csv`` with a blank line after its third row, and
+    read back as a file is read (so that errors can name file lines)."""
+    path = folder / "heldout.csv"
+    lines = frame.to_csv(index=False).splitlines()
+    path.write_text("\n".join([*lines[:4], "", *lines[4:]]) + "\n")
+    return read_table(path)[0], str(path)
+
+
+def test_unknown_setting_is_an_error_naming_file_row_column_and_values(law_fit, tmp_path):
     frame = _heldout()
     frame.loc[[4, 9], names.DOMAIN] = "robotics"
+    read, source = _as_read(frame, tmp_path)
     with pytest.raises(ObservationError) as err:
-        predict(law_fit, frame, source="heldout.csv")
+        predict(law_fit, read, source=source)
     text = str(err.value)
     assert "heldout.csv: column 'domain'" in text
-    assert "rows 5, 10 (file lines 6, 11)" in text
+    assert "rows 5, 10 (file lines 7, 12)" in text  # past the header and the blank line
     assert "'robotics'" in text and "['math+code', 'search', 'swe', 'web']" in text
     assert "new_groups='pooled'" in text
 
@@ -327,7 +345,7 @@ def test_unknown_group_combination_is_an_error(law_fit):
     frame = _heldout().iloc[:3].copy()
     frame[names.MODEL], frame[names.ALGORITHM], frame[names.DOMAIN] = "Qwen3-8B", "ppo", "search"
     with pytest.raises(
-        ObservationError, match=r"column 'algorithm,domain', rows 1, 2, 3 .*'ppo \| search'"
+        ObservationError, match=r"column 'algorithm,domain', rows 1, 2, 3: .*'ppo \| search'"
     ):
         predict(law_fit, frame, source="heldout.csv")
 
@@ -378,13 +396,16 @@ def test_single_setting_fit_cannot_draw_new_settings():
 # --- rows ------------------------------------------------------------------------------------
 
 
-def test_rows_are_validated_with_file_row_and_column(law_fit):
+def test_rows_are_validated_with_file_row_and_column(law_fit, tmp_path):
     frame = _heldout().iloc[:5].copy()
     frame.loc[2, names.N_ENVS] = -3
+    with pytest.raises(ObservationError, match=r"heldout.csv: column 'n_envs', row 3: axis"):
+        predict(law_fit, frame, source="heldout.csv")  # in memory: no file lines
+    read, source = _as_read(frame, tmp_path)
     with pytest.raises(
         ObservationError, match=r"heldout.csv: column 'n_envs', row 3 \(file line 4\)"
     ):
-        predict(law_fit, frame, source="heldout.csv")
+        predict(law_fit, read, source=source)
     frame = (
         _heldout().iloc[:5].drop(columns=[names.N_TASKS]).rename(columns={"rollouts": "rollout"})
     )

@@ -169,23 +169,28 @@ def test_coarse_ratio_grid_is_left_out_with_a_message(frame):
     assert "RLVE" not in table.methods
 
 
-def test_pure_synthetic_rows_are_left_out_and_named(frame):
+def test_pure_synthetic_rows_are_left_out_and_named(frame, tmp_path: Path):
     bad = frame.copy()
     bad.loc[[4, 7], names.REAL] = 0.0
+    path = tmp_path / "bad.csv"
+    bad.to_csv(path, index=False)
     with pytest.warns(
         PricingWarning, match=r"column 'real', rows 5, 8 \(file lines 6, 9\).*undefined"
     ):
-        table = validate_pricing(bad, SPEC, source="bad.csv")
+        table = load_pricing(path, SPEC)
     assert len(table.frame) == len(frame) - 2 and len(table.methods) == 9
     assert sorted(table.exclusions[0].rows) == [4, 7]
+    # a frame in memory has no file lines, whatever its name
+    with pytest.warns(PricingWarning, match=r"column 'real', rows 5, 8: synthetic"):
+        validate_pricing(bad, SPEC, source="in-memory.csv")
 
 
 def test_duplicate_runs_conflicting_are_errors_identical_are_warned(frame):
     conflict = pd.concat([frame, frame.iloc[[3]].assign(**{names.SUCCESSES: 1})])
-    with pytest.raises(PricingError, match=r"rows 4, 460 .*conflicting duplicate rows"):
+    with pytest.raises(PricingError, match=r"rows 4, 460: conflicting duplicate rows"):
         validate_pricing(conflict, SPEC, source="t.csv")
     copied = pd.concat([frame, frame.iloc[[3]]])
-    with pytest.warns(PricingWarning, match=r"rows 4, 460 .*repeat another row exactly"):
+    with pytest.warns(PricingWarning, match=r"rows 4, 460 repeat another row exactly"):
         table = validate_pricing(copied, SPEC, source="t.csv")
     assert len(table.frame) == len(frame) + 1  # kept: nothing is dropped
 
@@ -197,7 +202,7 @@ def test_malformed_tables_are_errors(frame):
         validate_pricing(frame.rename(columns={"synthetic": "synth"}), SPEC, source="t.csv")
     over = frame.copy()
     over.loc[3, names.SUCCESSES] = 2000
-    with pytest.raises(PricingError, match=r"column 'successes', row 4 .*exceed trials"):
+    with pytest.raises(PricingError, match=r"column 'successes', row 4: .*exceed trials"):
         validate_pricing(over, SPEC, source="t.csv")
     two = frame.copy()
     two.loc[0, names.AXIS_COLUMN] = "task"
@@ -209,7 +214,7 @@ def test_malformed_tables_are_errors(frame):
         validate_pricing(empty, SPEC, source="t.csv")
     text = frame.astype({names.REAL: object})
     text.loc[1, names.REAL] = "many"
-    with pytest.raises(PricingError, match=r"column 'real', row 2 .*not a number \('many'\)"):
+    with pytest.raises(PricingError, match=r"column 'real', row 2: not a number \('many'\)"):
         validate_pricing(text, SPEC, source="t.csv")
     only = frame[frame[names.SYNTHETIC] > 0]
     with pytest.warns(PricingWarning), pytest.raises(PricingError, match="nothing usable"):

@@ -6,8 +6,8 @@ sizes (``n_envs``, ``n_tasks``, ``rollouts``; optional ``n_worlds``), ``params_b
 ``trials`` or a continuous ``loss``. Which columns are required follows from the model
 spec, so other axes (Chinchilla's ``params`` and ``tokens``) use the same code.
 
-Errors name the file, the column and the rows (1-based data rows; for CSV also the
-file line). Nothing is dropped: a row is used or the load fails. Suspicious but usable
+Errors name the file, the column and the rows (1-based data rows; for a CSV file read
+here and unchanged since, also the file line). Nothing is dropped: a row is used or the load fails. Suspicious but usable
 data (a success rate of 0 or 1, a setting with one seed) raises a ``DataWarning``.
 
 Example
@@ -83,10 +83,18 @@ class Table:
         return Table(validate(frame, spec, self.source), self.source, frame_sha256(frame))
 
 
-# The file line of each data row of the CSV files read, by resolved path, where blank lines
-# or quoted cells that span lines shift them from ``row + 2`` (the header is line 1). Kept for
-# the last read of each path: a table read again after its file changed takes the new lines.
-_SHIFTED_LINES: dict[str, tuple[int, ...]] = {}
+@dataclass(frozen=True)
+class _ReadLines:
+    """Where the data rows of a CSV file began when it was read."""
+
+    stamp: tuple[int, int]  # the file's (mtime_ns, size) when read
+    starts: tuple[int, ...] | None  # each data row's first line; None: ``row + 2``
+
+
+# The CSV files read (by :func:`read_table` or :func:`remember_file_lines`), by resolved
+# path: the file line of each data row (the header is line 1; blank lines and quoted cells
+# that span lines shift rows from ``row + 2``), kept for the last read of each path.
+_READ_LINES: dict[str, _ReadLines] = {}
 
 
 def _line_key(source: str | Path) -> str:
@@ -96,14 +104,32 @@ def _line_key(source: str | Path) -> str:
         return str(source)
 
 
-def file_lines(positions: Iterable[int], source: str) -> list[int]:
-    """The CSV file line of each 0-based data row of ``source`` (as :func:`read_table` last
-    read it): ``position + 2`` unless blank lines or multi-line cells come before it."""
-    shifted = _SHIFTED_LINES.get(_line_key(source))
-    return [
-        shifted[p] if shifted is not None and p < len(shifted) else p + 2
-        for p in (int(p) for p in positions)
-    ]
+def _stamp(path: str | Path) -> tuple[int, int] | None:
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+def file_lines(positions: Iterable[int], source: str) -> list[int] | None:
+    """The CSV file line of each 0-based data row of ``source``, as :func:`read_table` read
+    it: ``position + 2`` unless blank lines or multi-line cells come before it. ``None``
+    where no line can be named for certain: ``source`` is not a CSV file read here (a table
+    built in memory), or the file changed since it was read."""
+    read = _READ_LINES.get(_line_key(source))
+    if read is None or _stamp(source) != read.stamp:
+        return None
+    starts = read.starts
+    lines = []
+    for p in (int(p) for p in positions):
+        if starts is None:
+            lines.append(p + 2)
+        elif 0 <= p < len(starts):
+            lines.append(starts[p])
+        else:
+            return None
+    return lines
 
 
 def _records(text: str) -> Iterator[tuple[int, list[str]]]:
@@ -117,19 +143,22 @@ def _records(text: str) -> Iterator[tuple[int, list[str]]]:
         line = reader.line_num + 1
 
 
-def _record_lines(path: Path, text: str) -> None:
-    """Remember where each data row of the CSV ``text`` starts, if not simply ``row + 2``
-    (nothing, when Python's CSV reader cannot follow a file pandas read)."""
+def remember_file_lines(path: Path, text: str, stamp: tuple[int, int] | None = None) -> None:
+    """Remember where each data row of the CSV file ``path`` (read as ``text``) starts, so
+    that errors can name its file lines (forgotten when Python's CSV reader cannot follow a
+    file pandas read). ``stamp``: the file's (mtime_ns, size) before it was read."""
     key = _line_key(path)
+    stamp = stamp if stamp is not None else _stamp(path)
     try:
         starts = [line for line, _ in _records(text)][1:]  # the first record is the header
     except csv.Error:
-        _SHIFTED_LINES.pop(key, None)
+        _READ_LINES.pop(key, None)
         return
-    if starts == list(range(2, len(starts) + 2)):
-        _SHIFTED_LINES.pop(key, None)
-    else:
-        _SHIFTED_LINES[key] = tuple(starts)
+    if stamp is None:
+        _READ_LINES.pop(key, None)
+        return
+    simple = starts == list(range(2, len(starts) + 2))
+    _READ_LINES[key] = _ReadLines(stamp, None if simple else tuple(starts))
 
 
 def rows_text(positions: Iterable[int], source: str) -> str:
@@ -139,9 +168,9 @@ def rows_text(positions: Iterable[int], source: str) -> str:
     rows = ", ".join(str(p + 1) for p in shown)
     more = f" and {len(pos) - len(shown)} more" if len(pos) > len(shown) else ""
     text = f"row{'s' if len(pos) > 1 else ''} {rows}{more}"
-    if source.endswith(".csv"):
-        lines = ", ".join(map(str, file_lines(shown, source)))
-        text += f" (file line{'s' if len(pos) > 1 else ''} {lines})"
+    lines = file_lines(shown, source) if source.lower().endswith(".csv") else None
+    if lines is not None:
+        text += f" (file line{'s' if len(pos) > 1 else ''} {', '.join(map(str, lines))})"
     return text
 
 
@@ -182,6 +211,7 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
         raise ObservationError(f"{path}: no such file")
     if path.is_dir():
         raise ObservationError(f"{path}: is a directory, not a table (.csv or .parquet)")
+    stamp = _stamp(path)
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     suffix = path.suffix.lower()
@@ -190,7 +220,7 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
             frame = pd.read_csv(path, skipinitialspace=True)
             text = raw.decode("utf-8-sig", errors="replace")
             _check_header(path, text)
-            _record_lines(path, text)
+            remember_file_lines(path, text, stamp)
             if len(frame.columns) == 1 and "\t" in str(frame.columns[0]):
                 raise ObservationError(
                     f"{path}: this looks tab-separated (one column named "

@@ -18,12 +18,19 @@ verl opens its log with mode "wb", so a resumed run would wipe an earlier attemp
 from __future__ import annotations
 
 import datetime as dt
+import io
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bayesscale import names
-from bayesscale.data.observations import column_error, number_text, write_table
+from bayesscale.data.observations import (
+    column_error,
+    number_text,
+    remember_file_lines,
+    write_table,
+)
 
 MANIFEST = "manifest.csv"
 SPEC_COPY = "sweep.toml"
@@ -73,10 +80,17 @@ def read_manifest(sweep_dir: str | Path) -> pd.DataFrame:
         raise ManifestError(
             f"{path}: no such file; is {sweep_dir} a sweep directory (bayesscale plan)?"
         )
+    stamp = (path.stat().st_mtime_ns, path.stat().st_size)
     try:
-        frame = pd.read_csv(path, dtype={c: "string" for c in TEXT_COLUMNS}, keep_default_na=True)
+        text = path.read_text(encoding="utf-8-sig")
+        frame = pd.read_csv(
+            io.StringIO(text), dtype={c: "string" for c in TEXT_COLUMNS}, keep_default_na=True
+        )
     except pd.errors.EmptyDataError:
         raise ManifestError(f"{path}: empty file (no header row)") from None
+    except (UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise ManifestError(f"{path}: cannot be read as CSV: {exc}") from None
+    remember_file_lines(path, text, stamp)  # errors below name file lines
     required = (names.RUN_ID, names.STATUS, names.LOG_PATH, *SETTING_COLUMNS, *COUNT_COLUMNS)
     missing = [c for c in required if c not in frame.columns]
     if missing:
@@ -85,16 +99,17 @@ def read_manifest(sweep_dir: str | Path) -> pd.DataFrame:
     for column in TEXT_COLUMNS:
         if column in frame.columns:
             frame[column] = frame[column].astype(object).where(frame[column].notna(), "")
-    dup = frame.index[frame[names.RUN_ID].duplicated(keep=False)]
+    dup = np.flatnonzero(frame[names.RUN_ID].duplicated(keep=False).to_numpy())
     if len(dup):
-        raise ManifestError(
-            f"{path}: column {names.RUN_ID!r}, rows {[int(i) + 1 for i in dup]}: repeated run id"
-        )
-    bad = frame.index[~frame[names.STATUS].isin(STATUSES)]
+        raise column_error(str(path), names.RUN_ID, dup, "repeated run id", ManifestError)
+    bad = np.flatnonzero(~frame[names.STATUS].isin(STATUSES).to_numpy())
     if len(bad):
-        raise ManifestError(
-            f"{path}: column {names.STATUS!r}, row {int(bad[0]) + 1}: unknown status "
-            f"{frame[names.STATUS][bad[0]]!r}; use one of {STATUSES}"
+        raise column_error(
+            str(path),
+            names.STATUS,
+            bad[:1],
+            f"unknown status {frame[names.STATUS].iloc[bad[0]]!r}; use one of {STATUSES}",
+            ManifestError,
         )
     return frame
 

@@ -218,3 +218,14 @@ def test_a_corrupt_manifest_is_refused_when_read(sweep: Path, edit, message: str
     (sweep / mf.MANIFEST).write_text("")
     with pytest.raises(mf.ManifestError, match=r"manifest.csv: empty file \(no header row\)"):
         ingest_sweep(sweep)
+
+
+def test_manifest_errors_name_file_lines_past_blank_lines(sweep: Path) -> None:
+    frame = mf.read_manifest(sweep)
+    frame.loc[2, names.RUN_ID] = frame.loc[0, names.RUN_ID]
+    lines = frame.to_csv(index=False).splitlines()
+    (sweep / mf.MANIFEST).write_text("\n".join([*lines[:2], "", *lines[2:]]) + "\n")
+    with pytest.raises(
+        mf.ManifestError, match=r"column 'run_id', rows 1, 3 \(file lines 2, 5\): repeated run id"
+    ):
+        ingest_sweep(sweep)
