@@ -19,7 +19,14 @@ from scipy import stats
 from testdata import REFERENCE
 
 from bayesscale import names
-from bayesscale.checks.heldout import by_setting, check, load_heldout, summary
+from bayesscale.checks.heldout import (
+    by_setting,
+    calibration,
+    calibration_note,
+    check,
+    load_heldout,
+    summary,
+)
 from bayesscale.cli import main
 from bayesscale.core import laws
 from bayesscale.data.fitfile import ATTR_FORMAT, save_fit
@@ -80,6 +87,44 @@ def test_doubled_exponents_fail_the_same_check(law_fit, reference_check):
     assert wrong.attrs[names.ATTR_COVERAGE] < 0.75
     assert wrong[names.PERCENTILE].mean() < 0.3  # the wrong law predicts too much success
     assert wrong.attrs[names.ATTR_MAE] > 2 * reference_check.attrs[names.ATTR_MAE]
+
+
+def _rows(inside: int, above: int, below: int) -> pd.DataFrame:
+    observed = [0.5] * inside + [0.9] * above + [0.1] * below
+    frame = pd.DataFrame({names.OBSERVED: observed, names.LOWER: 0.3, names.UPPER: 0.7})
+    frame[names.COVERED] = (frame[names.LOWER] <= frame[names.OBSERVED]) & (
+        frame[names.OBSERVED] <= frame[names.UPPER]
+    )
+    return frame
+
+
+@pytest.mark.parametrize(
+    ("inside", "above", "below", "verdict"),
+    [
+        (90, 6, 4, "within chance of the nominal 0.90"),
+        (300, 0, 0, "above the nominal 0.90 beyond chance"),
+        (240, 50, 10, "below the nominal 0.90 beyond chance"),
+    ],
+)
+def test_calibration_tests_coverage_against_the_nominal_level(inside, above, below, verdict):
+    """The binomial test of the count inside, against scipy's; the misses by side."""
+    result = calibration(_rows(inside, above, below), 0.9)
+    n = inside + above + below
+    assert result["p_value"] == pytest.approx(stats.binomtest(inside, n, 0.9).pvalue)
+    assert (result["inside"], result["above"], result["below"]) == (inside, above, below)
+    assert verdict in result["note"]
+    assert f"{above} above it, {below} below" in result["note"]
+    note = calibration_note(result)  # a warning only for intervals too narrow
+    assert (note is None) == ("below the nominal" not in verdict)
+    if note is not None:
+        assert note.startswith("warning: held-out coverage")
+
+
+def test_a_wrong_law_fails_the_calibration_test(law_fit):
+    wrong = check(_scaled_exponents(law_fit, 2.0), _heldout_frame(), source=str(HELDOUT), seed=0)
+    result = summary(wrong)["calibration"]
+    assert result["p_value"] < 1e-6 and "over-confident" in result["note"]
+    assert calibration_note(result) == f"warning: held-out {result['note']}"
 
 
 def test_columns_rows_lines_and_attrs(reference_check):

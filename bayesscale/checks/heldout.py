@@ -202,13 +202,82 @@ def by_setting(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=[names.SETTING, *SUMMARY_COLUMNS])
 
 
+CALIBRATION_ALPHA = 0.05  # a coverage this unlikely under the nominal level is called off
+
+
+def calibration(table: pd.DataFrame, prob: float) -> dict[str, Any]:
+    """Is the coverage of ``table`` (a check table) what its ``prob`` intervals promise?
+
+    Counts the rows inside, above and below their intervals, and tests ``inside ~
+    Binomial(n, prob)`` two-sided (``p_value``). Rows of one setting share its posterior, so
+    they are not independent and the test overstates the evidence; ``note`` says so.
+
+    >>> frame = pd.DataFrame({"covered": [True] * 95 + [False] * 5, "observed": 0.5,
+    ...                       "lower": 0.4, "upper": [0.6] * 95 + [0.45] * 5})
+    >>> calibration(frame, 0.9)["above"], round(calibration(frame, 0.9)["p_value"], 3)
+    (5, 0.13)
+    """
+    from scipy.stats import binomtest
+
+    n = len(table)
+    inside = int(table[names.COVERED].sum())
+    above = int((table[names.OBSERVED] > table[names.UPPER]).sum())
+    below = int((table[names.OBSERVED] < table[names.LOWER]).sum())
+    p_value = float(binomtest(inside, n, prob).pvalue) if n else float("nan")
+    coverage = inside / n if n else float("nan")
+    if not n:
+        verdict = "no rows to check"
+    elif p_value >= CALIBRATION_ALPHA:
+        verdict = (
+            f"coverage {coverage:.3f} is within chance of the nominal {prob:.2f} "
+            f"(binomial p = {p_value:.2g} over {n} rows)"
+        )
+    elif coverage > prob:
+        verdict = (
+            f"coverage {coverage:.3f} is above the nominal {prob:.2f} beyond chance (binomial "
+            f"p = {p_value:.2g} over {n} rows): the intervals are wider than these runs' "
+            "spread, conservative here"
+        )
+    else:
+        verdict = (
+            f"coverage {coverage:.3f} is below the nominal {prob:.2f} beyond chance (binomial "
+            f"p = {p_value:.2g} over {n} rows): the intervals are too narrow, the law is "
+            "over-confident on these runs"
+        )
+    note = (
+        f"{verdict}; rows of one setting share its posterior, so the test overstates the "
+        f"evidence. Outside their interval: {above} above it, {below} below"
+    )
+    return {
+        "nominal": prob,
+        "inside": inside,
+        "above": above,
+        "below": below,
+        "p_value": p_value,
+        "note": note,
+    }
+
+
+def calibration_note(result: dict[str, Any]) -> str | None:
+    """A warning when :func:`calibration` finds the intervals too narrow (coverage below the
+    nominal level beyond chance: the law claims more certainty than the runs bear out), else
+    ``None``. Intervals wider than needed are said in the check's text, not warned: they
+    claim less than the data support, not more."""
+    rows = result["inside"] + result["above"] + result["below"]
+    too_narrow = result["inside"] < result["nominal"] * rows
+    over_confident = too_narrow and result["p_value"] < CALIBRATION_ALPHA
+    return f"warning: held-out {result['note']}" if over_confident else None
+
+
 def summary(table: pd.DataFrame, warn_factor: float = WARN_FACTOR) -> dict[str, Any]:
     """Everything ``bayesscale check`` prints, as plain data (JSON-ready)."""
+    prob = table.attrs[names.ATTR_PROB]
     return {
         "source": table.attrs.get(ATTR_SOURCE),
         "outcome": table.attrs.get(ATTR_OUTCOME),
-        "prob": table.attrs[names.ATTR_PROB],
+        "prob": prob,
         "overall": summarise_rows(table),
+        "calibration": calibration(table, prob),
         "settings": by_setting(table).to_dict(orient="records"),
         "new_settings": sorted(set(table.loc[table[names.NEW_SETTING], names.SETTING])),
         ATTR_NONPOSITIVE: int(table.attrs.get(ATTR_NONPOSITIVE, 0)),
@@ -259,6 +328,8 @@ def format_text(result: dict[str, Any]) -> str:
         f"(calibrated: about {prob:.2f}), mean percentile {overall[names.MEAN_PERCENTILE]:.3f} "
         f"(calibrated: about 0.5), MAE {overall[names.MAE]:.4f}",
     ]
+    if result.get("calibration"):
+        lines.append(f"  {result['calibration']['note']}")
     if result["new_settings"]:
         lines.append(f"  predicted from the population: {', '.join(result['new_settings'])}")
     if result.get(ATTR_NONPOSITIVE):

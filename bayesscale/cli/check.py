@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args.out, args.force, [args.fit, args.heldout])
 
     from bayesscale.checks.heldout import (
+        calibration_note,
         check,
         extrapolation_note,
         format_text,
@@ -64,9 +65,12 @@ def run(args: argparse.Namespace) -> int:
     table = check(fit.tree, heldout, args.prob, new_groups=args.new_groups, seed=args.seed)
     result = summary(table, warn_beyond)
     result["fit_diagnostics"] = diagnostics.to_dict()
-    note = extrapolation_note(result["extrapolation"])
-    if note is not None:
-        print(f"bayesscale check: {note}", file=sys.stderr)
+    for note in (
+        extrapolation_note(result["extrapolation"]),
+        calibration_note(result["calibration"]),
+    ):
+        if note is not None:
+            print(f"bayesscale check: {note}", file=sys.stderr)
     if out is not None:
         write_table(table, out, overwrite=args.force)
         result["table"] = str(out)

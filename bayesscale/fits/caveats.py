@@ -31,6 +31,8 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from bayesscale import names
+
 if TYPE_CHECKING:
     import xarray as xr
 
@@ -94,8 +96,16 @@ def recipe_caveats(
 
 def check_caveats(law: LawFit, frame: Any) -> list[str]:
     """Everything ``bayesscale check`` notes about a held-out check ``frame`` of ``law``."""
-    from bayesscale.checks.heldout import extent_summary, extrapolation_note
+    from bayesscale.checks.heldout import (
+        calibration,
+        calibration_note,
+        extent_summary,
+        extrapolation_note,
+    )
 
     notes = verdict(law.diagnostics, "law fit")
-    note = extrapolation_note(extent_summary(frame))
-    return notes if note is None else [*notes, note]
+    found = [
+        extrapolation_note(extent_summary(frame)),
+        calibration_note(calibration(frame, frame.attrs[names.ATTR_PROB])),
+    ]
+    return [*notes, *(n for n in found if n is not None)]
