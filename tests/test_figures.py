@@ -613,6 +613,24 @@ def test_beyond_spans_interpolate_the_crossing_log_log() -> None:
     assert outside_spans(0.0, 1.0, 0.0, 1.5) == []
 
 
+def test_figure_legends_lie_inside_the_figure(
+    law_fit: xr.DataTree, recipe_result: xr.Dataset, table: Table
+) -> None:
+    """A legend above the panels must not run past the figure's edges (the allocation
+    figure's, with the decision and the shading, was clipped on both sides)."""
+    figures = [
+        plot_allocation(recipe_result, provenance=provenance(law_fit), fit=law_fit),
+        plot_law(law_fit, table, names.TRAJ, settings=SETTINGS, max_draws=50),
+    ]
+    for fig in figures:
+        fig.draw_without_rendering()  # the constrained layout, as when the report saves it
+        width, height = fig.bbox.width, fig.bbox.height
+        assert fig.legends
+        for legend in fig.legends:
+            box = legend.get_window_extent()
+            assert box.x0 >= 0 and box.x1 <= width and box.y1 <= height, (box, width, height)
+
+
 def test_allocation_shades_budgets_where_the_median_allocation_is_extrapolated(
     law_fit: xr.DataTree, recipe_result: xr.Dataset
 ) -> None:
@@ -644,7 +662,9 @@ def test_allocation_shades_budgets_where_the_median_allocation_is_extrapolated(
                 edge = np.exp(np.log(budgets[k - 1]) + t * np.log(budgets[k] / budgets[k - 1]))
                 assert x0 == pytest.approx(edge, rel=1e-9)
     assert shaded > 0
-    assert "median allocation beyond the swept range (extrapolated)" in _legend_texts(fig)
+    assert "median of kappa x units (the law's input) beyond the swept range (extrapolated)" in (
+        _legend_texts(fig)
+    )
 
 
 def test_iso_budget_shades_shares_beyond_the_swept_range(

@@ -135,6 +135,24 @@ def test_escaping_and_number_formats() -> None:
     assert Interval(-0.5, -1.0, 0.25).latex() == "$-$0.50 [$-$1.00, 0.25]"
 
 
+def test_a_table_longer_than_a_page_is_a_longtable() -> None:
+    """More rows than a page holds: a longtable with its header on every page, its caption,
+    label and notes; up to the limit, a float as before."""
+    from bayesscale.report.tables import LONG_TABLE_ROWS
+
+    rows = [(f"r{i}", str(i)) for i in range(LONG_TABLE_ROWS + 1)]
+    long = PaperTable(("name", "n"), rows, caption="Cap", label="tab:x", notes=("a --flag",))
+    tex = long.to_latex()
+    assert tex.count("\\begin{longtable}{lc}") == 1 and "\\begin{table}" not in tex
+    assert tex.count("name & n \\\\") == 2  # the first page's header and every next page's
+    assert tex.index("\\endfirsthead") < tex.index("\\endhead") < tex.index("r0 & 0")
+    assert "\\caption{Cap}\\label{tab:x} \\\\" in tex
+    assert tex.count(" \\\\\n") == 1 + 2 + len(rows)  # caption line, two headers, rows
+    assert "a -{}-flag" in tex  # two hyphens, not an en dash
+    short = PaperTable(("name", "n"), rows[:LONG_TABLE_ROWS], caption="Cap", label="tab:x")
+    assert "\\begin{table}[t]" in short.to_latex() and "longtable" not in short.to_latex()
+
+
 def test_paper_table_checks_its_shape_and_saves_atomically(tmp_path) -> None:
     with pytest.raises(TableError, match="row 2 has 1 cells, the header 2"):
         PaperTable(("a", "b"), (("x", "y"), ("z",)))

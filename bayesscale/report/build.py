@@ -493,6 +493,7 @@ def _recipe_section(
     from bayesscale.recipe.output import exponent_flags, flag_rows, to_json
     from bayesscale.recipe.solve import recipe
     from bayesscale.report.figures import plot_allocation, plot_iso_budget, save_figure
+    from bayesscale.report.recipe_text import discount_note, price_unit_note
     from bayesscale.report.tables import recipe_table, with_verdict
 
     prices = load_prices(str(options.prices)) if options.prices else default_prices()
@@ -523,7 +524,13 @@ def _recipe_section(
         + ", ".join(f"{a} {p:g}" for a, p in cast(dict[str, float], summary["unit_prices"]).items())
         + f". Discounts: {summary['kappa']}. Units: "
         + "; ".join(f"{a} = {u}" for a, u in units.items())
-        + ". Each posterior draw's optimal allocation (exact KKT), summarised as posterior median "
+        + ". "
+        + "".join(
+            _sentence(n) + " "
+            for n in (price_unit_note(units), discount_note(cast(str, summary.get("kappa"))))
+            if n is not None
+        )
+        + "Each posterior draw's optimal allocation (exact KKT), summarised as posterior median "
         f"[{options.prob:.0%} equal-tailed interval]; the decision is the one allocation that "
         "maximises expected success. Full results: `recipe.json`.",
         "",
@@ -540,7 +547,11 @@ def _recipe_section(
     )
     md.add(*_tables(tmp, "recipe", [("", with_verdict(table, headline or None))]))
     every = recipe_table(
-        ds, prob=options.prob, warn_factor=options.warn_beyond, exponent_flags=flags
+        ds,
+        prob=options.prob,
+        warn_factor=options.warn_beyond,
+        label="tab:recipe-all",
+        exponent_flags=flags,
     )
     _tables(tmp, "recipe", [("all", with_verdict(every, headline or None))])
     md.add(
@@ -567,7 +578,10 @@ def _recipe_section(
             f"### Within {factor:g}x of the data",
             "",
             f"The same recipe with every axis bounded at {factor:g}x its largest swept value "
-            f"(`bayesscale recipe --within-data {factor:g}`): what the measured range supports.",
+            f"(`bayesscale recipe --within-data {factor:g}`), in units bought (the law sees "
+            "kappa times them, less). This keeps the recipe near the data; it does not make it "
+            "checked: how far out, and along which axes, the law has been tested is what the "
+            "held-out check says.",
         )
         table = recipe_table(
             inside,
@@ -725,8 +739,10 @@ def _sensitivity_section(
         "",
         "The law refitted with every exponent prior "
         f"{scale:g}x as wide (`bayesscale fit --prior-scale {scale:g}`: each axis's "
-        "`exponent.log_sd` and `exponent_spread`; medians unchanged). A quantity the data "
-        "identify barely moves; one that moves much was set by the prior. Full fit: "
+        "`exponent.log_sd` and `exponent_spread`; medians unchanged). A quantity that moves "
+        "much was set by the prior. One that barely moves is not thereby identified: a wider "
+        "prior with the same median can still pull it toward that median, which the "
+        "contraction figures of the law section (and † / ‡) measure. Full fit: "
         f"`fits/{SENSITIVITY_FIT}`.",
     )
     md.add(*_tables(tmp, "prior_sensitivity", [("", table)]))
@@ -736,6 +752,7 @@ def _extent_text(summary: dict[str, Any], options: ReportOptions) -> str:
     """How far the recipe lies beyond the data, in words: the worst factor per axis over the
     largest swept value, and how many rows pass the warning factor."""
     from bayesscale.data.extrapolation import times
+    from bayesscale.report.recipe_text import EFFECTIVE_UNITS
 
     rows = [r for r in cast(list[dict[str, Any]], summary["results"]) if r.get("extrapolation")]
     if not rows:
@@ -763,7 +780,8 @@ def _extent_text(summary: dict[str, Any], options: ReportOptions) -> str:
     axes = ", ".join(f"{a} {times(f)}" for a, f in sorted(worst.items(), key=lambda kv: -kv[1]))
     text = (
         f"**How far beyond the data.** Swept ranges: {swept}. Over all settings and budgets the "
-        f"decision reaches, per axis, up to this many times the largest swept value: {axes}. "
+        f"decision reaches, per axis, up to this many times the largest swept value, in "
+        f"{EFFECTIVE_UNITS}: {axes}. "
         f"{beyond} of {len(rows)} (setting, budget) rows lie more than {factor:g}x outside the "
         "swept range on some axis (the tables' last column names the axes). "
     )
@@ -811,6 +829,8 @@ def _heldout_section(
         f"{overall[names.MEAN_PERCENTILE]:.3f} (calibrated: about 0.5), mean absolute error "
         f"{overall[names.MAE]:.4f}. Intervals include seed-to-seed spread. Per row: "
         "`heldout.csv`.",
+        "",
+        _sentence(result["calibration"]["note"]),
     )
     extent = result["extrapolation"]
     if extent:
@@ -831,6 +851,11 @@ def _heldout_section(
     md.add(*_tables(tmp, "heldout", [("", table_md)]))
     fig = plot_heldout(frame, provenance=provenance(law, table), fit=law)
     md.add(_figure(tmp, "heldout", fig, save_figure))
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: a capital first letter and a full stop."""
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bayesscale import names
 from bayesscale.data.extrapolation import times
 from bayesscale.report.tables import format_number
 
@@ -30,6 +31,34 @@ def _fmt(x: float | str | None) -> str:
 
 def _interval(t: dict[str, float | str | None]) -> str:
     return f"{_fmt(t['median'])} [{_fmt(t['lower'])}, {_fmt(t['upper'])}]"
+
+
+EFFECTIVE_UNITS = "effective units (kappa x units bought: what the law is evaluated at)"
+
+
+def price_unit_note(units: dict[str, str]) -> str | None:
+    """Where an axis counts rollouts per task: its price buys one rollout more on every task,
+    not one trajectory (else ``None``)."""
+    axes = [a for a, u in units.items() if u == names.UNIT_LONG[names.ROLLOUTS]]
+    if not axes:
+        return None
+    return (
+        f"a price is per unit as defined: one {axes[0]} unit is one rollout more on every task, "
+        "not one trajectory (the paper's linear price on rollouts per task, a per-task mean; "
+        "models/prices.toml), so each trajectory bought costs far less than that price"
+    )
+
+
+def discount_note(kappa_source: str | None) -> str | None:
+    """Where discounts come from a pricing fit: they are small-ratio intercepts, optimistic
+    where synthetic data dominate (else ``None``)."""
+    if not kappa_source or "pricing fit" not in kappa_source:
+        return None
+    return (
+        "a pricing fit's discount is its small-ratio kappa0: every unit is priced as synthetic "
+        "data at that rate, but past a method's collapse ratio r* synthetic data are worth "
+        "less, so the recipe is optimistic where synthetic data would dominate an axis"
+    )
 
 
 def format_recipe(summary: dict[str, Any]) -> str:
@@ -58,8 +87,14 @@ def format_recipe(summary: dict[str, Any]) -> str:
         )
         + (f" (within {within:g}x the largest swept values)" if within else ""),
         f"intervals: median [{pct}% equal-tailed] over posterior draws",
-        f"x swept max: the decision (else the optimum's median) over the largest value of the "
-        f"axis in the setting's data; ! = more than {warn:g}x outside the swept range",
+        f"x swept max: the decision (else the optimum's median) in {EFFECTIVE_UNITS} over the "
+        f"largest value of the axis in the setting's data; ! = more than {warn:g}x outside the "
+        "swept range",
+    ]
+    lines += [
+        f"note: {n}"
+        for n in (price_unit_note(units), discount_note(summary.get("kappa")))
+        if n is not None
     ]
     if any(r.get("exponent_flags") for r in summary["results"]):
         lines.append(

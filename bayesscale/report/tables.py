@@ -85,6 +85,7 @@ _LATEX_ESCAPES: Final = {
     "‡": "$^{\\ddagger}$",
 }
 _MARKDOWN_SPECIAL: Final = "\\|*_`"
+LONG_TABLE_ROWS: Final = 40  # more rows than a page holds: a longtable
 
 
 class TableError(ValueError):
@@ -96,8 +97,13 @@ def escape_latex(text: str) -> str:
 
     >>> escape_latex("Qwen3-8B | grpo | math_code & 5% #1")
     'Qwen3-8B \\\\textbar{} grpo \\\\textbar{} math\\\\_code \\\\& 5\\\\% \\\\#1'
+    >>> escape_latex("--prior-scale")  # two hyphens stay two (TeX would set an en dash)
+    '-{}-prior-scale'
     """
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in str(text))
+    out = "".join(_LATEX_ESCAPES.get(ch, ch) for ch in str(text))
+    while "--" in out:
+        out = out.replace("--", "-{}-")
+    return out
 
 
 def escape_markdown(text: str) -> str:
@@ -304,7 +310,11 @@ class PaperTable:
 
     def to_latex(self, environment: str = "table", placement: str = "t") -> str:
         """A booktabs ``tabular`` inside ``environment`` (``table``, ``table*``; ``""`` for the
-        bare tabular) with ``\\caption`` and ``\\label``. Needs ``\\usepackage{booktabs}``."""
+        bare tabular) with ``\\caption`` and ``\\label``. Needs ``\\usepackage{booktabs}``.
+        A ``table`` of more than ``LONG_TABLE_ROWS`` (40) rows, which no page holds, is set as a
+        ``longtable`` instead (header repeated on every page; ``\\usepackage{longtable}``)."""
+        if environment == "table" and len(self.rows) > LONG_TABLE_ROWS:
+            return self._to_longtable()
         out = [f"% {c}" for c in self._comments()]
         if environment:
             out += [f"\\begin{{{environment}}}[{placement}]", "\\centering"]
@@ -325,6 +335,28 @@ class PaperTable:
             out.append(f"\\par\\smallskip{{\\footnotesize {body}}}")
         if environment:
             out.append(f"\\end{{{environment}}}")
+        return "\n".join(out) + "\n"
+
+    def _to_longtable(self) -> str:
+        out = [f"% {c}" for c in self._comments()]
+        out.append("% needs \\usepackage{booktabs} and \\usepackage{longtable}")
+        out.append(f"\\begin{{longtable}}{{{self.alignment}}}")
+        if self.caption or self.label:
+            caption = f"\\caption{{{_cell(self.caption).latex()}}}" if self.caption else ""
+            label = f"\\label{{{_latex_label(self.label)}}}" if self.label else ""
+            out.append(f"{caption}{label} \\\\")
+        header = " & ".join(_cell(h).latex() for h in self.header) + " \\\\"
+        out += ["\\toprule", header, "\\midrule", "\\endfirsthead"]
+        out += ["\\toprule", header, "\\midrule", "\\endhead"]
+        out += ["\\bottomrule", "\\endlastfoot"]
+        for i, row in enumerate(self.rows):
+            if i in self.breaks:
+                out.append("\\midrule")
+            out.append(" & ".join(_cell(v).latex() for v in row) + " \\\\")
+        out.append("\\end{longtable}")
+        if self.notes:
+            body = " ".join(escape_latex(n) for n in self.notes)
+            out.append(f"{{\\footnotesize {body}}}")
         return "\n".join(out) + "\n"
 
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
@@ -507,7 +539,9 @@ def pricing_table(
         "small-ratio discount ",
         ", the collapse ratio ",
         f" (normalised success below {threshold:g} of the pure-real baseline, "
-        f"{result.get('frame', '')} frame) and the ratio of peak benefit.",
+        f"{result.get('frame', '')} frame) and the ratio of peak benefit. Both ratios are read "
+        "off the fitted collapse curve: between the swept ratios, and in their intervals, they "
+        "carry the curve's assumed shape as much as the data.",
     )
     caption = Raw(
         escape_markdown(f"{parts[0]}κ0{parts[1]}r*{parts[2]}"),
@@ -622,8 +656,9 @@ def recipe_table(
     if extent:
         caption += (
             f" Beyond the data: the axes whose median optimum lies more than {warn_factor:g}x "
-            "outside the setting's swept range, with the factor over its largest swept value; a "
-            "power law says little that far beyond the range it was fitted on."
+            "outside the setting's swept range, with the factor over its largest swept value in "
+            "effective units (kappa x units bought: what the law is evaluated at); a power law "
+            "says little that far beyond the range it was fitted on."
         )
     within = ds.attrs.get("within_data", "none")
     if within != "none":

@@ -194,9 +194,10 @@ def plot_allocation(
             texts.append("decision (max expected success)")
         if shaded:
             handles.append(extrapolated_handle())
-            texts.append(f"median allocation {EXTRAPOLATED_TEXT}")
+            texts.append(f"median of kappa x units (the law's input) {EXTRAPOLATED_TEXT}")
+        # two columns: three, with the shading's long entry, ran past the figure's edges
         fig.legend(
-            handles, texts, loc="outside upper center", ncols=min(len(handles), 3), frameon=False
+            handles, texts, loc="outside upper center", ncols=min(len(handles), 2), frameon=False
         )
         if fit is not None:
             stamp(fig, verdict(fit))

@@ -354,7 +354,7 @@ def _legend(
     ]
     texts = [
         "observed: mean over seeds (bar: seed range)",
-        "posterior median",
+        "law (expected rate, no seed noise): posterior median",
         *[interval_label(p, kind) for p in probs],
     ]
     if dense_color is not None:
