@@ -51,7 +51,8 @@ def fit(
     observations (a CSV/parquet path, a data frame or a validated table).
 
     ``config`` or keyword overrides of :class:`~bayesscale.sampling.config.FitConfig`
-    (``draws=``, ``seed=``, ``preview=True`` …) set the sampler; a fit whose diagnostics
+    (``draws=``, ``seed=`` …) set the sampler (``config=FitConfig().as_preview()`` for a
+    preview, as ``bayesscale fit --preview``); a fit whose diagnostics
     fail is warned (:class:`~bayesscale.fits.caveats.CaveatWarning`). ``prior_scale=2`` widens
     every exponent prior twice (``bayesscale fit --prior-scale 2``): what a refit with it
     changes, the data do not identify.
@@ -82,9 +83,16 @@ def fit_pricing(
 ) -> PricingFit:
     """Fit the discount model (default spec: the bundled ``pricing``) to a pricing table.
 
-    ``law``: a law fit whose exponents become the priors of the pricing fit's, as
-    ``bayesscale price --law-fit`` does. A failed fit, or one made from a failed or preview
-    law fit, is warned (:class:`~bayesscale.fits.caveats.CaveatWarning`).
+    ``config`` or keyword overrides of :class:`~bayesscale.sampling.config.FitConfig` set the
+    sampler. Without ``config`` the target acceptance is the pricing fit's own, 0.95
+    (``PRICING_TARGET_ACCEPT``, as ``bayesscale price``); a ``config`` is used as given, and
+    ``FitConfig()``'s target acceptance is the law's 0.8, so pass ``target_accept=0.95``
+    beside it (keywords override ``config``). ``law``: a law fit whose exponents become the
+    priors of the pricing fit's, as ``bayesscale price --law-fit`` does. A failed fit, or
+    one made from a failed or preview law fit, is warned
+    (:class:`~bayesscale.fits.caveats.CaveatWarning`).
+
+    >>> price = bs.fit_pricing("data/pricing/pricing.csv", seed=1)  # doctest: +SKIP
     """
     from bayesscale.pricing.fit import fit_pricing as fit_discount
     from bayesscale.pricing.model import exponent_priors_from_law_fit
