@@ -49,6 +49,7 @@ from bayesscale.pricing.summary import (
 from bayesscale.pricing.table import load_pricing, validate_pricing
 from bayesscale.recipe.draws import kappa_draws
 from bayesscale.recipe.synthetic import synthetic_fit
+from bayesscale.report.tables import pricing_table
 
 SPEC = load_pricing_spec()
 
@@ -273,6 +274,51 @@ def test_exponent_priors_from_a_law_fit():
     assert wide["env"].log_sd == pytest.approx(2 * priors["env"].log_sd)
 
 
+def test_kappa0_identification_is_the_contraction_of_its_logit() -> None:
+    """Contraction ``1 - var_post / var_prior`` of logit kappa0, flagged at the law's
+    thresholds; the prior variance of a pooled method adds the spread's second moment."""
+    from bayesscale.data.spec import LogNormalPrior
+    from bayesscale.pricing.summary import kappa0_identification, spread_second_moment
+
+    rng = np.random.default_rng(0)
+    for sd, flag in ((0.3, None), (0.6, "prior-sensitive"), (0.9, "prior-dominated")):
+        draws = rng.normal(0.0, sd, size=200_000)
+        got = kappa0_identification(draws, 1.0)
+        assert got["contraction"] == pytest.approx(1 - sd**2, abs=0.01)
+        assert got["flag"] == flag
+    # LogNormal(median m, log_sd s): E[x^2] = m^2 exp(2 s^2), against a Monte Carlo estimate
+    draws = 0.35 * np.exp(0.75 * rng.normal(size=1_000_000))
+    exact = spread_second_moment(LogNormalPrior(0.35, 0.75))
+    assert exact == pytest.approx(np.mean(draws**2), rel=0.02)
+    assert spread_second_moment(0.3) == pytest.approx(0.09)
+
+
+def test_pricing_summary_flags_prior_led_kappa0(pricing_fit) -> None:
+    """Against a hand computation from the fit's draws and the bundled spec's priors (logit
+    sd 1; the methods' spread lognormal, median 0.35, log-sd 0.75), and shown in the text and
+    the paper table."""
+    result = summarise_pricing(pricing_fit, prob=0.9)
+    post = pricing_fit["posterior"].to_dataset()
+    prior_method = 1.0 + 0.35**2 * np.exp(2 * 0.75**2)
+    for m, d in result["methods"].items():
+        k = post["kappa0"].sel({"method": m}).to_numpy().ravel()  # sel(method=) is a keyword
+        expected = 1 - np.var(np.log(k / (1 - k))) / prior_method
+        assert d["kappa0_identification"]["contraction"] == pytest.approx(expected, rel=1e-9)
+    for a, d in result["axes"].items():
+        k = post["kappa0_axis"].sel(priced_axis=a).to_numpy().ravel()
+        expected = 1 - np.var(np.log(k / (1 - k))) / 1.0
+        assert d["kappa0_identification"]["contraction"] == pytest.approx(expected, rel=1e-9)
+    flagged = [m for m, d in result["methods"].items() if d["kappa0_identification"]["flag"]]
+    text = format_pricing_text(result)
+    table = pricing_table(result).to_markdown()
+    if flagged:
+        assert "after kappa0: the posterior of logit kappa0 kept more than 50%" in text
+        assert "after κ0" in table
+    for m in flagged:
+        line = next(line for line in text.splitlines() if line.startswith(m))
+        assert "]‡" in line or "]†" in line  # the marker follows kappa0's interval
+
+
 # --- sampling -------------------------------------------------------------------------------------
 
 
@@ -320,7 +366,7 @@ def test_kappa_draws_per_axis_in_the_documented_form(pricing_fit, tmp_path):
 
 @pytest.mark.slow
 def test_derived_r_star_is_the_collapse_function_on_draws(pricing_fit):
-    post = pricing_fit["posterior"]
+    post = pricing_fit["posterior"].to_dataset()
     const = pricing_fit["constant_data"]
     method, chain, draw = "GenEnv", 1, 42
     axis = str(const[names.METHOD_AXIS].sel({"method": method}).values)

@@ -13,7 +13,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.law.summary import marker, summarise
-from bayesscale.pricing.summary import summarise_pricing
+from bayesscale.pricing.summary import kappa0_marker, summarise_pricing
 from bayesscale.recipe.solve import recipe
 from bayesscale.report.figures import provenance
 from bayesscale.report.tables import (
@@ -220,11 +220,12 @@ def test_pricing_table_matches_the_posterior(
     for i, m in enumerate(methods):
         sel = {names.METHOD_DIM: m}
         assert md[i][:3] == [m, result["methods"][m]["axis"], "51"]
-        assert md[i][3] == _iv(_flat(post[names.KAPPA0].sel(sel)))
+        marker = kappa0_marker(result["methods"][m])  # ‡ / † where the prior leads
+        assert md[i][3] == _iv(_flat(post[names.KAPPA0].sel(sel))) + marker
         assert md[i][4] == _iv(_flat(post[names.R_STAR].sel(sel)))
     env = _flat(post[names.KAPPA0_AXIS].sel({names.PRICED_AXIS_DIM: "env"}))
     assert md[len(methods)][:2] == ["pooled (env)", "env"]
-    assert md[len(methods)][3] == _iv(env)
+    assert md[len(methods)][3] == _iv(env) + kappa0_marker(result["axes"]["env"])
     # no collapse in some draws: an infinite upper bound, and a note
     hand = {
         "prob": 0.9,

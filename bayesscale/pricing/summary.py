@@ -18,7 +18,8 @@ from bayesscale.core import collapse
 
 if TYPE_CHECKING:
     from bayesscale.data.fitfile import Diagnostics
-from bayesscale.pricing.spec import COARSE_GAP, DERIVED, SAMPLE
+from bayesscale.data.spec import LogNormalPrior, SpreadPrior
+from bayesscale.pricing.spec import COARSE_GAP, DERIVED, SAMPLE, pricing_fit_spec
 
 # --- summaries --------------------------------------------------------------------------------
 
@@ -101,6 +102,79 @@ def r_star_notes(r_star_median: float, ratios: np.ndarray) -> list[str]:
     return []
 
 
+def spread_second_moment(prior: SpreadPrior) -> float:
+    """``E[s^2]`` of a spread prior: ``median^2 exp(2 log_sd^2)`` for a lognormal, ``scale^2``
+    for a HalfNormal.
+
+    >>> spread_second_moment(0.5), round(spread_second_moment(LogNormalPrior(0.35, 0.75)), 4)
+    (0.25, 0.3773)
+    """
+    if isinstance(prior, LogNormalPrior):
+        return float(prior.median**2 * np.exp(2 * prior.log_sd**2))
+    return float(prior) ** 2
+
+
+def kappa0_identification(
+    logit_draws: np.ndarray, prior_variance: float
+) -> dict[str, float | str | None]:
+    """How much the data decide a discount: the contraction ``1 - var_post / var_prior`` of
+    its logit, flagged as the law's exponents are (:mod:`bayesscale.law.sensitivity`'s
+    thresholds; contraction only, no power-scaling).
+
+    >>> kappa0_identification(np.array([-0.1, 0.0, 0.1]), 1.0)["flag"] is None
+    True
+    """
+    from bayesscale.law.sensitivity import (
+        CONTRACTION_DOMINATED,
+        CONTRACTION_SENSITIVE,
+        FLAG_DOMINATED,
+        FLAG_SENSITIVE,
+    )
+
+    contraction = float(1.0 - np.var(logit_draws) / prior_variance)
+    flag = None
+    if contraction < CONTRACTION_DOMINATED:
+        flag = FLAG_DOMINATED
+    elif contraction < CONTRACTION_SENSITIVE:
+        flag = FLAG_SENSITIVE
+    return {"contraction": contraction, "flag": flag}
+
+
+def kappa0_marker(entry: Mapping[str, Any]) -> str:
+    """``‡`` / ``†`` (or ``""``) for a method's or an axis's kappa0 (old results have none)."""
+    from bayesscale.law.sensitivity import MARKERS
+
+    ident = entry.get("kappa0_identification") or {}
+    return MARKERS.get(ident.get("flag") or "", "")
+
+
+def kappa0_flag_note(result: Mapping[str, Any]) -> str | None:
+    """The note under a pricing table whose kappa0 are flagged, else ``None``."""
+    from bayesscale.law.sensitivity import (
+        CONTRACTION_DOMINATED,
+        CONTRACTION_SENSITIVE,
+        FLAG_DOMINATED,
+        FLAG_SENSITIVE,
+        MARKERS,
+    )
+
+    entries = [*result["methods"].values(), *result["axes"].values()]
+    if not any(kappa0_marker(e) for e in entries):
+        return None
+    return (
+        f"{MARKERS[FLAG_DOMINATED]} / {MARKERS[FLAG_SENSITIVE]} after kappa0: the posterior of "
+        f"logit kappa0 kept more than {1 - CONTRACTION_DOMINATED:.0%} / "
+        f"{1 - CONTRACTION_SENSITIVE:.0%} of the prior's variance (the pricing spec's [kappa0] "
+        "priors): the interval leans on the prior, and so do the discounts a recipe takes "
+        "from it."
+    )
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return np.log(p) - np.log1p(-p)
+
+
 def pricing_diagnostics(tree: xr.DataTree) -> Diagnostics:
     """Convergence of the sampled and deterministic variables; r* and the peak ratio are
     computed per draw after sampling (and may be infinite), so they are left out."""
@@ -128,6 +202,15 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     obs_method = const[names.OBS_METHOD].to_numpy().astype(str)
     ratio = (const[names.SYNTHETIC] / const[names.REAL]).to_numpy()
 
+    # the prior variance of a method's and an axis's logit kappa0, from the fit's own spec
+    spec = pricing_fit_spec(tree)
+    logit_var = spec.kappa0_logit_sd**2
+    pooled = spec.pooling == "axis"
+    method_prior_variance = logit_var + (
+        spread_second_moment(spec.kappa0_spread) if pooled else 0.0
+    )
+    members = {a: sum(1 for m in methods if axis_of[m] == a) for a in axes}
+
     per_method: dict[str, Any] = {}
     for m in methods:
         r_star = post[names.R_STAR].sel({names.METHOD_DIM: m}).to_numpy()
@@ -149,6 +232,10 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
                 post[names.PEAK_RATIO].sel({names.METHOD_DIM: m}).to_numpy(), prob
             ),
             "notes": r_star_notes(float(np.median(r_star)), mine),
+            "kappa0_identification": kappa0_identification(
+                _logit(post[names.KAPPA0].sel({names.METHOD_DIM: m}).to_numpy()),
+                method_prior_variance,
+            ),
         }
     per_axis = {
         a: {
@@ -156,6 +243,11 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
                 post[names.KAPPA0_AXIS].sel({names.PRICED_AXIS_DIM: a}).to_numpy(), prob
             ),
             "methods": [m for m in methods if axis_of[m] == a],
+            "kappa0_identification": kappa0_identification(
+                _logit(post[names.KAPPA0_AXIS].sel({names.PRICED_AXIS_DIM: a}).to_numpy()),
+                # unpooled, an axis's logit is the mean of its methods'
+                logit_var if pooled else logit_var / max(members[a], 1),
+            ),
         }
         for a in axes
     }
@@ -225,14 +317,19 @@ def format_pricing_text(result: Mapping[str, Any]) -> str:
     ]
     notes = []
     for m, d in result["methods"].items():
+        kappa0 = f"{iv(d['kappa0'])}{kappa0_marker(d)}"
         lines.append(
-            f"{m:<14}{d['axis']:<8}{d['runs']:>5}  {iv(d['kappa0']):<22}{iv(d['r_star']):<24}"
+            f"{m:<14}{d['axis']:<8}{d['runs']:>5}  {kappa0:<22}{iv(d['r_star']):<24}"
             f"{iv(d['peak_ratio']):<22}"
         )
         notes += [f"  {m}: {n}" for n in d["notes"]]
     lines += ["", "pooled kappa0 per axis:"]
     for a, d in result["axes"].items():
-        lines.append(f"  {a:<10}{iv(d['kappa0']):<24}methods: {', '.join(d['methods'])}")
+        kappa0 = f"{iv(d['kappa0'])}{kappa0_marker(d)}"
+        lines.append(f"  {a:<10}{kappa0:<24}methods: {', '.join(d['methods'])}")
+    flagged = kappa0_flag_note(result)
+    if flagged is not None:
+        lines += ["", flagged]
     v = result["axis_share_of_kappa0_variance"]
     lines.append("")
     if v.get("eta_squared") is None:

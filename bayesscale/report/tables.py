@@ -487,6 +487,15 @@ def _prior_notes(summary: Mapping[str, Any]) -> tuple[str, ...]:
 # --- pricing (pricing.summarise_pricing) -----------------------------------------------------------
 
 
+def _kappa0_cell(entry: Mapping[str, Any], digits: int) -> Cell:
+    """A kappa0 interval followed by its identification marker, if flagged."""
+    from bayesscale.pricing.summary import kappa0_marker
+
+    cell = Interval.of(entry["kappa0"], digits)
+    marker = kappa0_marker(entry)
+    return _Marked(cell, marker) if marker else cell
+
+
 def pricing_table(
     result: Mapping[str, Any],
     *,
@@ -521,7 +530,7 @@ def pricing_table(
                 str(m),
                 str(d["axis"]),
                 int(d["runs"]),
-                Interval.of(d["kappa0"], digits),
+                _kappa0_cell(d, digits),
                 Interval.of(d["r_star"], digits),
                 Interval.of(d["peak_ratio"], digits),
             ]
@@ -533,7 +542,7 @@ def pricing_table(
     if pooled and axes:
         breaks = (len(rows),)
         for a, d in axes.items():
-            rows.append([f"pooled ({a})", str(a), "", Interval.of(d["kappa0"], digits), "", ""])
+            rows.append([f"pooled ({a})", str(a), "", _kappa0_cell(d, digits), "", ""])
     parts = (
         f"Synthetic-data pricing: posterior median [{_pct(prob)} equal-tailed interval] of the "
         "small-ratio discount ",
@@ -547,6 +556,11 @@ def pricing_table(
         escape_markdown(f"{parts[0]}κ0{parts[1]}r*{parts[2]}"),
         f"{escape_latex(parts[0])}$\\kappa_0${escape_latex(parts[1])}$r^*${escape_latex(parts[2])}",
     )
+    from bayesscale.pricing.summary import kappa0_flag_note
+
+    flagged = kappa0_flag_note(result)
+    if flagged is not None:
+        notes.insert(0, flagged.replace("kappa0", "κ0"))
     return PaperTable(
         header,
         rows,
