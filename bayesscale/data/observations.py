@@ -6,9 +6,10 @@ sizes (``n_envs``, ``n_tasks``, ``rollouts``; optional ``n_worlds``), ``params_b
 ``trials`` or a continuous ``loss``. Which columns are required follows from the model
 spec, so other axes (Chinchilla's ``params`` and ``tokens``) use the same code.
 
-Errors name the file, the column and the rows (1-based data rows; for a CSV file read
-here and unchanged since, also the file line). Nothing is dropped: a row is used or the load fails. Suspicious but usable
-data (a success rate of 0 or 1, a setting with one seed) raises a ``DataWarning``.
+Errors name the file, the column and the rows (1-based data rows; for a CSV file read here
+and unchanged since, also the file line). Nothing is dropped: a row is used or the load
+fails. Suspicious but usable data (a success rate of 0 or 1, a setting with one seed) raises
+a ``DataWarning``.
 
 Example
 -------

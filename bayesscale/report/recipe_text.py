@@ -45,7 +45,7 @@ def price_unit_note(units: dict[str, str]) -> str | None:
     return (
         f"a price is per unit as defined: one {axes[0]} unit is one rollout more on every task, "
         "not one trajectory (the paper's linear price on rollouts per task, a per-task mean; "
-        "models/prices.toml), so each trajectory bought costs far less than that price"
+        "models/prices.toml), so a trajectory bought costs that price over the number of tasks"
     )
 
 
