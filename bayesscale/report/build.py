@@ -613,7 +613,13 @@ def _recipe_section(
         within_data=options.within_data,
     )
     fig = plot_iso_budget(iso, provenance=prov, settings=settings, recipe=ds, fit=law)
-    md.add(f"Iso-budget curves at {middle:,.0f} {summary['currency']}:", "")
+    md.add(
+        f"Iso-budget curves at {middle:,.0f} {summary['currency']}: each panel moves one axis's "
+        "share of the budget and splits the rest over the other axes as the decision at this "
+        "budget splits it (the figure's reference spend), so every curve passes through the "
+        "decision.",
+        "",
+    )
     md.add(_figure(tmp, "iso_budget", fig, save_figure))
     return ds
 
