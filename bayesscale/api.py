@@ -84,10 +84,9 @@ def fit_pricing(
     """Fit the discount model (default spec: the bundled ``pricing``) to a pricing table.
 
     ``config`` or keyword overrides of :class:`~bayesscale.sampling.config.FitConfig` set the
-    sampler. Without ``config`` the target acceptance is the pricing fit's own, 0.95
-    (``PRICING_TARGET_ACCEPT``, as ``bayesscale price``); a ``config`` is used as given, and
-    ``FitConfig()``'s target acceptance is the law's 0.8, so pass ``target_accept=0.95``
-    beside it (keywords override ``config``). ``law``: a law fit whose exponents become the
+    sampler; unless they name a ``target_accept``, it is the pricing model's own, 0.95
+    (``PRICING_TARGET_ACCEPT``, as ``bayesscale price``), also with a ``config`` made for the
+    law (``FitConfig()`` names none). ``law``: a law fit whose exponents become the
     priors of the pricing fit's, as ``bayesscale price --law-fit`` does. A failed fit, or
     one made from a failed or preview law fit, is warned
     (:class:`~bayesscale.fits.caveats.CaveatWarning`).
@@ -98,11 +97,10 @@ def fit_pricing(
     from bayesscale.pricing.model import exponent_priors_from_law_fit
     from bayesscale.pricing.spec import PricingSpec, load_pricing_spec
     from bayesscale.pricing.table import PricingTable, load_pricing
-    from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
     spec = spec if isinstance(spec, PricingSpec) else load_pricing_spec(spec)
     table = data if isinstance(data, PricingTable) else load_pricing(data, spec)
-    config = replace(config or FitConfig(target_accept=PRICING_TARGET_ACCEPT), **sampling)
+    config = replace(config or FitConfig(), **sampling)  # the pricing fit's own accept
     priors = exponent_priors_from_law_fit(law.tree) if law is not None else None
     source = str(law.path) if law is not None and law.path is not None else ""
     tree = fit_discount(table, spec, config, exponent_priors=priors, exponent_source=source)

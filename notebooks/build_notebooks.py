@@ -144,9 +144,7 @@ NOTEBOOKS = {
             "    print('left out:', exclusion)"
         ),
         new_code_cell(
-            "# target_accept: the pricing fit's own default (bayesscale price's), which CONFIG\n"
-            "# (a FitConfig made for the law) does not carry\n"
-            "price_fit = bs.fit_pricing(pricing_table, pricing_spec, CONFIG, target_accept=0.95)\n"
+            "price_fit = bs.fit_pricing(pricing_table, pricing_spec, CONFIG)  # accept 0.95\n"
             "print(price_fit)\n"
             "print(price_fit.diagnostics.to_dict())"
         ),

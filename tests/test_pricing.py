@@ -274,6 +274,39 @@ def test_exponent_priors_from_a_law_fit():
     assert wide["env"].log_sd == pytest.approx(2 * priors["env"].log_sd)
 
 
+def test_a_config_without_target_accept_samples_the_pricing_model_at_its_own(
+    monkeypatch,
+) -> None:
+    """FitConfig() names no target acceptance: the pricing fit takes its own 0.95, from
+    Python as from `bayesscale price`; a number given is kept."""
+    import bayesscale as bs
+    import bayesscale.law.inference as inference
+    from bayesscale.sampling.config import DEFAULT_TARGET_ACCEPT, PRICING_TARGET_ACCEPT, FitConfig
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def sample(model, config, label="fit"):
+        seen.append(config.accept)
+        raise Stop
+
+    monkeypatch.setattr(inference, "sample", sample)
+    for config, expected in (
+        (None, PRICING_TARGET_ACCEPT),
+        (FitConfig(seed=1), PRICING_TARGET_ACCEPT),
+        (FitConfig(target_accept=0.9), 0.9),
+    ):
+        with pytest.raises(Stop):
+            bs.fit_pricing(PRICING / "pricing.csv", config=config)
+        assert seen[-1] == expected
+    with pytest.raises(Stop):
+        bs.fit_pricing(PRICING / "pricing.csv", config=FitConfig(seed=1), target_accept=0.85)
+    assert seen[-1] == 0.85
+    assert FitConfig().accept == DEFAULT_TARGET_ACCEPT  # the law's
+
+
 def test_kappa0_identification_is_the_contraction_of_its_logit() -> None:
     """Contraction ``1 - var_post / var_prior`` of logit kappa0, flagged at the law's
     thresholds; the prior variance of a pooled method adds the spread's second moment."""

@@ -405,7 +405,7 @@ class CompiledLawSampler:
         [self._dtype] = self.density.data_dtypes
         self.n_obs = int(np.size(value))
         self._shape = np.shape(value)
-        self._nuts = CompiledNuts(self.density, config.chains, config.target_accept)
+        self._nuts = CompiledNuts(self.density, config.chains, config.accept)
         self.design: Design | None = None
 
     @property
@@ -817,7 +817,7 @@ def simulation_based_calibration(
             "chains": config.chains,
             "tune": config.tune,
             "draws": config.draws,
-            "target_accept": config.target_accept,
+            "target_accept": config.accept,
             "max_rank_draws": max_rank_draws,
             "seed": seed,
             "perturbed": perturb is not None,
@@ -996,7 +996,7 @@ def coverage_study(
             "chains": config.chains,
             "tune": config.tune,
             "draws": config.draws,
-            "target_accept": config.target_accept,
+            "target_accept": config.accept,
             "n_boot": n_boot,
             "prob": prob,
             "seed": seed,

@@ -124,7 +124,7 @@ def _sample_own(model: pm.Model, config: FitConfig, label: str) -> tuple[xr.Data
     start = time.perf_counter()
     progress = Progress(label, enabled=config.progress)
     density = LogDensity.from_model(model)
-    sampler = CompiledNuts(density, chains=config.chains, target_accept=config.target_accept)
+    sampler = CompiledNuts(density, chains=config.chains, target_accept=config.accept)
     settings = NutsSettings(
         tune=config.tune,
         draws=config.draws,
@@ -209,7 +209,7 @@ def _sample_pymc(model: pm.Model, config: FitConfig) -> tuple[xr.DataTree, Timin
             draws=config.draws,
             tune=config.tune,
             chains=config.chains,
-            target_accept=config.target_accept,
+            target_accept=config.accept,
             random_seed=config.seed,
             nuts_sampler=config.sampler,
             progressbar=config.progress,
@@ -381,7 +381,7 @@ def sampler_attrs(config: FitConfig, draws: int, timing: Timing) -> dict[str, An
         "chains": config.chains,
         "draws": draws,
         "tune": config.tune,
-        "target_accept": config.target_accept,
+        "target_accept": config.accept,
         "ess_target": config.ess_target,
         "wall_seconds": round(timing.wall, 3),
         "compile_seconds": round(timing.compile or 0.0, 3),

@@ -101,13 +101,14 @@ def fit_pricing(
 ) -> xr.DataTree:
     """Fit the pricing model; return a ``pricing_fit`` DataTree with r* and the peak added.
 
-    ``config`` is an :class:`bayesscale.sampling.config.FitConfig` (default: its defaults).
+    ``config`` is an :class:`bayesscale.sampling.config.FitConfig` (default: its defaults);
+    where it names no ``target_accept``, the pricing model's own (0.95) is used.
     """
     from bayesscale.data.fitfile import fit_attrs
     from bayesscale.law.inference import FitConfig, sample, sampler_attrs
     from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
-    config = config or FitConfig(target_accept=PRICING_TARGET_ACCEPT)
+    config = (config or FitConfig()).with_default_accept(PRICING_TARGET_ACCEPT)
     design = prepare_pricing(table, spec)
     unknown = sorted(set(spec.exponents) - set(design.axes))
     if unknown:  # a misspelt axis would otherwise leave its prior silently unused

@@ -51,7 +51,7 @@ from bayesscale.data.fitfile import (
 from bayesscale.data.observations import load_observations, read_table, validate
 from bayesscale.data.spec import SENSITIVITY_SCALE, load_spec
 from bayesscale.report.folder import building, prepare
-from bayesscale.sampling.config import PRICING_TARGET_ACCEPT, FitConfig
+from bayesscale.sampling.config import FitConfig
 
 DEFAULT_BUDGETS = (1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6)
 REPORT_FILE = "report.md"
@@ -79,9 +79,7 @@ class ReportOptions:
     budgets: tuple[float, ...] = DEFAULT_BUDGETS
     prob: float = 0.9
     config: FitConfig = field(default_factory=FitConfig)
-    pricing_config: FitConfig = field(
-        default_factory=lambda: FitConfig(target_accept=PRICING_TARGET_ACCEPT)
-    )
+    pricing_config: FitConfig = field(default_factory=FitConfig)  # its accept: the pricing's
     max_recipe_draws: int = 500
     within_data: float | None = None
     warn_beyond: float = WARN_FACTOR
@@ -119,7 +117,7 @@ def fingerprint(options: ReportOptions) -> dict[str, Any]:
             config.seed,
             config.ess_target,
             config.max_draws,
-            config.target_accept,
+            config.accept,
             config.preview,
         ],
         "pricing_config": [pc.sampler, pc.chains, pc.draws, pc.tune, pc.seed],

@@ -53,14 +53,16 @@ class FitConfig:
     bulk or tail ESS below ``ess_target`` (or R-hat above 1.01) the chains run on, up to
     ``max_draws`` per chain (``ess_target=0`` keeps exactly ``draws``). The other samplers
     always take ``draws``. ``preview`` replaces sampling by the Laplace approximation (see
-    :meth:`as_preview`).
+    :meth:`as_preview`). ``target_accept=None`` (the default) is the model's own:
+    ``DEFAULT_TARGET_ACCEPT`` (0.8) for the law, ``PRICING_TARGET_ACCEPT`` (0.95) for the
+    pricing model; a number is used as given.
     """
 
     sampler: str = DEFAULT_SAMPLER
     chains: int = field(default_factory=default_chains)
     draws: int = DEFAULT_DRAWS
     tune: int = DEFAULT_TUNE
-    target_accept: float = DEFAULT_TARGET_ACCEPT
+    target_accept: float | None = None  # None: the model's own (see with_default_accept)
     seed: int = DEFAULT_SEED
     progress: bool = True
     ess_target: float = ESS_TARGET
@@ -75,7 +77,7 @@ class FitConfig:
                 f"chains and draws must be >= 1 and tune >= 0, got chains={self.chains}, "
                 f"draws={self.draws}, tune={self.tune}"
             )
-        if not 0 < self.target_accept < 1:
+        if self.target_accept is not None and not 0 < self.target_accept < 1:
             raise ValueError(f"target_accept must be in (0, 1), got {self.target_accept}")
         if self.ess_target < 0:
             raise ValueError(f"ess_target must be >= 0, got {self.ess_target}")
@@ -90,10 +92,29 @@ class FitConfig:
             draws = f"{self.draws} draws"
         if self.preview:
             return f"PREVIEW: Laplace approximation, {self.draws} draws, seed {self.seed}"
+        accept = "the model's default" if self.target_accept is None else self.target_accept
         return (
             f"{self.sampler}, {self.chains} chains x ({self.tune} warm-up + {draws}), "
-            f"target_accept {self.target_accept}, seed {self.seed}"
+            f"target_accept {accept}, seed {self.seed}"
         )
+
+    def with_default_accept(self, target_accept: float) -> FitConfig:
+        """This config with a model's default target acceptance where it names none.
+
+        >>> FitConfig().with_default_accept(0.95).target_accept
+        0.95
+        >>> FitConfig(target_accept=0.9).with_default_accept(0.95).target_accept
+        0.9
+        """
+        if self.target_accept is not None:
+            return self
+        return replace(self, target_accept=target_accept)
+
+    @property
+    def accept(self) -> float:
+        """The target acceptance a fit samples with, ``target_accept`` or else the law's
+        default (a pricing fit sets its own first, with :meth:`with_default_accept`)."""
+        return DEFAULT_TARGET_ACCEPT if self.target_accept is None else self.target_accept
 
     def as_preview(self) -> FitConfig:
         """A preview of this fit: ``PREVIEW_DRAWS`` independent draws from the Laplace
