@@ -323,16 +323,10 @@ class PaperTable:
             if self.label:
                 out.append(f"\\label{{{_latex_label(self.label)}}}")
         out += [f"\\begin{{tabular}}{{{self.alignment}}}", "\\toprule"]
-        out.append(" & ".join(_cell(h).latex() for h in self.header) + " \\\\")
-        out.append("\\midrule")
-        for i, row in enumerate(self.rows):
-            if i in self.breaks:
-                out.append("\\midrule")
-            out.append(" & ".join(_cell(v).latex() for v in row) + " \\\\")
+        out += [self._latex_header(), "\\midrule", *self._latex_body()]
         out += ["\\bottomrule", "\\end{tabular}"]
         if self.notes:
-            body = " ".join(escape_latex(n) for n in self.notes)
-            out.append(f"\\par\\smallskip{{\\footnotesize {body}}}")
+            out.append(f"\\par\\smallskip{self._latex_notes()}")
         if environment:
             out.append(f"\\end{{{environment}}}")
         return "\n".join(out) + "\n"
@@ -345,19 +339,28 @@ class PaperTable:
             caption = f"\\caption{{{_cell(self.caption).latex()}}}" if self.caption else ""
             label = f"\\label{{{_latex_label(self.label)}}}" if self.label else ""
             out.append(f"{caption}{label} \\\\")
-        header = " & ".join(_cell(h).latex() for h in self.header) + " \\\\"
+        header = self._latex_header()
         out += ["\\toprule", header, "\\midrule", "\\endfirsthead"]
         out += ["\\toprule", header, "\\midrule", "\\endhead"]
-        out += ["\\bottomrule", "\\endlastfoot"]
+        out += ["\\bottomrule", "\\endlastfoot", *self._latex_body(), "\\end{longtable}"]
+        if self.notes:
+            out.append(self._latex_notes())
+        return "\n".join(out) + "\n"
+
+    def _latex_header(self) -> str:
+        return " & ".join(_cell(h).latex() for h in self.header) + " \\\\"
+
+    def _latex_body(self) -> list[str]:
+        """The rows, a ``\\midrule`` before each break."""
+        out = []
         for i, row in enumerate(self.rows):
             if i in self.breaks:
                 out.append("\\midrule")
             out.append(" & ".join(_cell(v).latex() for v in row) + " \\\\")
-        out.append("\\end{longtable}")
-        if self.notes:
-            body = " ".join(escape_latex(n) for n in self.notes)
-            out.append(f"{{\\footnotesize {body}}}")
-        return "\n".join(out) + "\n"
+        return out
+
+    def _latex_notes(self) -> str:
+        return "{\\footnotesize " + " ".join(escape_latex(n) for n in self.notes) + "}"
 
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write Markdown (``.md``) or LaTeX (``.tex``) atomically; refuses to replace an
