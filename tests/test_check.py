@@ -113,6 +113,8 @@ def test_calibration_tests_coverage_against_the_nominal_level(inside, above, bel
     assert result["p_value"] == pytest.approx(stats.binomtest(inside, n, 0.9).pvalue)
     assert (result["inside"], result["above"], result["below"]) == (inside, above, below)
     assert verdict in result["note"]
+    kinds = {"within": "within chance", "above": "conservative", "below": "over-confident"}
+    assert result["verdict"] == next(k for w, k in kinds.items() if w in verdict)
     assert f"{above} above it, {below} below" in result["note"]
     note = calibration_note(result)  # a warning only for intervals too narrow
     assert (note is None) == ("below the nominal" not in verdict)

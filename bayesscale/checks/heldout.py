@@ -203,6 +203,8 @@ def by_setting(table: pd.DataFrame) -> pd.DataFrame:
 
 
 CALIBRATION_ALPHA = 0.05  # a coverage this unlikely under the nominal level is called off
+# calibration()'s verdicts: coverage within chance of the nominal level, above it, below it
+WITHIN_CHANCE, CONSERVATIVE, OVER_CONFIDENT = "within chance", "conservative", "over-confident"
 
 
 def calibration(table: pd.DataFrame, prob: float) -> dict[str, Any]:
@@ -225,27 +227,31 @@ def calibration(table: pd.DataFrame, prob: float) -> dict[str, Any]:
     below = int((table[names.OBSERVED] < table[names.LOWER]).sum())
     p_value = float(binomtest(inside, n, prob).pvalue) if n else float("nan")
     coverage = inside / n if n else float("nan")
+    verdict: str | None = None
     if not n:
-        verdict = "no rows to check"
+        text = "no rows to check"
     elif p_value >= CALIBRATION_ALPHA:
-        verdict = (
+        verdict = WITHIN_CHANCE
+        text = (
             f"coverage {coverage:.3f} is within chance of the nominal {prob:.2f} "
             f"(binomial p = {p_value:.2g} over {n} rows)"
         )
     elif coverage > prob:
-        verdict = (
+        verdict = CONSERVATIVE
+        text = (
             f"coverage {coverage:.3f} is above the nominal {prob:.2f} beyond chance (binomial "
             f"p = {p_value:.2g} over {n} rows): the intervals are wider than these runs' "
             "spread, conservative here"
         )
     else:
-        verdict = (
+        verdict = OVER_CONFIDENT
+        text = (
             f"coverage {coverage:.3f} is below the nominal {prob:.2f} beyond chance (binomial "
             f"p = {p_value:.2g} over {n} rows): the intervals are too narrow, the law is "
             "over-confident on these runs"
         )
     note = (
-        f"{verdict}; rows of one setting share its posterior, so the test overstates the "
+        f"{text}; rows of one setting share its posterior, so the test overstates the "
         f"evidence. Outside their interval: {above} above it, {below} below"
     )
     return {
@@ -254,6 +260,7 @@ def calibration(table: pd.DataFrame, prob: float) -> dict[str, Any]:
         "above": above,
         "below": below,
         "p_value": p_value,
+        "verdict": verdict,
         "note": note,
     }
 
@@ -263,10 +270,9 @@ def calibration_note(result: dict[str, Any]) -> str | None:
     nominal level beyond chance: the law claims more certainty than the runs bear out), else
     ``None``. Intervals wider than needed are said in the check's text, not warned: they
     claim less than the data support, not more."""
-    rows = result["inside"] + result["above"] + result["below"]
-    too_narrow = result["inside"] < result["nominal"] * rows
-    over_confident = too_narrow and result["p_value"] < CALIBRATION_ALPHA
-    return f"warning: held-out {result['note']}" if over_confident else None
+    if result["verdict"] != OVER_CONFIDENT:
+        return None
+    return f"warning: held-out {result['note']}"
 
 
 def summary(table: pd.DataFrame, warn_factor: float = WARN_FACTOR) -> dict[str, Any]:

@@ -11,8 +11,8 @@ depends on having seen the warning:
 - ``LawFit.recipe``: the fits' verdicts, how far the recipe lies beyond the swept range,
   exponents the data barely identify, settings where the optimiser failed
   (``ds.attrs["caveats"]``, one per line);
-- ``LawFit.check``: the fit's verdict, held-out rows far outside the swept range
-  (``frame.attrs["caveats"]``, one per line).
+- ``LawFit.check``: the fit's verdict, held-out rows far outside the swept range, intervals
+  too narrow for the held-out runs (``frame.attrs["caveats"]``, one per line).
 
 >>> import warnings
 >>> with warnings.catch_warnings(record=True) as caught:

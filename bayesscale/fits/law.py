@@ -225,9 +225,10 @@ class LawFit:
 
     def check(self, heldout: str | Path | Table, prob: float = 0.9, **options: Any) -> pd.DataFrame:
         """Posterior-predictive check of held-out runs (a path or a table), one row per run
-        (:func:`bayesscale.checks.heldout.check`). A failed or preview fit and rows far
-        outside the swept range are warned (:class:`~bayesscale.fits.caveats.CaveatWarning`)
-        and kept in ``attrs["caveats"]``, one per line."""
+        (:func:`bayesscale.checks.heldout.check`). A failed or preview fit, rows far outside
+        the swept range and intervals too narrow for the runs (coverage below the nominal
+        level beyond chance) are warned (:class:`~bayesscale.fits.caveats.CaveatWarning`) and
+        kept in ``attrs["caveats"]``, one per line."""
         from bayesscale.checks.heldout import check, load_heldout
         from bayesscale.fits.caveats import announce, check_caveats
 
