@@ -105,7 +105,8 @@ def _line_key(source: str | Path) -> str:
         return str(source)
 
 
-def _stamp(path: str | Path) -> tuple[int, int] | None:
+def file_stamp(path: str | Path) -> tuple[int, int] | None:
+    """A file's ``(mtime_ns, size)``, to tell later whether it changed (``None``: unreadable)."""
     try:
         stat = Path(path).stat()
     except OSError:
@@ -119,7 +120,7 @@ def file_lines(positions: Iterable[int], source: str) -> list[int] | None:
     where no line can be named for certain: ``source`` is not a CSV file read here (a table
     built in memory), or the file changed since it was read."""
     read = _READ_LINES.get(_line_key(source))
-    if read is None or _stamp(source) != read.stamp:
+    if read is None or file_stamp(source) != read.stamp:
         return None
     starts = read.starts
     lines = []
@@ -149,7 +150,7 @@ def remember_file_lines(path: Path, text: str, stamp: tuple[int, int] | None = N
     that errors can name its file lines (forgotten when Python's CSV reader cannot follow a
     file pandas read). ``stamp``: the file's (mtime_ns, size) before it was read."""
     key = _line_key(path)
-    stamp = stamp if stamp is not None else _stamp(path)
+    stamp = stamp if stamp is not None else file_stamp(path)
     try:
         starts = [line for line, _ in _records(text)][1:]  # the first record is the header
     except csv.Error:
@@ -212,13 +213,13 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
         raise ObservationError(f"{path}: no such file")
     if path.is_dir():
         raise ObservationError(f"{path}: is a directory, not a table (.csv or .parquet)")
-    stamp = _stamp(path)
+    stamp = file_stamp(path)
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     suffix = path.suffix.lower()
     try:
         if suffix == ".csv":
-            frame = pd.read_csv(path, skipinitialspace=True)
+            frame = pd.read_csv(io.BytesIO(raw), skipinitialspace=True)  # the bytes hashed
             text = raw.decode("utf-8-sig", errors="replace")
             _check_header(path, text)
             remember_file_lines(path, text, stamp)
@@ -228,7 +229,7 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
                     f"{str(frame.columns[0])[:60]!r}); save it with commas, or as .parquet"
                 )
         elif suffix in (".parquet", ".pq"):
-            frame = pd.read_parquet(path)
+            frame = pd.read_parquet(io.BytesIO(raw))
         else:
             raise ObservationError(f"{path}: unknown table format {suffix!r}; use .csv or .parquet")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, OSError, ValueError) as exc:

@@ -27,6 +27,7 @@ import pandas as pd
 from bayesscale import names
 from bayesscale.data.observations import (
     column_error,
+    file_stamp,
     number_text,
     remember_file_lines,
     write_table,
@@ -80,7 +81,7 @@ def read_manifest(sweep_dir: str | Path) -> pd.DataFrame:
         raise ManifestError(
             f"{path}: no such file; is {sweep_dir} a sweep directory (bayesscale plan)?"
         )
-    stamp = (path.stat().st_mtime_ns, path.stat().st_size)
+    stamp = file_stamp(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
         frame = pd.read_csv(
