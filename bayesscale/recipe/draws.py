@@ -25,6 +25,7 @@ from bayesscale.data.extrapolation import SweptRange
 from bayesscale.data.fitfile import fit_spec
 
 Array = NDArray[np.float64]
+KAPPA_FROM_PRICING_FIT = "pricing fit"  # the discount source an axis names (kappa_source)
 COST_ADDITIVE = "additive linear: sum_i (c_i / kappa_i) D_i"
 DEFAULT_PROB = 0.9
 _MULTIPLIER_RANGE = (1e-3, 1e6)
@@ -322,7 +323,7 @@ def kappa_draws(
                         f"pricing fit: {names.KAPPA0_AXIS}[{axis}] has values <= 0 or NaN"
                     )
                 out[:, list(axes).index(axis)] = col
-                sources.append(f"{axis}: pricing fit")
+                sources.append(f"{axis}: {KAPPA_FROM_PRICING_FIT}")
     if kappa:
         checked = check_kappa(kappa)
         unknown = sorted(set(checked) - set(axes))

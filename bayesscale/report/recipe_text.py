@@ -52,7 +52,9 @@ def price_unit_note(units: dict[str, str]) -> str | None:
 def discount_note(kappa_source: str | None) -> str | None:
     """Where discounts come from a pricing fit: they are small-ratio intercepts, optimistic
     where synthetic data dominate (else ``None``)."""
-    if not kappa_source or "pricing fit" not in kappa_source:
+    from bayesscale.recipe.draws import KAPPA_FROM_PRICING_FIT
+
+    if not kappa_source or KAPPA_FROM_PRICING_FIT not in kappa_source:
         return None
     return (
         "a pricing fit's discount is its small-ratio kappa0: every unit is priced as synthetic "
