@@ -307,6 +307,32 @@ def test_a_config_without_target_accept_samples_the_pricing_model_at_its_own(
     assert FitConfig().accept == DEFAULT_TARGET_ACCEPT  # the law's
 
 
+def test_price_names_a_failed_law_fit_it_takes_priors_from(tmp_path, capsys, monkeypatch):
+    """`price --law-fit` with a law fit whose diagnostics failed: a note naming the file and
+    the verdict (then the fit runs), and --strict refuses it before anything runs."""
+    import bayesscale.pricing.fit as pricing_fit_module
+
+    failed = synthetic_fit(draws=5, chains=2, spread=0.05)
+    failed.attrs[ATTR_FORMAT] = FORMAT_VERSION
+    law = save_fit(failed, tmp_path / "law.nc")
+    args = ["price", str(PRICING / "pricing.csv"), "--law-fit", str(law), "--quiet"]
+
+    class Sampled(Exception):
+        pass
+
+    def fit_pricing(*args, **kwargs):
+        raise Sampled
+
+    monkeypatch.setattr(pricing_fit_module, "fit_pricing", fit_pricing)
+    with pytest.raises(Sampled):
+        main([*args, "--out", str(tmp_path / "p.nc")])
+    err = capsys.readouterr().err
+    assert f"bayesscale price: note: the law fit {law}: DIAGNOSTICS FAILED" in err
+    assert main([*args, "--out", str(tmp_path / "p.nc"), "--strict"]) == 2
+    assert f"{law}: DIAGNOSTICS FAILED" in capsys.readouterr().err
+    assert not (tmp_path / "p.nc").exists()
+
+
 def test_kappa0_identification_is_the_contraction_of_its_logit() -> None:
     """Contraction ``1 - var_post / var_prior`` of logit kappa0, flagged at the law's
     thresholds; the prior variance of a pooled method adds the spread's second moment."""

@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args.out, args.force, [args.pricing, args.law_fit, args.spec])
     assert out is not None  # --out is required
 
+    from bayesscale.fits.caveats import verdict
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
     from bayesscale.pricing.fit import fit_pricing
@@ -74,11 +75,9 @@ def run(args: argparse.Namespace) -> int:
     if args.law_fit:
         law = LawFit.load(args.law_fit)
         refuse_failed(args.law_fit, law.diagnostics, args.strict)
-        headline = law.diagnostics.headline()
-        if headline is not None:  # its exponents become this fit's priors: say what they are
-            print(
-                f"bayesscale price: note: the law fit {args.law_fit}: {headline}", file=sys.stderr
-            )
+        # its exponents become this fit's priors: say what they are
+        for line in verdict(law.diagnostics, f"the law fit {args.law_fit}"):
+            print(f"bayesscale price: note: {line}", file=sys.stderr)
         priors = exponent_priors_from_law_fit(law.tree)
     config = config_from_args(args)
     print(
