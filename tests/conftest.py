@@ -160,7 +160,7 @@ def law_fit(fit_folder: Path) -> xr.DataTree:
     table = load_observations(REFERENCE / "observations.csv", spec)
     return _shared(
         fit_folder,
-        [table.sha256, spec.text, repr(LAW_CONFIG)],
+        [table.sha256, spec.text, repr(LAW_CONFIG), LAW_CONFIG.kernel],
         bayesscale.names.KIND_LAW_FIT,
         lambda: fit(table, spec, LAW_CONFIG),
     )
@@ -173,7 +173,12 @@ def pricing_fit(fit_folder: Path) -> xr.DataTree:
     path = PRICING / "pricing.csv"
     return _shared(
         fit_folder,
-        [hashlib.sha256(path.read_bytes()).hexdigest(), spec.text, repr(PRICING_CONFIG)],
+        [
+            hashlib.sha256(path.read_bytes()).hexdigest(),
+            spec.text,
+            repr(PRICING_CONFIG),
+            PRICING_CONFIG.kernel,
+        ],
         bayesscale.names.KIND_PRICING_FIT,
         lambda: fit_pricing(load_pricing(path, spec), spec, PRICING_CONFIG),
     )

@@ -281,7 +281,12 @@ def test_a_config_without_target_accept_samples_the_pricing_model_at_its_own(
     Python as from `bayesscale price`; a number given is kept."""
     import bayesscale as bs
     import bayesscale.law.inference as inference
-    from bayesscale.sampling.config import DEFAULT_TARGET_ACCEPT, PRICING_TARGET_ACCEPT, FitConfig
+    from bayesscale.sampling.config import (
+        DEFAULT_TARGET_ACCEPT,
+        MAMS_TARGET_ACCEPT,
+        PRICING_TARGET_ACCEPT,
+        FitConfig,
+    )
 
     seen = []
 
@@ -304,7 +309,8 @@ def test_a_config_without_target_accept_samples_the_pricing_model_at_its_own(
     with pytest.raises(Stop):
         bs.fit_pricing(PRICING / "pricing.csv", config=FitConfig(seed=1), target_accept=0.85)
     assert seen[-1] == 0.85
-    assert FitConfig().accept == DEFAULT_TARGET_ACCEPT  # the law's
+    assert FitConfig().accept == MAMS_TARGET_ACCEPT  # the law's, with MAMS
+    assert FitConfig(sampler="nuts").accept == DEFAULT_TARGET_ACCEPT  # and with NUTS
 
 
 def test_price_names_a_failed_law_fit_it_takes_priors_from(tmp_path, capsys, monkeypatch):

@@ -20,7 +20,7 @@ import xarray as xr
 
 from bayesscale.sampling import adapt, configure
 from bayesscale.sampling.diagnostics import convergence, ess_bulk, ess_tail, rank_rhat
-from bayesscale.sampling.engine import CompiledNuts, NutsSettings
+from bayesscale.sampling.engine import CompiledSampler, RunSettings
 from bayesscale.sampling.laplace import laplace
 from bayesscale.sampling.logdensity import LogDensity
 from bayesscale.sampling.progress import Progress
@@ -42,15 +42,15 @@ def _gaussian_model() -> pm.Model:
 
 
 @pytest.fixture(scope="module")
-def gaussian() -> tuple[LogDensity, CompiledNuts]:
+def gaussian() -> tuple[LogDensity, CompiledSampler]:
     configure(2)
     density = LogDensity.from_model(_gaussian_model())
-    return density, CompiledNuts(density, chains=2)
+    return density, CompiledSampler(density, chains=2)
 
 
 def test_nuts_recovers_a_badly_scaled_gaussian(gaussian) -> None:
     _, sampler = gaussian
-    result = sampler.run(NutsSettings(tune=400, draws=1500, seed=3))
+    result = sampler.run(RunSettings(tune=400, draws=1500, seed=3))
     x = result.posterior["x"].reshape(-1, 3)
     se = SCALES / np.sqrt(1500)  # per chain ESS >= draws / 2 is ample here
     assert np.all(np.abs(x.mean(axis=0) - [1.0, -2.0, 5.0]) < 8 * se), x.mean(axis=0)
@@ -66,12 +66,12 @@ def test_nuts_recovers_a_badly_scaled_gaussian(gaussian) -> None:
 
 def test_same_seed_same_draws_and_other_data_reuse_the_compiled_sampler(gaussian) -> None:
     _, sampler = gaussian
-    a = sampler.run(NutsSettings(tune=100, draws=50, seed=7))
+    a = sampler.run(RunSettings(tune=100, draws=50, seed=7))
     compiled = sampler.compile_seconds
-    b = sampler.run(NutsSettings(tune=100, draws=50, seed=7))
+    b = sampler.run(RunSettings(tune=100, draws=50, seed=7))
     assert sampler.compile_seconds == compiled  # compiled once
     np.testing.assert_array_equal(a.posterior["x"], b.posterior["x"])
-    c = sampler.run(NutsSettings(tune=100, draws=50, seed=8))
+    c = sampler.run(RunSettings(tune=100, draws=50, seed=8))
     assert not np.array_equal(a.posterior["x"], c.posterior["x"])
 
 
@@ -86,7 +86,7 @@ def test_draws_do_not_depend_on_where_the_run_is_cut_into_chunks(
     runs = []
     for length in (1, engine.CAPACITY):
         monkeypatch.setattr(engine._Clock, "chunk_length", lambda self, n=length: n)
-        runs.append(sampler.run(NutsSettings(tune=60, draws=40, seed=4)))
+        runs.append(sampler.run(RunSettings(tune=60, draws=40, seed=4)))
     np.testing.assert_array_equal(runs[0].posterior["x"], runs[1].posterior["x"])
     np.testing.assert_array_equal(runs[0].stats["lp"], runs[1].stats["lp"])
     # what makes it so: a chunk of transitions starts from the potential and gradient carried
@@ -121,24 +121,24 @@ def test_starting_points_are_finite_or_the_fit_says_why() -> None:
             logp=f, derived=lambda x: [x], x0=np.zeros(3), var_names=["x"], dims={}, coords={}
         )
 
-    sampler = CompiledNuts(density(logp), chains=2)
+    sampler = CompiledSampler(density(logp), chains=2)
     state = sampler._starts(np.random.default_rng(0), ())
     assert np.all(np.abs(state.z) < 0.2) and np.any(state.z != 0)
     np.testing.assert_allclose(state.potential, 0.5 * (state.z**2).sum(axis=1))
     np.testing.assert_allclose(state.grad, state.z)
-    nowhere = CompiledNuts(density(lambda x: jnp.sum(x) * jnp.nan), chains=2)
+    nowhere = CompiledSampler(density(lambda x: jnp.sum(x) * jnp.nan), chains=2)
     with pytest.raises(FloatingPointError, match="not finite at its initial point"):
-        nowhere.run(NutsSettings(tune=10, draws=10))
+        nowhere.run(RunSettings(tune=10, draws=10))
 
 
 def test_sampling_stops_once_the_ess_target_is_reached(gaussian) -> None:
     density, sampler = gaussian
-    result = sampler.run(NutsSettings(tune=200, draws=100, seed=1, ess_target=800, max_draws=3000))
+    result = sampler.run(RunSettings(tune=200, draws=100, seed=1, ess_target=800, max_draws=3000))
     check = convergence(result.posterior, density.dims)
     draws = result.stats["diverging"].shape[1]
     assert min(check.min_ess_bulk, check.min_ess_tail) >= 800 and check.max_rhat <= 1.01
     assert result.extensions >= 1 and 100 < draws < 3000
-    capped = sampler.run(NutsSettings(tune=200, draws=100, seed=1, ess_target=1e6, max_draws=300))
+    capped = sampler.run(RunSettings(tune=200, draws=100, seed=1, ess_target=1e6, max_draws=300))
     assert capped.stats["diverging"].shape[1] == 300  # never past max_draws
 
 
@@ -148,9 +148,9 @@ def test_observed_data_as_input_refits_without_recompiling() -> None:
         mu = pm.Normal("mu", 0.0, 10.0)
         pm.Normal("y", mu, 1.0, observed=np.zeros(20))
     density = LogDensity.from_model(model, observed_as_input=True)
-    sampler = CompiledNuts(density, chains=2)
+    sampler = CompiledSampler(density, chains=2)
     for shift in (0.0, 3.0):
-        result = sampler.run(NutsSettings(tune=200, draws=400, seed=2), data=(np.full(20, shift),))
+        result = sampler.run(RunSettings(tune=200, draws=400, seed=2), data=(np.full(20, shift),))
         mean = result.posterior["mu"].mean()
         assert abs(mean - shift * 20 / (20 + 0.01)) < 0.1
     assert density.data_names == ("y",)

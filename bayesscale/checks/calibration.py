@@ -36,8 +36,8 @@ Rejecting only draws with a negative floor would match the wall only approximate
 method's 90% interval covers the true per-setting exponent and the population exponent.
 
 **Sampling cost.** ``pm.sample(nuts_sampler="numpyro")`` builds a new JAX function and so
-recompiles on every call. :class:`CompiledLawSampler` instead compiles NumPyro's NUTS
-(warm-up and sampling in one ``lax.scan``) once per design, with the observed outcome an
+recompiles on every call. :class:`CompiledLawSampler` instead compiles the package's own
+sampler once per design, with the observed outcome an
 *argument* of the compiled program: refitting a new dataset of the same design reuses it.
 
 Example
@@ -81,6 +81,7 @@ from bayesscale.data.observations import (
 )
 from bayesscale.data.simulate import PAPER_ANCHORS, PAPER_GRIDS, Truth, per_axis_design, simulate
 from bayesscale.data.spec import ModelSpec
+from bayesscale.sampling.config import OWN_SAMPLERS
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -350,13 +351,14 @@ def default_quantities(design: Design) -> list[Quantity]:
     return out
 
 
-# --- a NUTS sampler compiled once per design --------------------------------------------------
+# --- a sampler compiled once per design -------------------------------------------------------
 
 
 @dataclass
 class QuickFit:
     """One run of :class:`CompiledLawSampler`: the requested variables' draws
-    ``(chain, draw, ...)``, post-warm-up divergences, mean leapfrog steps and wall seconds."""
+    ``(chain, draw, ...)``, post-warm-up divergences, mean integration steps per draw and wall
+    seconds."""
 
     posterior: xr.Dataset
     divergences: int
@@ -372,7 +374,7 @@ class QuickFit:
 
 
 class CompiledLawSampler:
-    """bayesscale's NUTS (:mod:`bayesscale.sampling`) on a law model, compiled once; the
+    """bayesscale's sampler (:mod:`bayesscale.sampling`) on a law model, compiled once; the
     observed outcome is an *argument* of the compiled program, so :meth:`fit` on a new
     dataset of the same design does not recompile.
 
@@ -387,12 +389,13 @@ class CompiledLawSampler:
         self, model: pm.Model, config: FitConfig, var_names: Sequence[str] | None = None
     ) -> None:
         from bayesscale.sampling import configure
-        from bayesscale.sampling.engine import CompiledNuts
+        from bayesscale.sampling.engine import CompiledSampler
         from bayesscale.sampling.logdensity import LogDensity
 
-        if config.sampler != "bayesscale":
+        if config.sampler not in OWN_SAMPLERS:
             raise ValueError(
-                f"CompiledLawSampler runs bayesscale's NUTS; got sampler={config.sampler!r}"
+                f"CompiledLawSampler runs bayesscale's own sampler ({' or '.join(OWN_SAMPLERS)}); "
+                f"got sampler={config.sampler!r}"
             )
         configure(config.chains)
         self.model, self.config = model, config
@@ -405,12 +408,12 @@ class CompiledLawSampler:
         [self._dtype] = self.density.data_dtypes
         self.n_obs = int(np.size(value))
         self._shape = np.shape(value)
-        self._nuts = CompiledNuts(self.density, config.chains, config.accept)
+        self._sampler = CompiledSampler(self.density, config.chains, config.accept, config.kernel)
         self.design: Design | None = None
 
     @property
     def compile_seconds(self) -> float | None:
-        return self._nuts.compile_seconds or None
+        return self._sampler.compile_seconds or None
 
     @classmethod
     def for_design(
@@ -443,7 +446,7 @@ class CompiledLawSampler:
 
     def fit(self, observed: ArrayLike, seed: int) -> QuickFit:
         """Sample the posterior given ``observed`` (the outcome as the model observes it)."""
-        from bayesscale.sampling.engine import NutsSettings
+        from bayesscale.sampling.engine import RunSettings
 
         y = np.asarray(observed)
         if y.size != self.n_obs:
@@ -452,8 +455,8 @@ class CompiledLawSampler:
             raise ValueError("observed counts must be whole numbers")
         data = (y.astype(self._dtype).reshape(self._shape),)
         start = time.perf_counter()
-        settings = NutsSettings(tune=self.config.tune, draws=self.config.draws, seed=int(seed))
-        result = self._nuts.run(settings, data=data)
+        settings = RunSettings(tune=self.config.tune, draws=self.config.draws, seed=int(seed))
+        result = self._sampler.run(settings, data=data)
         seconds = time.perf_counter() - start
         dims = self.density.dims
         coords = self.density.coords

@@ -38,8 +38,9 @@ def add_sampling_arguments(
         "--sampler",
         default=SAMPLERS[0],
         choices=SAMPLERS,
-        help=f"NUTS implementation (default {SAMPLERS[0]}: the package's own, on the model's JAX "
-        "log density; numpyro, nutpie and pymc run through PyMC and take exactly --draws)",
+        help=f"sampler (default {SAMPLERS[0]}: the package's own, MAMS on the model's JAX "
+        "log density; nuts: the same with NUTS transitions; numpyro, nutpie and pymc run "
+        "NUTS through PyMC and take exactly --draws)",
     )
     group.add_argument(
         "--chains",

@@ -1,10 +1,11 @@
 """Fitting: sampler choice, diagnostics, and saving fits as ArviZ DataTrees in netCDF.
 
-The default sampler is bayesscale's own NUTS driver (:mod:`bayesscale.sampling`): NumPyro's
-tree building on the PyMC model's JAX log density, nutpie-style mass adaptation, chains in
-parallel on XLA host devices, and draws until every stored quantity reaches the ESS target.
-``numpyro`` (PyMC's ``pm.sample(nuts_sampler="numpyro")``), ``nutpie`` and ``pymc`` (PyMC's
-own NUTS) are selectable and run a fixed number of draws. JAX is configured by
+The default sampler is bayesscale's own (:mod:`bayesscale.sampling`): MAMS transitions
+(:mod:`bayesscale.sampling.mams`) on the PyMC model's JAX log density, nutpie-style mass
+adaptation, chains in parallel on XLA host devices, and draws until every stored quantity
+reaches the ESS target; ``nuts`` is the same driver with NumPyro's NUTS trees. ``numpyro``
+(PyMC's ``pm.sample(nuts_sampler="numpyro")``), ``nutpie`` and ``pymc`` (PyMC's own NUTS)
+are selectable and run a fixed number of draws. JAX is configured by
 :func:`bayesscale.sampling.jaxconfig.configure`, called here before the first JAX computation.
 
 Example
@@ -34,7 +35,7 @@ from bayesscale.data.spec import ModelSpec
 from bayesscale.law.model import build_law_model, top_level_priors
 from bayesscale.sampling import configure
 from bayesscale.sampling.config import (
-    DEFAULT_SAMPLER,
+    OWN_SAMPLERS,
     FitConfig,
 )
 from bayesscale.sampling.jaxconfig import release_compiled
@@ -61,7 +62,7 @@ class Timing:
 
 
 def sample(model: pm.Model, config: FitConfig, label: str = "fit") -> tuple[xr.DataTree, Timing]:
-    """Run NUTS on ``model`` with the configured sampler; return the DataTree and timing.
+    """Sample ``model`` with the configured sampler; return the DataTree and timing.
 
     The tree has ``posterior``, ``sample_stats`` and ``observed_data``. A ``KeyboardInterrupt``
     (Ctrl-C) stops the default sampler within about half a second and propagates.
@@ -70,7 +71,7 @@ def sample(model: pm.Model, config: FitConfig, label: str = "fit") -> tuple[xr.D
     release_compiled()  # the programs of earlier fits in this process (memory maps)
     if config.preview:
         return _preview(model, config, label)
-    if config.sampler == DEFAULT_SAMPLER:
+    if config.sampler in OWN_SAMPLERS:
         return _sample_own(model, config, label)
     return _sample_pymc(model, config)
 
@@ -118,14 +119,16 @@ def _posterior_dataset(draws: dict[str, np.ndarray], density: Any) -> xr.Dataset
 
 
 def _sample_own(model: pm.Model, config: FitConfig, label: str) -> tuple[xr.DataTree, Timing]:
-    from bayesscale.sampling.engine import CompiledNuts, NutsSettings
+    from bayesscale.sampling.engine import CompiledSampler, RunSettings
     from bayesscale.sampling.logdensity import LogDensity
 
     start = time.perf_counter()
     progress = Progress(label, enabled=config.progress)
     density = LogDensity.from_model(model)
-    sampler = CompiledNuts(density, chains=config.chains, target_accept=config.accept)
-    settings = NutsSettings(
+    sampler = CompiledSampler(
+        density, chains=config.chains, target_accept=config.accept, kernel=config.kernel
+    )
+    settings = RunSettings(
         tune=config.tune,
         draws=config.draws,
         seed=config.seed,
@@ -139,7 +142,9 @@ def _sample_own(model: pm.Model, config: FitConfig, label: str) -> tuple[xr.Data
     posterior.attrs = {
         "sampling_time": round(result.sampling_seconds, 3),
         "tuning_steps": config.tune,
-        "inference_library": "bayesscale (NumPyro NUTS trees)",
+        "inference_library": (
+            "bayesscale (MAMS)" if config.kernel == "mams" else "bayesscale (NumPyro NUTS trees)"
+        ),
     }
     stats = xr.Dataset(
         {k: ((names.CHAIN_DIM, names.DRAW_DIM), v) for k, v in result.stats.items()},

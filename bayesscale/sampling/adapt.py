@@ -74,3 +74,40 @@ def inv_mass_from_window(draws: np.ndarray, grads: np.ndarray) -> np.ndarray:
     ratio = np.sqrt(np.clip(var_z, 1e-300, None) / np.clip(var_g, 1e-300, None))
     ratio = np.where(np.isfinite(ratio) & (var_z > 0) & (var_g > 0), ratio, 1.0)
     return np.clip(ratio, *INV_MASS_CLIP)
+
+
+LENGTH_FACTOR = 0.5  # MAMS: trajectory length = this x the distance per effective draw
+LENGTH_CHANGE = 4.0  # one window changes the trajectory length at most by this factor
+
+
+def trajectory_length(draws: np.ndarray, travelled: float) -> float:
+    """MAMS's trajectory length from a warm-up window: ``LENGTH_FACTOR`` times the distance
+    the chains travel per effective draw, ``travelled * mean(tau)``, where ``travelled`` is
+    the mean trajectory length of the window's transitions and ``tau = draws / ESS`` the
+    integrated autocorrelation time of each coordinate (Robnik et al. 2023's rule for MCLMC),
+    changed at most ``LENGTH_CHANGE``-fold.
+    """
+    from bayesscale.sampling.diagnostics import ess_bulk
+
+    chains, n, _ = draws.shape
+    ess = ess_bulk(np.moveaxis(draws, 2, 0))
+    tau = chains * n / np.clip(ess[np.isfinite(ess)], 1e-3, None)
+    if tau.size == 0:
+        return travelled
+    proposed = LENGTH_FACTOR * travelled * float(np.mean(tau))
+    return float(np.clip(proposed, travelled / LENGTH_CHANGE, travelled * LENGTH_CHANGE))
+
+
+STEP_CORRECTION = (0.5, 2.0)  # the probe rescales the step size at most this much
+
+
+def step_correction(accept: float, target: float) -> float:
+    """The factor that brings MAMS's step size from acceptance ``accept`` (measured at a fixed
+    step size) to ``target``, for ``1 - accept`` growing as ``eps^2``, clipped to
+    ``STEP_CORRECTION``.
+
+    >>> round(step_correction(0.96, 0.9), 3)
+    1.581
+    """
+    ratio = np.sqrt(max(1 - target, 1e-6) / max(1 - accept, 1e-6))
+    return float(np.clip(ratio, *STEP_CORRECTION))

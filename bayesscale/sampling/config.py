@@ -16,14 +16,24 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
+# The package's own driver (warm-up, chains in parallel, ESS target, Ctrl-C): by default with
+# the MAMS transition (bayesscale.sampling.mams), or with NUTS's (docs/speed.md)
 DEFAULT_SAMPLER = "bayesscale"
-SAMPLERS = (DEFAULT_SAMPLER, "numpyro", "nutpie", "pymc")
+NUTS_SAMPLER = "nuts"
+OWN_SAMPLERS = (DEFAULT_SAMPLER, NUTS_SAMPLER)
+SAMPLERS = (*OWN_SAMPLERS, "numpyro", "nutpie", "pymc")
 DEFAULT_SEED = 20261129
 ESS_TARGET = 400  # bulk and tail ESS every stored quantity must reach (and R-hat <= 1.01)
 DEFAULT_TUNE = 400
 DEFAULT_DRAWS = 500
 DEFAULT_MAX_DRAWS = 4000
 DEFAULT_TARGET_ACCEPT = 0.8
+# MAMS's target is the Metropolis acceptance of whole trajectories, not NUTS's average over a
+# tree. On the reference law fit one fit of six diverged at 0.8 (before the step-size probe);
+# with the probe, none of 16 fits of the law, pricing and Chinchilla models at 0.9 (0.95 for
+# pricing). At fixed tuning 0.9 costs about 7% more gradients per effective draw than 0.8
+# (docs/speed.md)
+MAMS_TARGET_ACCEPT = 0.9
 # The pricing model's collapse (kappa(r) crossing zero, the soft floor on effective data)
 # and its thinly identified axis laws (exponent against slope) have high curvature. With
 # HalfNormal spread priors the default sampler diverged 3-4 times per fit at 0.8 and 1-9 at
@@ -49,12 +59,13 @@ def default_chains() -> int:
 class FitConfig:
     """How to sample. ``seed`` makes the whole fit reproducible.
 
-    ``draws`` per chain come first; with the default sampler, while any stored quantity has
-    bulk or tail ESS below ``ess_target`` (or R-hat above 1.01) the chains run on, up to
-    ``max_draws`` per chain (``ess_target=0`` keeps exactly ``draws``). The other samplers
-    always take ``draws``. ``preview`` replaces sampling by the Laplace approximation (see
-    :meth:`as_preview`). ``target_accept=None`` (the default) is the model's own:
-    ``DEFAULT_TARGET_ACCEPT`` (0.8) for the law, ``PRICING_TARGET_ACCEPT`` (0.95) for the
+    ``draws`` per chain come first; with the package's own samplers (``bayesscale``, MAMS,
+    and ``nuts``), while any stored quantity has bulk or tail ESS below ``ess_target`` (or
+    R-hat above 1.01) the chains run on, up to ``max_draws`` per chain (``ess_target=0``
+    keeps exactly ``draws``). The other samplers always take ``draws``. ``preview`` replaces
+    sampling by the Laplace approximation (see :meth:`as_preview`). ``target_accept=None``
+    (the default) is the model's own: for the law ``DEFAULT_TARGET_ACCEPT`` (0.8) with NUTS
+    and ``MAMS_TARGET_ACCEPT`` (0.9) with MAMS, ``PRICING_TARGET_ACCEPT`` (0.95) for the
     pricing model; a number is used as given.
     """
 
@@ -86,7 +97,7 @@ class FitConfig:
 
     def describe(self) -> str:
         """One line for the user: sampler, chains, warm-up and draws, seed."""
-        if self.sampler == DEFAULT_SAMPLER and self.ess_target > 0:
+        if self.sampler in OWN_SAMPLERS and self.ess_target > 0:
             draws = f"{self.draws}+ draws (until ESS {self.ess_target:g}, at most {self.max_draws})"
         else:
             draws = f"{self.draws} draws"
@@ -111,10 +122,20 @@ class FitConfig:
         return replace(self, target_accept=target_accept)
 
     @property
+    def kernel(self) -> str:
+        """Which transition the sampler runs, ``"mams"`` for the default sampler and
+        ``"nuts"`` for every other (the package's ``nuts``, and PyMC's, NumPyro's and
+        nutpie's NUTS)."""
+        return "mams" if self.sampler == DEFAULT_SAMPLER else "nuts"
+
+    @property
     def accept(self) -> float:
         """The target acceptance a fit samples with, ``target_accept`` or else the law's
-        default (a pricing fit sets its own first, with :meth:`with_default_accept`)."""
-        return DEFAULT_TARGET_ACCEPT if self.target_accept is None else self.target_accept
+        default for the kernel, ``DEFAULT_TARGET_ACCEPT`` (NUTS) or ``MAMS_TARGET_ACCEPT``
+        (a pricing fit sets its own first, with :meth:`with_default_accept`)."""
+        if self.target_accept is not None:
+            return self.target_accept
+        return MAMS_TARGET_ACCEPT if self.kernel == "mams" else DEFAULT_TARGET_ACCEPT
 
     def as_preview(self) -> FitConfig:
         """A preview of this fit: ``PREVIEW_DRAWS`` independent draws from the Laplace

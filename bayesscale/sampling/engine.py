@@ -1,19 +1,22 @@
-"""bayesscale's NUTS driver: compiled once per model, warm-up by windows, chains in
-parallel, sampling until the effective sample size is reached, interruptible.
+"""bayesscale's sampler: compiled once per model, warm-up by windows, chains in parallel,
+sampling until the effective sample size is reached, interruptible.
 
 A fit runs as a sequence of short compiled *chunks* (about half a second each) of
-:func:`bayesscale.sampling.nuts.make_chunk` transitions, one per chain on its own XLA host
-device (``jax.pmap``). Between chunks Python adapts the mass matrix
-(:mod:`bayesscale.sampling.adapt`), draws the progress bar, and handles Ctrl-C: an interrupt
-stops the fit within one chunk. After ``draws`` draws per chain the diagnostics of every
+transitions, MAMS's (:func:`bayesscale.sampling.mams.make_chunk`, the default) or NUTS's
+(:func:`bayesscale.sampling.nuts.make_chunk`), one chain per XLA host device
+(``jax.pmap``). Between chunks Python adapts the mass matrix and, for MAMS, the trajectory
+length (:mod:`bayesscale.sampling.adapt`), draws the progress bar, and handles Ctrl-C: an
+interrupt stops the fit within one chunk. MAMS's step size is corrected after warm-up by a
+probe of ``PROBE`` transitions at a fixed step size (dual averaging on single trajectories'
+acceptance leaves it too small). After ``draws`` draws per chain the diagnostics of every
 stored quantity are computed; while the minimum bulk or tail ESS is below ``ess_target``
 (or R-hat above its limit) the chains continue, up to ``max_draws``.
 
 Example
 -------
 >>> density = LogDensity.from_model(model)  # doctest: +SKIP
->>> sampler = CompiledNuts(density, chains=2)  # doctest: +SKIP
->>> result = sampler.run(NutsSettings(seed=1))  # doctest: +SKIP
+>>> sampler = CompiledSampler(density, chains=2, kernel="mams")  # doctest: +SKIP
+>>> result = sampler.run(RunSettings(seed=1))  # doctest: +SKIP
 >>> result.posterior["alpha"].shape  # doctest: +SKIP
 (2, 1000, 21, 3)
 """
@@ -31,6 +34,8 @@ import numpy as np
 from bayesscale.sampling import adapt
 from bayesscale.sampling.diagnostics import Convergence, convergence
 from bayesscale.sampling.logdensity import LogDensity
+from bayesscale.sampling.mams import MAX_STEPS as MAX_MAMS_STEPS
+from bayesscale.sampling.mams import make_chunk as make_mams_chunk
 from bayesscale.sampling.nuts import (
     MAX_TREE_DEPTH,
     ChainState,
@@ -40,6 +45,8 @@ from bayesscale.sampling.nuts import (
 )
 from bayesscale.sampling.progress import Progress
 
+KERNELS = ("mams", "nuts")
+PROBE = 50  # MAMS: transitions per chain at the adapted step size, to correct it
 CAPACITY = 64  # transitions per compiled chunk at most
 CHUNK_SECONDS = 0.4  # aim for chunks this long: Ctrl-C and the bar respond within about that
 INITIAL_STEP = 0.1
@@ -55,7 +62,7 @@ MAX_GROWTH = 4
 
 
 @dataclass(frozen=True)
-class NutsSettings:
+class RunSettings:
     """How long to run. ``draws`` per chain first; with ``ess_target > 0`` more, up to
     ``max_draws``, until every stored quantity has bulk and tail ESS >= ``ess_target`` and
     R-hat <= 1.01."""
@@ -68,7 +75,7 @@ class NutsSettings:
 
 
 @dataclass
-class NutsResult:
+class RunResult:
     """Draws ``(chain, draw, ...)`` of every stored quantity, per-draw sampler statistics
     ``(chain, draw)`` in ArviZ's names, and where the time went."""
 
@@ -86,22 +93,34 @@ class NutsResult:
     convergence: Convergence | None = None
 
 
-class CompiledNuts:
-    """NUTS for one :class:`~bayesscale.sampling.logdensity.LogDensity`, compiled on first use and reused by every ``run``
-    (pass other ``data`` of the same shapes to fit another dataset without recompiling)."""
+class CompiledSampler:
+    """MAMS or NUTS (``kernel``; the package's fits pass ``FitConfig.kernel``, MAMS by
+    default) for one :class:`~bayesscale.sampling.logdensity.LogDensity`, compiled on first
+    use and reused by every ``run`` (pass other ``data`` of the same shapes to fit another
+    dataset without recompiling)."""
 
-    def __init__(self, density: LogDensity, chains: int = 4, target_accept: float = 0.8) -> None:
+    def __init__(
+        self,
+        density: LogDensity,
+        chains: int = 4,
+        target_accept: float = 0.8,
+        kernel: str = "nuts",
+    ) -> None:
         import jax
 
         if chains < 1:
             raise ValueError(f"chains must be >= 1, got {chains}")
+        if kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {kernel!r}; choose one of {KERNELS}")
         self.density, self.chains, self.target_accept = density, chains, target_accept
+        self.kernel = kernel
         n_data = len(density.data_names)
 
         def potential(z: Any, *data: Any) -> Any:
             return -density.logp(z, *data)
 
-        chunk = make_chunk(potential, CAPACITY, target_accept)
+        make = make_mams_chunk if kernel == "mams" else make_chunk
+        chunk = make(potential, CAPACITY, target_accept)
         axes = (0, 0, None, None, None, *([None] * n_data))
         if chains <= jax.local_device_count():
             self._chunk_fn = jax.pmap(chunk, in_axes=axes)
@@ -117,7 +136,8 @@ class CompiledNuts:
         if self._compiled is not None:
             return
         start = time.perf_counter()
-        self._compiled = self._chunk_fn.lower(state, inv_mass, 1, True, 10, *data).compile()
+        length = np.array([1.0, 1.0]) if self.kernel == "mams" else 10
+        self._compiled = self._chunk_fn.lower(state, inv_mass, 1, True, length, *data).compile()
         self.compile_seconds += time.perf_counter() - start
 
     def _starts(self, rng: np.random.Generator, data: tuple[Any, ...]) -> ChainState:
@@ -141,7 +161,8 @@ class CompiledNuts:
             )
             state = jax.tree.map(np.asarray, state)
             self._compile(state, unit_mass, data)
-            evaluated, _ = self._compiled(state, unit_mass, 0, True, 1, *data)
+            length = np.array([1.0, 1.0]) if self.kernel == "mams" else 1
+            evaluated, _ = self._compiled(state, unit_mass, 0, True, length, *data)
             pe, grad = np.asarray(evaluated.potential), np.asarray(evaluated.grad)
             if np.all(np.isfinite(pe)) and np.all(np.isfinite(grad)):
                 keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2**31))), self.chains)
@@ -165,11 +186,11 @@ class CompiledNuts:
 
     def run(
         self,
-        settings: NutsSettings,
+        settings: RunSettings,
         data: Sequence[Any] | None = None,
         progress: Progress | None = None,
-    ) -> NutsResult:
-        """Warm up and sample; see :class:`NutsSettings`."""
+    ) -> RunResult:
+        """Warm up and sample; see :class:`RunSettings`."""
         import jax
         import jax.numpy as jnp
 
@@ -179,9 +200,21 @@ class CompiledNuts:
         rng = np.random.default_rng(settings.seed)
         state = self._starts(rng, data_t)
         inv_mass = adapt.initial_inv_mass(state.grad)
-        work = _Work(settings.tune + settings.draws)
+        mams = self.kernel == "mams"
+        probe = PROBE if mams and settings.tune > 0 else 0
+        warmup = settings.tune + probe  # transitions per chain before the draws kept
+        work = _Work(warmup + settings.draws)
         clock = _Clock()
         divergences = 0
+
+        length = math.sqrt(self.density.dim)  # MAMS: trajectory length, whitened units
+
+        def steps_for(cap: int) -> Any:
+            """The chunk's trajectory argument: NUTS's tree depth cap, or MAMS's trajectory
+            length and the most steps a transition takes on average (``2^cap``)."""
+            if not mams:
+                return cap
+            return np.array([length, min(2.0**cap, MAX_MAMS_STEPS)])
 
         def advance(n: int, adapt_step: bool, depth: int, phase: str, total: int):
             """``n`` transitions per chain, in chunks; yields each chunk's transitions."""
@@ -190,7 +223,8 @@ class CompiledNuts:
             while left > 0:
                 k = min(left, clock.chunk_length())
                 tic = time.perf_counter()
-                state, out = self._compiled(state, inv_mass, k, adapt_step, depth, *data_t)
+                setting = steps_for(depth)
+                state, out = self._compiled(state, inv_mass, k, adapt_step, setting, *data_t)
                 state = jax.tree.map(np.asarray, state)
                 out = Transitions(*(np.asarray(o)[:, :k] for o in out))
                 clock.record(k, time.perf_counter() - tic)
@@ -203,10 +237,15 @@ class CompiledNuts:
         warm_start = time.perf_counter()
         windows = adapt.windows(settings.tune)
         for w, n in enumerate(windows):
-            zs, gs = [], []
-            for out in advance(n, True, adapt.depth_cap(w), "warm-up", settings.tune):
+            zs, gs, travelled = [], [], []
+            for out in advance(n, True, adapt.depth_cap(w), "warm-up", warmup):
                 zs.append(out.z)
                 gs.append(out.grad)
+                travelled.append(out.step_size * out.steps)
+            if mams and 1 < w < len(windows) - 1:
+                length = adapt.trajectory_length(
+                    np.concatenate(zs, axis=1), float(np.mean(np.concatenate(travelled, axis=1)))
+                )
             if w < len(windows) - 1:  # the last window tunes the step size only
                 draws_w, grads_w = np.concatenate(zs, axis=1), np.concatenate(gs, axis=1)
                 if w == 0:  # the first window's first half is still burning in
@@ -222,6 +261,15 @@ class CompiledNuts:
         step = float(np.exp(np.min(state.step[1]))) if windows else INITIAL_STEP
         state = state._replace(step=step_size_state(np.full(self.chains, step)))
         state = jax.tree.map(np.asarray, state)
+        if probe:
+            # dual averaging on single trajectories' acceptance is biased: the averaged step
+            # size accepts more often than the target. Measure it at that fixed step size and
+            # rescale (the energy error of a second-order integrator grows as eps^2)
+            accepts = [out.accept for out in advance(probe, False, 10, "warm-up", warmup)]
+            accept = float(np.mean(np.concatenate(accepts, axis=1)))
+            step *= adapt.step_correction(accept, self.target_accept)
+            state = state._replace(step=step_size_state(np.full(self.chains, step)))
+            state = jax.tree.map(np.asarray, state)
         warmup_seconds = time.perf_counter() - warm_start
 
         # --- sampling, extended until the ESS target -------------------------------------------
@@ -250,7 +298,7 @@ class CompiledNuts:
             goal = int(
                 min(settings.max_draws, max(goal + MIN_EXTENSION, min(wanted, MAX_GROWTH * goal)))
             )
-            work.total = settings.tune + goal
+            work.total = warmup + goal
             extensions += 1
         sampling_seconds = time.perf_counter() - sample_start
 
@@ -258,13 +306,13 @@ class CompiledNuts:
         stats = {
             "diverging": joined.diverging,
             "n_steps": joined.steps,
-            "tree_depth": joined.depth,
             "acceptance_rate": joined.accept,
-            "energy": joined.energy,
             "lp": -joined.potential,
             "step_size": joined.step_size,
         }
-        return NutsResult(
+        if not mams:  # MAMS builds no tree and has no Hamiltonian energy to report
+            stats |= {"tree_depth": joined.depth, "energy": joined.energy}
+        return RunResult(
             posterior=self.derive(joined.z),
             stats=stats,
             compile_seconds=self.compile_seconds,

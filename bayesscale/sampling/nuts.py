@@ -57,6 +57,23 @@ class Transitions(NamedTuple):
     depth: Any
 
 
+def empty_transitions(capacity: int, dim: int) -> Transitions:
+    """Zeroed output buffers of a chunk of ``capacity`` transitions in ``dim`` dimensions."""
+    import jax.numpy as jnp
+
+    return Transitions(
+        z=jnp.zeros((capacity, dim)),
+        grad=jnp.zeros((capacity, dim)),
+        steps=jnp.zeros(capacity, dtype=int),
+        diverging=jnp.zeros(capacity, dtype=bool),
+        accept=jnp.zeros(capacity),
+        energy=jnp.zeros(capacity),
+        potential=jnp.zeros(capacity),
+        step_size=jnp.zeros(capacity),
+        depth=jnp.zeros(capacity, dtype=int),
+    )
+
+
 def step_size_state(step_size: Any) -> tuple[Any, Any, Any, Any, Any]:
     """A fresh dual-averaging state around ``step_size`` (the iterate starts there; the
     proximal centre is ``log(10 eps)`` as in Hoffman and Gelman 2014)."""
@@ -147,17 +164,6 @@ def make_chunk(
             out = jax.tree.map(lambda buf, v: buf.at[i].set(v), out, row)
             return new, out
 
-        empty = Transitions(
-            z=jnp.zeros((capacity, dim)),
-            grad=jnp.zeros((capacity, dim)),
-            steps=jnp.zeros(capacity, dtype=int),
-            diverging=jnp.zeros(capacity, dtype=bool),
-            accept=jnp.zeros(capacity),
-            energy=jnp.zeros(capacity),
-            potential=jnp.zeros(capacity),
-            step_size=jnp.zeros(capacity),
-            depth=jnp.zeros(capacity, dtype=int),
-        )
-        return jax.lax.fori_loop(0, n, transition, (state, empty))
+        return jax.lax.fori_loop(0, n, transition, (state, empty_transitions(capacity, dim)))
 
     return chunk
