@@ -1,7 +1,8 @@
 """How fast the default fits are, beside PyMC's default NUTS on the same model and data.
 
     .venv/bin/python benchmarks/fit_reference.py [--fits law,pricing,chinchilla]
-        [--baseline pymc] [--scaling 1,4,16] [--seed 1] [--json out.json]
+        [--baseline pymc] [--samplers bayesscale,nuts] [--scaling 1,4,16] [--seed 1]
+        [--json out.json]
 
 For each fit (the law on ``data/reference/observations.csv``, the pricing model on
 ``data/pricing/pricing.csv``, the Chinchilla law on ``../shared/external``) it runs, each in
@@ -14,6 +15,9 @@ a fresh process so that nothing is shared but what is meant to be:
   chains, warm-up, draws and target acceptance) on the same PyMC model, twice: a first run
   that compiles the model's C code into PyTensor's cache, and a second that finds it there.
   Ours cold is compared with PyMC's first run, ours warm with its second.
+
+``--samplers bayesscale,nuts`` times the package's NUTS (``--sampler nuts``, the default until
+stop 29) the same way, cold and warm, beside the default (MAMS).
 
 Every process uses one PyTensor cache of this run's own, primed first by sampling a small
 model of another kind (eight schools): PyTensor's general-purpose ops are compiled, as on
@@ -37,6 +41,7 @@ prints what it measures; it asserts nothing.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -107,8 +112,8 @@ def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, Any]:
             progress=False,
             ess_target=0,
         )
-    else:
-        config = FitConfig(seed=seed, progress=False)
+    else:  # one of the package's own samplers: bayesscale (MAMS) or nuts
+        config = FitConfig(sampler=engine, seed=seed, progress=False)
     tic = time.perf_counter()
     if kind == "pricing":
         from bayesscale.pricing.fit import fit_pricing
@@ -118,7 +123,9 @@ def worker(kind: str, engine: str, seed: int, copies: int) -> dict[str, Any]:
         from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
         if engine != "pymc":
-            config = FitConfig(seed=seed, progress=False, target_accept=PRICING_TARGET_ACCEPT)
+            config = FitConfig(
+                sampler=engine, seed=seed, progress=False, target_accept=PRICING_TARGET_ACCEPT
+            )
         pricing_spec = load_pricing_spec()
         pricing_table = load_pricing(ROOT / "data" / "pricing" / "pricing.csv", pricing_spec)
         tree = fit_pricing(pricing_table, pricing_spec, config)
@@ -199,6 +206,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fits", default="law,pricing,chinchilla")
     parser.add_argument("--baseline", default="pymc", help="'pymc' or 'none'")
+    parser.add_argument(
+        "--samplers",
+        default="bayesscale",
+        help="the package's own samplers to time, e.g. bayesscale,nuts (MAMS and NUTS)",
+    )
     parser.add_argument("--scaling", default="", help="copies of the 21 settings, e.g. 1,4,16")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
@@ -216,11 +228,13 @@ def main() -> None:
         run_worker("primer", "pymc", args.seed, str(Path(cold_root) / "primer"), pytensor)
         for kind in [k for k in args.fits.split(",") if k]:
             cache = str(Path(cold_root) / kind)
-            cold = run_worker(kind, "bayesscale", args.seed, cache, pytensor)
-            cold["engine"] = "bayesscale (cold cache)"
-            warm = run_worker(kind, "bayesscale", args.seed, cache, pytensor)
-            warm["engine"] = "bayesscale (warm cache)"
-            rows += [cold, warm]
+            for own in [o for o in args.samplers.split(",") if o]:
+                own_cache = str(Path(cold_root) / f"{kind}-{own}")
+                cold = run_worker(kind, own, args.seed, own_cache, pytensor)
+                cold["engine"] = f"{own} (cold cache)"
+                warm = run_worker(kind, own, args.seed, own_cache, pytensor)
+                warm["engine"] = f"{own} (warm cache)"
+                rows += [cold, warm]
             if args.baseline == "pymc":
                 for run in ("first", "second"):
                     row = run_worker(kind, "pymc", args.seed, cache, pytensor)
@@ -241,14 +255,14 @@ def main() -> None:
     by_engine = {(str(r["fit"]), str(r["engine"])): r for r in rows}
     pairs = (("cold cache", "first run"), ("warm cache", "second run"))
     for kind in dict.fromkeys(str(r["fit"]) for r in rows):
-        for mine, their in pairs:
-            ours = by_engine.get((kind, f"bayesscale ({mine})"))
+        for own, (mine, their) in itertools.product(args.samplers.split(","), pairs):
+            ours = by_engine.get((kind, f"{own} ({mine})"))
             theirs = by_engine.get((kind, f"pymc ({their})"))
             if ours and theirs:
                 ratio = float(theirs["wall_s"]) / float(ours["wall_s"])
                 per_ess = float(ours["ess_per_s"]) / max(float(theirs["ess_per_s"]), 1e-9)
                 print(
-                    f"{kind}: bayesscale ({mine}) is {ratio:.1f}x faster than PyMC's default "
+                    f"{kind}: {own} ({mine}) is {ratio:.1f}x faster than PyMC's default "
                     f"NUTS ({their}) in wall time, {per_ess:.1f}x in effective draws per second"
                 )
     scaled = [r for r in rows if str(r["fit"]).startswith("simulated")]
