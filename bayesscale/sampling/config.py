@@ -31,8 +31,8 @@ DEFAULT_TARGET_ACCEPT = 0.8
 # MAMS's target is the Metropolis acceptance of whole trajectories, not NUTS's average over a
 # tree. On the reference law fit one fit of six diverged at 0.8 (before the step-size probe);
 # with the probe, none of 16 fits of the law, pricing and Chinchilla models at 0.9 (0.95 for
-# pricing). At fixed tuning 0.9 costs about 7% more gradients per effective draw than 0.8
-# (docs/speed.md)
+# pricing). At a fixed trajectory length, step sizes accepting about 0.9 took 6-8% more
+# gradients per effective draw than those accepting about 0.8 (docs/speed.md, "MAMS")
 MAMS_TARGET_ACCEPT = 0.9
 # The pricing model's collapse (kappa(r) crossing zero, the soft floor on effective data)
 # and its thinly identified axis laws (exponent against slope) have high curvature. With

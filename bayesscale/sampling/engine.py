@@ -3,14 +3,15 @@ sampling until the effective sample size is reached, interruptible.
 
 A fit runs as a sequence of short compiled *chunks* (about half a second each) of
 transitions, MAMS's (:func:`bayesscale.sampling.mams.make_chunk`, the default) or NUTS's
-(:func:`bayesscale.sampling.nuts.make_chunk`), one chain per XLA host device
-(``jax.pmap``). Between chunks Python adapts the mass matrix and, for MAMS, the trajectory
-length (:mod:`bayesscale.sampling.adapt`), draws the progress bar, and handles Ctrl-C: an
-interrupt stops the fit within one chunk. MAMS's step size is corrected after warm-up by a
-probe of ``PROBE`` transitions at a fixed step size (dual averaging on single trajectories'
-acceptance leaves it too small). After ``draws`` draws per chain the diagnostics of every
-stored quantity are computed; while the minimum bulk or tail ESS is below ``ess_target``
-(or R-hat above its limit) the chains continue, up to ``max_draws``.
+(:func:`bayesscale.sampling.nuts.make_chunk`), one chain per XLA host device (``jax.pmap``).
+Between chunks Python adapts the mass matrix and, for MAMS, the trajectory length
+(:mod:`bayesscale.sampling.adapt`; after the third, fourth and fifth mass windows), draws the
+progress bar, and handles Ctrl-C: an interrupt stops the fit within one chunk. MAMS's step size is
+corrected after warm-up by a probe of ``PROBE`` transitions at a fixed step size (dual
+averaging on single trajectories' acceptance leaves it too small). After ``draws`` draws per
+chain the diagnostics of every stored quantity are computed; while the minimum bulk or tail
+ESS is below ``ess_target`` (or R-hat above its limit) the chains continue, up to
+``max_draws``.
 
 Example
 -------
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from bayesscale.sampling import adapt
+from bayesscale.sampling.config import DEFAULT_TARGET_ACCEPT, MAMS_TARGET_ACCEPT
 from bayesscale.sampling.diagnostics import Convergence, convergence
 from bayesscale.sampling.logdensity import LogDensity
 from bayesscale.sampling.mams import MAX_STEPS as MAX_MAMS_STEPS
@@ -95,7 +97,7 @@ class RunResult:
 
 class CompiledSampler:
     """MAMS or NUTS (``kernel``; the package's fits pass ``FitConfig.kernel``, MAMS by
-    default) for one :class:`~bayesscale.sampling.logdensity.LogDensity`, compiled on first
+    default, and its target acceptance, ``None`` here meaning the kernel's own) for one :class:`~bayesscale.sampling.logdensity.LogDensity`, compiled on first
     use and reused by every ``run`` (pass other ``data`` of the same shapes to fit another
     dataset without recompiling)."""
 
@@ -103,7 +105,7 @@ class CompiledSampler:
         self,
         density: LogDensity,
         chains: int = 4,
-        target_accept: float = 0.8,
+        target_accept: float | None = None,
         kernel: str = "nuts",
     ) -> None:
         import jax
@@ -112,6 +114,8 @@ class CompiledSampler:
             raise ValueError(f"chains must be >= 1, got {chains}")
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; choose one of {KERNELS}")
+        if target_accept is None:  # the kernel's own, as FitConfig.accept gives the law's
+            target_accept = MAMS_TARGET_ACCEPT if kernel == "mams" else DEFAULT_TARGET_ACCEPT
         self.density, self.chains, self.target_accept = density, chains, target_accept
         self.kernel = kernel
         n_data = len(density.data_names)

@@ -52,9 +52,9 @@ from bayesscale.sampling.nuts import (
 
 MAX_STEPS = 1024  # integration steps per transition at most (as NUTS's tree depth 10)
 # Dual averaging's shrinkage (NumPyro's and Stan's default is 0.05). One MAMS transition's
-# acceptance probability is a far noisier signal than NUTS's average over its tree: at 0.05
-# the step-size iterate swung 0.3-1.7 within a window on the reference law fit, and the
-# averaged step size accepted 0.95-0.97 against a target of 0.85; at 0.15, 0.87-0.90.
+# acceptance probability is a far noisier signal than NUTS's average over its tree: on the
+# reference law fit, against a target of 0.85, the averaged step size accepted 0.95-0.97 at
+# 0.05 (the iterate swung 0.3-1.7 within a window), 0.87-0.90 at 0.15 and 0.75-0.80 at 0.4.
 STEP_GAMMA = 0.15
 
 
@@ -76,7 +76,7 @@ def make_chunk(
     ``n <= capacity`` MAMS transitions of one chain on ``potential(z, *data)``;
     ``trajectory = (L, most)``: each transition takes ``L / eps`` integration steps on
     average (at the transition's own step size ``eps``, so the run does not depend on where
-    it is cut into chunks), at most ``most`` on average.
+    it is cut into chunks), at most ``most`` and ``MAX_STEPS / 2`` on average.
 
     The same contract as :func:`bayesscale.sampling.nuts.make_chunk`: with ``n = 0`` the
     potential and its gradient are evaluated at ``state.z``; with ``adapt`` the step size
@@ -95,6 +95,9 @@ def make_chunk(
     ) -> tuple[ChainState, Transitions]:
         value_and_grad = jax.value_and_grad(potential)
         dim = state.z.shape[0]
+        # the kinetic energy's weight is d - 1: in one dimension the velocity cannot turn
+        # (it stays +-1), no kinetic energy changes, and MAMS is a random-walk Metropolis
+        kinetic_weight = dim - 1
         dims = max(dim - 1, 1)
         sqrt_m = jnp.sqrt(inv_mass)
         pe, grad = value_and_grad(state.z, *data)
@@ -105,15 +108,15 @@ def make_chunk(
 
         def half_velocity(u: Any, g: Any, eps: Any) -> tuple[Any, Any]:
             norm = jnp.sqrt(jnp.sum(g * g))
-            e = g / norm
+            e = g / jnp.where(norm > 0, norm, 1.0)  # a zero gradient turns nothing
             ue = jnp.dot(u, e)
             delta = eps * norm / dims
             zeta = jnp.exp(-delta)
             turned = e * (1 - zeta) * (1 + zeta + ue * (1 - zeta)) + 2 * zeta * u
             turned = turned / jnp.sqrt(jnp.sum(turned * turned))
-            kinetic = (
+            kinetic = kinetic_weight * (
                 delta - jnp.log(2.0) + jnp.log((1 + ue) * (1 - zeta**2) + 2 * zeta**2)
-            ) * dims
+            )
             return turned, kinetic
 
         def transition(i: Any, carry: tuple[ChainState, Transitions]) -> Any:
@@ -122,7 +125,8 @@ def make_chunk(
             step_size = jnp.exp(jnp.where(adapt, s.step[0], s.step[1]))
             u0 = jax.random.normal(key_u, (dim,))
             u0 = u0 / jnp.sqrt(jnp.sum(u0 * u0))
-            mean_steps = jnp.clip(trajectory[0] / step_size, 1.0, trajectory[1])
+            most = jnp.minimum(trajectory[1], MAX_STEPS / 2)  # so no draw exceeds MAX_STEPS
+            mean_steps = jnp.clip(trajectory[0] / step_size, 1.0, most)
             scale = mean_to_scale(mean_steps)
             steps = jnp.ceil(jax.random.uniform(key_n) * scale).astype(int)
             steps = jnp.clip(steps, 1, MAX_STEPS)
