@@ -9,11 +9,12 @@ import numpy as np
 import pymc as pm
 import pytest
 import xarray as xr
+from sampler_runs import assert_stops_at_the_ess_target, runs_cut_two_ways
 
 from bayesscale import names
 from bayesscale.sampling import adapt, configure
 from bayesscale.sampling.config import FitConfig
-from bayesscale.sampling.diagnostics import convergence, ess_bulk
+from bayesscale.sampling.diagnostics import ess_bulk
 from bayesscale.sampling.engine import CompiledSampler, RunSettings
 from bayesscale.sampling.logdensity import LogDensity
 from bayesscale.sampling.nuts import step_size_state
@@ -75,13 +76,8 @@ def test_mams_draws_do_not_depend_on_where_the_run_is_cut_into_chunks(
 ) -> None:
     """The mean number of steps is derived inside each transition from its own step size,
     so one transition per chunk and the longest chunks give the same draws, bit for bit."""
-    from bayesscale.sampling import engine
-
     _, sampler = gaussian
-    runs = []
-    for length in (1, engine.CAPACITY):
-        monkeypatch.setattr(engine._Clock, "chunk_length", lambda self, n=length: n)
-        runs.append(sampler.run(RunSettings(tune=90, draws=40, seed=4)))
+    runs = runs_cut_two_ways(sampler, RunSettings(tune=90, draws=40, seed=4), monkeypatch)
     np.testing.assert_array_equal(runs[0].posterior["x"], runs[1].posterior["x"])
     np.testing.assert_array_equal(runs[0].stats["n_steps"], runs[1].stats["n_steps"])
 
@@ -121,11 +117,7 @@ def test_one_dimension_and_a_zero_gradient() -> None:
 
 def test_mams_sampling_stops_once_the_ess_target_is_reached(gaussian) -> None:
     density, sampler = gaussian
-    result = sampler.run(RunSettings(tune=200, draws=100, seed=1, ess_target=800, max_draws=3000))
-    check = convergence(result.posterior, density.dims)
-    draws = result.stats["diverging"].shape[1]
-    assert min(check.min_ess_bulk, check.min_ess_tail) >= 800 and check.max_rhat <= 1.01
-    assert result.extensions >= 1 and 100 < draws < 3000
+    assert_stops_at_the_ess_target(density, sampler)
 
 
 def test_trajectory_length_follows_the_autocorrelation_time() -> None:

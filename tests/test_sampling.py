@@ -17,6 +17,7 @@ import numpy as np
 import pymc as pm
 import pytest
 import xarray as xr
+from sampler_runs import assert_stops_at_the_ess_target, runs_cut_two_ways
 
 from bayesscale.sampling import adapt, configure
 from bayesscale.sampling.diagnostics import convergence, ess_bulk, ess_tail, rank_rhat
@@ -80,13 +81,8 @@ def test_draws_do_not_depend_on_where_the_run_is_cut_into_chunks(
 ) -> None:
     """Chunk lengths follow the wall clock; the draws must not: one transition per chunk and
     the longest chunks give the same draws, bit for bit."""
-    from bayesscale.sampling import engine
-
     _, sampler = gaussian
-    runs = []
-    for length in (1, engine.CAPACITY):
-        monkeypatch.setattr(engine._Clock, "chunk_length", lambda self, n=length: n)
-        runs.append(sampler.run(RunSettings(tune=60, draws=40, seed=4)))
+    runs = runs_cut_two_ways(sampler, RunSettings(tune=60, draws=40, seed=4), monkeypatch)
     np.testing.assert_array_equal(runs[0].posterior["x"], runs[1].posterior["x"])
     np.testing.assert_array_equal(runs[0].stats["lp"], runs[1].stats["lp"])
     # what makes it so: a chunk of transitions starts from the potential and gradient carried
@@ -133,11 +129,7 @@ def test_starting_points_are_finite_or_the_fit_says_why() -> None:
 
 def test_sampling_stops_once_the_ess_target_is_reached(gaussian) -> None:
     density, sampler = gaussian
-    result = sampler.run(RunSettings(tune=200, draws=100, seed=1, ess_target=800, max_draws=3000))
-    check = convergence(result.posterior, density.dims)
-    draws = result.stats["diverging"].shape[1]
-    assert min(check.min_ess_bulk, check.min_ess_tail) >= 800 and check.max_rhat <= 1.01
-    assert result.extensions >= 1 and 100 < draws < 3000
+    assert_stops_at_the_ess_target(density, sampler)
     capped = sampler.run(RunSettings(tune=200, draws=100, seed=1, ess_target=1e6, max_draws=300))
     assert capped.stats["diverging"].shape[1] == 300  # never past max_draws
 

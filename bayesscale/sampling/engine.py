@@ -118,6 +118,10 @@ class CompiledSampler:
             target_accept = MAMS_TARGET_ACCEPT if kernel == "mams" else DEFAULT_TARGET_ACCEPT
         self.density, self.chains, self.target_accept = density, chains, target_accept
         self.kernel = kernel
+        # a value of the chunk's trajectory argument (NUTS's depth cap, MAMS's length and most
+        # steps), of the type every call passes: to compile with, and for chunks of no
+        # transitions
+        self._any_trajectory: Any = np.array([1.0, 1.0]) if kernel == "mams" else 1
         n_data = len(density.data_names)
 
         def potential(z: Any, *data: Any) -> Any:
@@ -140,8 +144,9 @@ class CompiledSampler:
         if self._compiled is not None:
             return
         start = time.perf_counter()
-        length = np.array([1.0, 1.0]) if self.kernel == "mams" else 10
-        self._compiled = self._chunk_fn.lower(state, inv_mass, 1, True, length, *data).compile()
+        self._compiled = self._chunk_fn.lower(
+            state, inv_mass, 1, True, self._any_trajectory, *data
+        ).compile()
         self.compile_seconds += time.perf_counter() - start
 
     def _starts(self, rng: np.random.Generator, data: tuple[Any, ...]) -> ChainState:
@@ -165,8 +170,7 @@ class CompiledSampler:
             )
             state = jax.tree.map(np.asarray, state)
             self._compile(state, unit_mass, data)
-            length = np.array([1.0, 1.0]) if self.kernel == "mams" else 1
-            evaluated, _ = self._compiled(state, unit_mass, 0, True, length, *data)
+            evaluated, _ = self._compiled(state, unit_mass, 0, True, self._any_trajectory, *data)
             pe, grad = np.asarray(evaluated.potential), np.asarray(evaluated.grad)
             if np.all(np.isfinite(pe)) and np.all(np.isfinite(grad)):
                 keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2**31))), self.chains)
