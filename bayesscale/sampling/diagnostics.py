@@ -50,17 +50,26 @@ def _split(x: np.ndarray) -> np.ndarray:
 
 
 def _average_ranks(flat: np.ndarray) -> np.ndarray:
-    """Ranks (1-based, ties averaged) along each row: one sort per row, SciPy's ``rankdata``
-    only for the rows that have ties (draws of continuous quantities rarely do)."""
-    order = np.argsort(flat, axis=1)
-    ranks = np.empty(flat.shape, dtype=float)
-    np.put_along_axis(ranks, order, np.arange(1, flat.shape[1] + 1, dtype=float)[None, :], axis=1)
-    ordered = np.take_along_axis(flat, order, axis=1)
-    tied = np.flatnonzero(np.any(ordered[:, 1:] == ordered[:, :-1], axis=1))
-    if tied.size:
-        from scipy import stats  # about 1 s to import: only when some draws tie
+    """Ranks (1-based, ties averaged, as SciPy's ``rankdata(method="average")``) along each
+    row, by one sort per row; a row with a NaN ranks NaN throughout (as ``rankdata``'s
+    default). MAMS's rejected transitions repeat a draw, so its rows have ties.
 
-        ranks[tied] = stats.rankdata(flat[tied], axis=1, method="average")
+    >>> _average_ranks(np.array([[3.0, 1.0, 3.0, 2.0]]))
+    array([[3.5, 1. , 3.5, 2. ]])
+    """
+    rows, n = flat.shape
+    order = np.argsort(flat, axis=1)
+    ordered = np.take_along_axis(flat, order, axis=1)
+    position = np.broadcast_to(np.arange(n), (rows, n))
+    differs = ordered[:, 1:] != ordered[:, :-1]
+    ones = np.ones((rows, 1), dtype=bool)
+    # each sorted position's run of equal values starts at `first` and ends at `last`
+    first = np.maximum.accumulate(np.where(np.hstack([ones, differs]), position, 0), axis=1)
+    is_last = np.hstack([differs, ones])
+    last = np.minimum.accumulate(np.where(is_last, position, n)[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty(flat.shape, dtype=float)
+    np.put_along_axis(ranks, order, (first + last) / 2.0 + 1.0, axis=1)
+    ranks[np.isnan(flat).any(axis=1)] = np.nan
     return ranks
 
 
