@@ -89,11 +89,13 @@ def make_chunk(
     from numpyro.infer.hmc_util import dual_averaging
 
     _, update_step = dual_averaging(gamma=STEP_GAMMA)
+    # the potential's gradient traced once for both of its calls in the chunk (the start and
+    # every step): a shorter program to trace and lower, about 0.5 s less on a cold compile
+    value_and_grad = jax.jit(jax.value_and_grad(potential))
 
     def chunk(
         state: ChainState, inv_mass: Any, n: Any, adapt: Any, trajectory: Any, *data: Any
     ) -> tuple[ChainState, Transitions]:
-        value_and_grad = jax.value_and_grad(potential)
         dim = state.z.shape[0]
         # the kinetic energy's weight is d - 1: in one dimension the velocity cannot turn
         # (it stays +-1), no kinetic energy changes, and MAMS is a random-walk Metropolis
