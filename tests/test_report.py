@@ -245,3 +245,15 @@ def test_the_report_takes_new_groups_and_older_reports_keep_their_fingerprint() 
     assert "new_groups" not in fingerprint(base)
     pooled = replace(base, new_groups=names.NEW_GROUPS_POOLED)
     assert fingerprint(pooled)["new_groups"] == names.NEW_GROUPS_POOLED
+
+
+def test_the_fingerprint_names_the_samplers_transition() -> None:
+    """The default sampler ran NUTS before stop 29 and MAMS since, under one name: a report
+    folder made with NUTS is not taken for this report (its fingerprint has no kernels)."""
+    from bayesscale.report.build import fingerprint
+    from bayesscale.sampling.config import FitConfig
+
+    base = ReportOptions(observations=REFERENCE / "observations.csv")
+    assert fingerprint(base)["kernels"] == ["mams", "mams"]
+    nuts = replace(base, config=FitConfig(sampler="nuts"), pricing_config=FitConfig(sampler="nuts"))
+    assert fingerprint(nuts)["kernels"] == ["nuts", "nuts"]

@@ -121,6 +121,9 @@ def fingerprint(options: ReportOptions) -> dict[str, Any]:
             config.preview,
         ],
         "pricing_config": [pc.sampler, pc.chains, pc.draws, pc.tune, pc.seed],
+        # the transition the package's sampler runs: "bayesscale" ran NUTS before stop 29 and
+        # MAMS since, under the same name, so a report made before has no key and is redone
+        "kernels": [config.kernel, pc.kernel],
         "max_recipe_draws": options.max_recipe_draws,
         "within_data": options.within_data,
         "warn_beyond": options.warn_beyond,
