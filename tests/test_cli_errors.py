@@ -172,3 +172,25 @@ def test_an_out_path_that_is_a_folder_or_an_input_is_refused_even_with_force(
     heldout = REFERENCE / "heldout.csv"
     done = _run("check", str(fit_file), str(heldout), "--out", str(fit_file), "--force")
     _one_error_line(done, "is also an input of this command")
+
+
+def test_commands_sample_at_the_samplers_own_target_acceptance() -> None:
+    """Without --target-accept the law's commands take the sampler's own (MAMS 0.9, NUTS
+    0.8) and the pricing command its model's 0.95; until stop 30 the law's commands passed
+    NUTS's 0.8 to MAMS."""
+    from bayesscale.cli import build_parser
+    from bayesscale.cli._sampling import config_from_args
+
+    parser = build_parser()
+    for command in (
+        ["fit", "o.csv", "--out", "f.nc"],
+        ["crossval", "o.csv", "--leave-out", "max"],
+        ["report", "o.csv", "--out", "r"],
+    ):
+        assert config_from_args(parser.parse_args(command)).accept == 0.9, command
+        nuts = parser.parse_args([*command, "--sampler", "nuts"])
+        assert config_from_args(nuts).accept == 0.8, command
+        given = parser.parse_args([*command, "--target-accept", "0.85"])
+        assert config_from_args(given).accept == 0.85, command
+    price = parser.parse_args(["price", "p.csv", "--out", "p.nc"])
+    assert config_from_args(price).accept == 0.95

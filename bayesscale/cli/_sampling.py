@@ -15,6 +15,7 @@ from bayesscale.sampling.config import (
     DEFAULT_TARGET_ACCEPT,
     DEFAULT_TUNE,
     ESS_TARGET,
+    MAMS_TARGET_ACCEPT,
     PREVIEW_DRAWS,
     SAMPLERS,
     FitConfig,
@@ -29,10 +30,12 @@ EXIT_DIAGNOSTICS = 3
 
 
 def add_sampling_arguments(
-    parser: argparse.ArgumentParser, target_accept: float = DEFAULT_TARGET_ACCEPT
+    parser: argparse.ArgumentParser, target_accept: float | None = None
 ) -> None:
     """``--sampler --chains --draws --tune --ess-target --max-draws --target-accept --seed
-    --preview --quiet``, each with its default in the help."""
+    --preview --quiet``, each with its default in the help. ``target_accept=None`` leaves
+    the target acceptance to the sampler: :attr:`FitConfig.accept`, 0.9 for MAMS and 0.8
+    for NUTS (the pricing command passes its model's 0.95)."""
     group = parser.add_argument_group("sampling")
     group.add_argument(
         "--sampler",
@@ -77,7 +80,13 @@ def add_sampling_arguments(
         "--target-accept",
         type=float,
         default=target_accept,
-        help=f"NUTS target acceptance probability (default {target_accept})",
+        help=(
+            f"target acceptance probability (default {target_accept})"
+            if target_accept is not None
+            else f"target acceptance probability (default {MAMS_TARGET_ACCEPT} with the default "
+            f"sampler, MAMS, whose target is a whole trajectory's Metropolis acceptance; "
+            f"{DEFAULT_TARGET_ACCEPT} with the NUTS samplers)"
+        ),
     )
     group.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED})"
