@@ -189,6 +189,23 @@ def test_diagnostics_equal_arviz(chains: int, draws: int) -> None:
         np.testing.assert_allclose(rank_rhat(x), theirs, rtol=1e-9)
 
 
+def test_average_ranks_equal_scipys_with_ties_and_nans() -> None:
+    """Ranks as SciPy's ``rankdata(method="average")`` (NaN propagating): rows of few
+    distinct values (ties everywhere, as MAMS's repeated draws), rows without ties, and rows
+    with a NaN."""
+    from scipy.stats import rankdata
+
+    from bayesscale.sampling.diagnostics import _average_ranks
+
+    rng = np.random.default_rng(3)
+    tied = rng.integers(0, 7, size=(40, 57)).astype(float)
+    distinct = rng.normal(size=(5, 57))
+    with_nan = rng.integers(0, 3, size=(3, 57)).astype(float)
+    with_nan[:, [4, 9]] = np.nan
+    x = np.vstack([tied, distinct, with_nan])
+    np.testing.assert_array_equal(_average_ranks(x), rankdata(x, axis=1, method="average"))
+
+
 def test_convergence_names_the_worst_quantity() -> None:
     rng = np.random.default_rng(0)
     good = rng.normal(size=(2, 400, 3))
