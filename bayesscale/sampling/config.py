@@ -96,14 +96,26 @@ class FitConfig:
             raise ValueError(f"max_draws ({self.max_draws}) must be >= draws ({self.draws})")
 
     def describe(self) -> str:
-        """One line for the user: sampler, chains, warm-up and draws, seed."""
+        """One line for the user: sampler, chains, warm-up and draws, target acceptance (the
+        law's default for the kernel where none is set: a pricing fit sets its own first),
+        seed.
+
+        >>> FitConfig(seed=1).describe().split(", ")[-2]
+        "target_accept 0.9 (MAMS's default)"
+        >>> FitConfig(sampler="nuts", target_accept=0.85).describe().split(", ")[-2]
+        'target_accept 0.85'
+        """
         if self.sampler in OWN_SAMPLERS and self.ess_target > 0:
             draws = f"{self.draws}+ draws (until ESS {self.ess_target:g}, at most {self.max_draws})"
         else:
             draws = f"{self.draws} draws"
         if self.preview:
             return f"PREVIEW: Laplace approximation, {self.draws} draws, seed {self.seed}"
-        accept = "the model's default" if self.target_accept is None else self.target_accept
+        accept = (
+            f"{self.accept:g} ({self.kernel.upper()}'s default)"
+            if self.target_accept is None
+            else f"{self.target_accept:g}"
+        )
         return (
             f"{self.sampler}, {self.chains} chains x ({self.tune} warm-up + {draws}), "
             f"target_accept {accept}, seed {self.seed}"
