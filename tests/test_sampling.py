@@ -202,7 +202,10 @@ def test_average_ranks_equal_scipys_with_ties_and_nans() -> None:
     distinct = rng.normal(size=(5, 57))
     with_nan = rng.integers(0, 3, size=(3, 57)).astype(float)
     with_nan[:, [4, 9]] = np.nan
-    x = np.vstack([tied, distinct, with_nan])
+    untied_nan = rng.normal(size=(1, 57))  # ranked finite before stop 30, NaN in SciPy
+    untied_nan[0, 7] = np.nan
+    signed = rng.choice([-np.inf, -0.0, 0.0, 1.5, np.inf], size=(2, 57))  # -0.0 ties 0.0
+    x = np.vstack([tied, distinct, with_nan, untied_nan, signed])
     np.testing.assert_array_equal(_average_ranks(x), rankdata(x, axis=1, method="average"))
 
 

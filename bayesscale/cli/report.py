@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--pricing-target-accept",
         type=float,
         default=PRICING_TARGET_ACCEPT,
-        help=f"NUTS target acceptance of the pricing fit (default {PRICING_TARGET_ACCEPT})",
+        help=f"target acceptance of the pricing fit (default {PRICING_TARGET_ACCEPT})",
     )
     parser.add_argument(
         "--force",

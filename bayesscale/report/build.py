@@ -51,7 +51,7 @@ from bayesscale.data.fitfile import (
 from bayesscale.data.observations import load_observations, read_table, validate
 from bayesscale.data.spec import SENSITIVITY_SCALE, load_spec
 from bayesscale.report.folder import building, prepare
-from bayesscale.sampling.config import FitConfig
+from bayesscale.sampling.config import PRICING_TARGET_ACCEPT, FitConfig
 
 DEFAULT_BUDGETS = (1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6)
 REPORT_FILE = "report.md"
@@ -174,6 +174,12 @@ class _Sections:
 
 def _sampling(config: FitConfig) -> str:
     return f"({config.describe()})"
+
+
+def _pricing_sampling(config: FitConfig) -> str:
+    """How the pricing fit samples: at the config's target acceptance, or where it names
+    none at the pricing model's own (as :func:`~bayesscale.pricing.fit.fit_pricing` does)."""
+    return _sampling(config.with_default_accept(PRICING_TARGET_ACCEPT))
 
 
 def _sample_law(table: Any, spec: Any, config: FitConfig) -> xr.DataTree:
@@ -453,7 +459,7 @@ def _pricing_section(
         table,
         lambda: fit_pricing(table, spec, options.pricing_config),
         f"pricing {len(table.methods)} synthetic-data method(s) from {len(table.frame)} runs "
-        + _sampling(options.pricing_config),
+        + _pricing_sampling(options.pricing_config),
         step,
     )
     save_fit(pricing, tmp / "fits" / "pricing.nc")
