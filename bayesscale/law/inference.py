@@ -35,6 +35,7 @@ from bayesscale.data.spec import ModelSpec
 from bayesscale.law.model import build_law_model, top_level_priors
 from bayesscale.sampling import configure
 from bayesscale.sampling.config import (
+    MAMS_KERNEL,
     OWN_SAMPLERS,
     FitConfig,
 )
@@ -143,7 +144,9 @@ def _sample_own(model: pm.Model, config: FitConfig, label: str) -> tuple[xr.Data
         "sampling_time": round(result.sampling_seconds, 3),
         "tuning_steps": config.tune,
         "inference_library": (
-            "bayesscale (MAMS)" if config.kernel == "mams" else "bayesscale (NumPyro NUTS trees)"
+            "bayesscale (MAMS)"
+            if config.kernel == MAMS_KERNEL
+            else "bayesscale (NumPyro NUTS trees)"
         ),
     }
     stats = xr.Dataset(

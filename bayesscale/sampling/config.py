@@ -34,6 +34,10 @@ DEFAULT_TARGET_ACCEPT = 0.8
 # pricing). At a fixed trajectory length, step sizes accepting about 0.9 took 6-8% more
 # gradients per effective draw than those accepting about 0.8 (docs/speed.md, "MAMS")
 MAMS_TARGET_ACCEPT = 0.9
+# the transitions the package's own sampler runs (bayesscale.sampling.mams and .nuts)
+MAMS_KERNEL = "mams"
+NUTS_KERNEL = "nuts"
+KERNELS = (MAMS_KERNEL, NUTS_KERNEL)
 # The pricing model's collapse (kappa(r) crossing zero, the soft floor on effective data)
 # and its thinly identified axis laws (exponent against slope) have high curvature. With
 # HalfNormal spread priors the default sampler diverged 3-4 times per fit at 0.8 and 1-9 at
@@ -46,6 +50,16 @@ PRICING_TARGET_ACCEPT = 0.95
 # --preview: the Laplace approximation (a Gaussian at the posterior mode) instead of NUTS, for
 # iterating on a spec; PREVIEW_DRAWS independent draws. Never for conclusions (docs/speed.md).
 PREVIEW_DRAWS = 1000
+
+
+def default_accept(kernel: str) -> float:
+    """The law's target acceptance with ``kernel``: ``MAMS_TARGET_ACCEPT`` for MAMS,
+    ``DEFAULT_TARGET_ACCEPT`` for NUTS.
+
+    >>> default_accept(MAMS_KERNEL), default_accept(NUTS_KERNEL)
+    (0.9, 0.8)
+    """
+    return MAMS_TARGET_ACCEPT if kernel == MAMS_KERNEL else DEFAULT_TARGET_ACCEPT
 
 
 def default_chains() -> int:
@@ -138,7 +152,7 @@ class FitConfig:
         """Which transition the sampler runs, ``"mams"`` for the default sampler and
         ``"nuts"`` for every other (the package's ``nuts``, and PyMC's, NumPyro's and
         nutpie's NUTS)."""
-        return "mams" if self.sampler == DEFAULT_SAMPLER else "nuts"
+        return MAMS_KERNEL if self.sampler == DEFAULT_SAMPLER else NUTS_KERNEL
 
     @property
     def accept(self) -> float:
@@ -147,7 +161,7 @@ class FitConfig:
         (a pricing fit sets its own first, with :meth:`with_default_accept`)."""
         if self.target_accept is not None:
             return self.target_accept
-        return MAMS_TARGET_ACCEPT if self.kernel == "mams" else DEFAULT_TARGET_ACCEPT
+        return default_accept(self.kernel)
 
     def as_preview(self) -> FitConfig:
         """A preview of this fit: ``PREVIEW_DRAWS`` independent draws from the Laplace

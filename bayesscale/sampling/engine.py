@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bayesscale.sampling import adapt
-from bayesscale.sampling.config import DEFAULT_TARGET_ACCEPT, MAMS_TARGET_ACCEPT
+from bayesscale.sampling.config import KERNELS, MAMS_KERNEL, NUTS_KERNEL, default_accept
 from bayesscale.sampling.diagnostics import Convergence, convergence
 from bayesscale.sampling.logdensity import LogDensity
 from bayesscale.sampling.mams import MAX_STEPS as MAX_MAMS_STEPS
@@ -47,7 +47,6 @@ from bayesscale.sampling.nuts import (
 )
 from bayesscale.sampling.progress import Progress
 
-KERNELS = ("mams", "nuts")
 PROBE = 50  # MAMS: transitions per chain at the adapted step size, to correct it
 CAPACITY = 64  # transitions per compiled chunk at most
 CHUNK_SECONDS = 0.4  # aim for chunks this long: Ctrl-C and the bar respond within about that
@@ -106,7 +105,7 @@ class CompiledSampler:
         density: LogDensity,
         chains: int = 4,
         target_accept: float | None = None,
-        kernel: str = "nuts",
+        kernel: str = NUTS_KERNEL,
     ) -> None:
         import jax
 
@@ -115,19 +114,19 @@ class CompiledSampler:
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; choose one of {KERNELS}")
         if target_accept is None:  # the kernel's own, as FitConfig.accept gives the law's
-            target_accept = MAMS_TARGET_ACCEPT if kernel == "mams" else DEFAULT_TARGET_ACCEPT
+            target_accept = default_accept(kernel)
         self.density, self.chains, self.target_accept = density, chains, target_accept
         self.kernel = kernel
         # a value of the chunk's trajectory argument (NUTS's depth cap, MAMS's length and most
         # steps), of the type every call passes: to compile with, and for chunks of no
         # transitions
-        self._any_trajectory: Any = np.array([1.0, 1.0]) if kernel == "mams" else 1
+        self._any_trajectory: Any = np.array([1.0, 1.0]) if kernel == MAMS_KERNEL else 1
         n_data = len(density.data_names)
 
         def potential(z: Any, *data: Any) -> Any:
             return -density.logp(z, *data)
 
-        make = make_mams_chunk if kernel == "mams" else make_chunk
+        make = make_mams_chunk if kernel == MAMS_KERNEL else make_chunk
         chunk = make(potential, CAPACITY, target_accept)
         axes = (0, 0, None, None, None, *([None] * n_data))
         if chains <= jax.local_device_count():
@@ -208,7 +207,7 @@ class CompiledSampler:
         rng = np.random.default_rng(settings.seed)
         state = self._starts(rng, data_t)
         inv_mass = adapt.initial_inv_mass(state.grad)
-        mams = self.kernel == "mams"
+        mams = self.kernel == MAMS_KERNEL
         probe = PROBE if mams and settings.tune > 0 else 0
         warmup = settings.tune + probe  # transitions per chain before the draws kept
         work = _Work(warmup + settings.draws)
@@ -273,7 +272,9 @@ class CompiledSampler:
             # dual averaging on single trajectories' acceptance is biased: the averaged step
             # size accepts more often than the target. Measure it at that fixed step size and
             # rescale (the energy error of a second-order integrator grows as eps^2)
-            accepts = [out.accept for out in advance(probe, False, 10, "warm-up", warmup)]
+            accepts = [
+                out.accept for out in advance(probe, False, MAX_TREE_DEPTH, "warm-up", warmup)
+            ]
             accept = float(np.mean(np.concatenate(accepts, axis=1)))
             step *= adapt.step_correction(accept, self.target_accept)
             state = state._replace(step=step_size_state(np.full(self.chains, step)))
