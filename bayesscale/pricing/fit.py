@@ -22,6 +22,7 @@ from bayesscale.pricing.design import PricingDesign, prepare_pricing
 from bayesscale.pricing.model import build_pricing_model
 from bayesscale.pricing.spec import PricingSpec
 from bayesscale.pricing.table import PricingTable
+from bayesscale.sampling.config import PRICING_TARGET_ACCEPT, FitConfig
 
 # --- derived quantities --------------------------------------------------------------------
 
@@ -92,6 +93,16 @@ def _constant_data(design: PricingDesign) -> xr.Dataset:
     )
 
 
+def pricing_config(config: FitConfig | None = None) -> FitConfig:
+    """What a pricing fit samples with: ``config`` (default: :class:`FitConfig`'s defaults),
+    at the pricing model's own target acceptance where it names none.
+
+    >>> pricing_config().accept, pricing_config(FitConfig(target_accept=0.9)).accept
+    (0.95, 0.9)
+    """
+    return (config or FitConfig()).with_default_accept(PRICING_TARGET_ACCEPT)
+
+
 def fit_pricing(
     table: PricingTable,
     spec: PricingSpec,
@@ -105,10 +116,9 @@ def fit_pricing(
     where it names no ``target_accept``, the pricing model's own (0.95) is used.
     """
     from bayesscale.data.fitfile import fit_attrs
-    from bayesscale.law.inference import FitConfig, sample, sampler_attrs
-    from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
+    from bayesscale.law.inference import sample, sampler_attrs
 
-    config = (config or FitConfig()).with_default_accept(PRICING_TARGET_ACCEPT)
+    config = pricing_config(config)
     design = prepare_pricing(table, spec)
     unknown = sorted(set(spec.exponents) - set(design.axes))
     if unknown:  # a misspelt axis would otherwise leave its prior silently unused

@@ -51,7 +51,7 @@ from bayesscale.data.fitfile import (
 from bayesscale.data.observations import load_observations, read_table, validate
 from bayesscale.data.spec import SENSITIVITY_SCALE, load_spec
 from bayesscale.report.folder import building, prepare
-from bayesscale.sampling.config import PRICING_TARGET_ACCEPT, FitConfig
+from bayesscale.sampling.config import FitConfig
 
 DEFAULT_BUDGETS = (1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6)
 REPORT_FILE = "report.md"
@@ -174,12 +174,6 @@ class _Sections:
 
 def _sampling(config: FitConfig) -> str:
     return f"({config.describe()})"
-
-
-def _pricing_sampling(config: FitConfig) -> str:
-    """How the pricing fit samples: at the config's target acceptance, or where it names
-    none at the pricing model's own (as :func:`~bayesscale.pricing.fit.fit_pricing` does)."""
-    return _sampling(config.with_default_accept(PRICING_TARGET_ACCEPT))
 
 
 def _sample_law(table: Any, spec: Any, config: FitConfig) -> xr.DataTree:
@@ -447,7 +441,7 @@ def _pricing_section(
     md: _Sections,
     step: Callable[[str], None],
 ) -> tuple[xr.DataTree, Diagnostics]:
-    from bayesscale.pricing.fit import fit_pricing
+    from bayesscale.pricing.fit import fit_pricing, pricing_config
     from bayesscale.pricing.summary import pricing_diagnostics, summarise_pricing
     from bayesscale.report.figures import plot_collapse, save_figure
     from bayesscale.report.tables import pricing_table, with_verdict
@@ -459,7 +453,7 @@ def _pricing_section(
         table,
         lambda: fit_pricing(table, spec, options.pricing_config),
         f"pricing {len(table.methods)} synthetic-data method(s) from {len(table.frame)} runs "
-        + _pricing_sampling(options.pricing_config),
+        + _sampling(pricing_config(options.pricing_config)),  # what fit_pricing samples with
         step,
     )
     save_fit(pricing, tmp / "fits" / "pricing.nc")
