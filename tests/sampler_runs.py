@@ -3,12 +3,26 @@ test_mams.py) check the same way."""
 
 from __future__ import annotations
 
+import numpy as np
+import pymc as pm
 import pytest
 
 from bayesscale.sampling import engine
 from bayesscale.sampling.diagnostics import convergence
 from bayesscale.sampling.engine import CompiledSampler, RunResult, RunSettings
 from bayesscale.sampling.logdensity import LogDensity
+
+SCALES = np.array([0.01, 1.0, 30.0])
+
+
+def gaussian_model() -> pm.Model:
+    """Independent normals of scales ``SCALES`` (a badly scaled target), their squares as a
+    deterministic, and a half-normal."""
+    with pm.Model(coords={"k": ["a", "b", "c"]}) as model:
+        x = pm.Normal("x", mu=[1.0, -2.0, 5.0], sigma=SCALES, dims="k")
+        pm.Deterministic("x_squared", x**2, dims="k")
+        pm.HalfNormal("s", sigma=2.0)
+    return model
 
 
 def runs_cut_two_ways(

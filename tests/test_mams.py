@@ -6,10 +6,9 @@ NUTS fit of the same model and data."""
 from __future__ import annotations
 
 import numpy as np
-import pymc as pm
 import pytest
 import xarray as xr
-from sampler_runs import assert_stops_at_the_ess_target, runs_cut_two_ways
+from sampler_runs import SCALES, assert_stops_at_the_ess_target, gaussian_model, runs_cut_two_ways
 
 from bayesscale import names
 from bayesscale.sampling import adapt, configure
@@ -19,16 +18,11 @@ from bayesscale.sampling.engine import CompiledSampler, RunSettings
 from bayesscale.sampling.logdensity import LogDensity
 from bayesscale.sampling.nuts import step_size_state
 
-SCALES = np.array([0.01, 1.0, 30.0])
-
 
 @pytest.fixture(scope="module")
 def gaussian() -> tuple[LogDensity, CompiledSampler]:
     configure(2)
-    with pm.Model(coords={"k": ["a", "b", "c"]}) as model:
-        pm.Normal("x", mu=[1.0, -2.0, 5.0], sigma=SCALES, dims="k")
-        pm.HalfNormal("s", sigma=2.0)
-    density = LogDensity.from_model(model)
+    density = LogDensity.from_model(gaussian_model())
     return density, CompiledSampler(density, chains=2, target_accept=0.85, kernel="mams")
 
 

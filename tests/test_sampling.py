@@ -17,7 +17,7 @@ import numpy as np
 import pymc as pm
 import pytest
 import xarray as xr
-from sampler_runs import assert_stops_at_the_ess_target, runs_cut_two_ways
+from sampler_runs import SCALES, assert_stops_at_the_ess_target, gaussian_model, runs_cut_two_ways
 
 from bayesscale.sampling import adapt, configure
 from bayesscale.sampling.diagnostics import convergence, ess_bulk, ess_tail, rank_rhat
@@ -31,21 +31,12 @@ RESTORE_SIGINT_AND_EXEC = (
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
     "os.execv(sys.argv[1], sys.argv[1:])"
 )
-SCALES = np.array([0.01, 1.0, 30.0])
-
-
-def _gaussian_model() -> pm.Model:
-    with pm.Model(coords={"k": ["a", "b", "c"]}) as model:
-        x = pm.Normal("x", mu=[1.0, -2.0, 5.0], sigma=SCALES, dims="k")
-        pm.Deterministic("x_squared", x**2, dims="k")
-        pm.HalfNormal("s", sigma=2.0)
-    return model
 
 
 @pytest.fixture(scope="module")
 def gaussian() -> tuple[LogDensity, CompiledSampler]:
     configure(2)
-    density = LogDensity.from_model(_gaussian_model())
+    density = LogDensity.from_model(gaussian_model())
     return density, CompiledSampler(density, chains=2)
 
 
@@ -219,7 +210,7 @@ def test_convergence_names_the_worst_quantity() -> None:
 
 def test_laplace_is_exact_for_a_gaussian() -> None:
     configure(2)
-    density = LogDensity.from_model(_gaussian_model())
+    density = LogDensity.from_model(gaussian_model())
     result = laplace(density, draws=4000, seed=0)
     x = result.posterior["x"].reshape(-1, 3)
     assert result.converged
