@@ -94,8 +94,9 @@ def _constant_data(design: PricingDesign) -> xr.Dataset:
 
 
 def pricing_config(config: FitConfig | None = None) -> FitConfig:
-    """What a pricing fit samples with: ``config`` (default: :class:`FitConfig`'s defaults),
-    at the pricing model's own target acceptance where it names none.
+    """What a pricing fit samples with: ``config`` (by default
+    :class:`~bayesscale.sampling.config.FitConfig`'s defaults), at the pricing model's own
+    target acceptance where it names none.
 
     >>> pricing_config().accept, pricing_config(FitConfig(target_accept=0.9)).accept
     (0.95, 0.9)
