@@ -296,8 +296,7 @@ LOG_LIKELIHOOD_GROUP: Final = "log_likelihood"
 # free variable (arviz group) and the log-likelihood summed over rows per draw (sample_stats)
 LOG_PRIOR_GROUP: Final = "log_prior"
 LOG_LIKELIHOOD_TOTAL: Final = "log_likelihood_total"
-# the default sampler's draws in its own (unconstrained) coordinates, in memory only: a fit
-# computes its log densities from them and does not store them (ArviZ's group name)
-UNCONSTRAINED_GROUP: Final = "unconstrained_posterior"
-UNCONSTRAINED_VAR: Final = "x"
+# terms the package's own samplers evaluate at every draw (bayesscale.law.inference.sample's
+# per_draw), in memory only: a fit computes its log densities from them and does not store them
+PER_DRAW_GROUP: Final = "per_draw_terms"
 ATTR_PRIOR_SCALE: Final = "exponent_prior_scale"  # [priors] exponent_scale of the fit's spec

@@ -139,6 +139,41 @@ def test_observed_data_as_input_refits_without_recompiling() -> None:
     assert density.data_names == ("y",)
 
 
+def test_per_draw_terms_equal_pymcs_and_the_log_density_splits_at_the_likelihood() -> None:
+    """Each per-draw term the sampler evaluates equals PyMC's own compiled value at that
+    draw; and the fit's log-likelihood rule holds: lp less ``WITHOUT_LIKELIHOOD`` (priors on a
+    transformed scale, Jacobians, a potential) equals PyMC's log-likelihood summed."""
+    from bayesscale.law.inference import WITHOUT_LIKELIHOOD, log_density_terms
+
+    configure(2)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 10.0)
+        sigma = pm.HalfNormal("sigma", 2.0)
+        pm.Potential("pull", -0.5 * (mu - 1.0) ** 2)
+        pm.Normal("y", mu, sigma, observed=np.array([0.3, 1.2, 2.5, -0.4]))
+    terms = log_density_terms(model)
+    assert sorted(terms) == sorted(["mu", "sigma", WITHOUT_LIKELIHOOD])
+    density = LogDensity.from_model(model, per_draw=terms)
+    sampler = CompiledSampler(density, chains=2, kernel="mams")
+    result = sampler.run(RunSettings(tune=100, draws=20, seed=3))
+    assert sorted(result.per_draw) == sorted(terms)
+    assert result.unconstrained is not None
+    values = model.value_vars  # mu, sigma_log__: the sampler's coordinates, in this order
+    prior = model.compile_fn(
+        model.logp(vars=[mu, sigma], jacobian=False, sum=False), inputs=values, point_fn=False
+    )
+    likelihood = model.compile_fn(
+        model.logp(vars=model.observed_RVs), inputs=values, point_fn=False
+    )
+    z = result.unconstrained.reshape(-1, 2)
+    for i in range(0, len(z), 7):
+        want_mu, want_sigma = prior(*z[i])
+        got = {k: v.reshape(-1)[i] for k, v in result.per_draw.items()}
+        np.testing.assert_allclose([got["mu"], got["sigma"]], [want_mu, want_sigma], rtol=1e-12)
+        lp = result.stats["lp"].reshape(-1)[i]  # the sampler's log density at the draw
+        np.testing.assert_allclose(lp - got[WITHOUT_LIKELIHOOD], likelihood(*z[i]), rtol=1e-12)
+
+
 def test_warmup_windows_cover_the_warmup() -> None:
     for tune in (0, 20, 79, 80, 400, 1000, 3333):
         sizes = adapt.windows(tune)

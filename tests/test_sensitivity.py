@@ -93,8 +93,9 @@ def test_contraction_flags_the_axis_the_data_do_not_sweep(unswept) -> None:
 @pytest.mark.slow
 def test_stored_log_densities_equal_pymc_and_numpy(unswept) -> None:
     """The fit's log prior is PyMC's for the top-level priors; its total log-likelihood is
-    PyMC's pointwise sum and the package's own NumPy log-likelihood summed. (The fit computes
-    them in JAX from the sampler's own draws; PyMC's functions here, one draw at a time.)"""
+    PyMC's pointwise sum and the package's own NumPy log-likelihood summed. (The sampler
+    evaluates the prior terms at each draw, and the fit takes the log-likelihood as the
+    draw's log density less its other terms; PyMC's functions here, one draw at a time.)"""
     from pymc.stats import compute_log_likelihood, compute_log_prior
 
     path, tree = unswept

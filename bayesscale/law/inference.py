@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,18 +63,26 @@ class Timing:
         return None if self.sampling is None else max(self.wall - self.sampling, 0.0)
 
 
-def sample(model: pm.Model, config: FitConfig, label: str = "fit") -> tuple[xr.DataTree, Timing]:
+def sample(
+    model: pm.Model,
+    config: FitConfig,
+    label: str = "fit",
+    per_draw: Mapping[str, Any] | None = None,
+) -> tuple[xr.DataTree, Timing]:
     """Sample ``model`` with the configured sampler; return the DataTree and timing.
 
-    The tree has ``posterior``, ``sample_stats`` and ``observed_data``. A ``KeyboardInterrupt``
-    (Ctrl-C) stops the default sampler within about half a second and propagates.
+    The tree has ``posterior``, ``sample_stats`` and ``observed_data``. ``per_draw`` names
+    graphs of the model's value variables that the package's own samplers evaluate at every
+    draw, into the in-memory group ``names.PER_DRAW_GROUP``; the other samplers and the
+    preview ignore them. A ``KeyboardInterrupt`` (Ctrl-C) stops the default sampler within
+    about half a second and propagates.
     """
     configure(config.chains)
     release_compiled()  # the programs of earlier fits in this process (memory maps)
     if config.preview:
         return _preview(model, config, label)
     if config.sampler in OWN_SAMPLERS:
-        return _sample_own(model, config, label)
+        return _sample_own(model, config, label, per_draw)
     return _sample_pymc(model, config)
 
 
@@ -119,13 +128,15 @@ def _posterior_dataset(draws: dict[str, np.ndarray], density: Any) -> xr.Dataset
     return posterior.assign_coords({d: v for d, v in coords.items() if d in posterior.dims})
 
 
-def _sample_own(model: pm.Model, config: FitConfig, label: str) -> tuple[xr.DataTree, Timing]:
+def _sample_own(
+    model: pm.Model, config: FitConfig, label: str, per_draw: Mapping[str, Any] | None = None
+) -> tuple[xr.DataTree, Timing]:
     from bayesscale.sampling.engine import CompiledSampler, RunSettings
     from bayesscale.sampling.logdensity import LogDensity
 
     start = time.perf_counter()
     progress = Progress(label, enabled=config.progress)
-    density = LogDensity.from_model(model)
+    density = LogDensity.from_model(model, per_draw=per_draw)
     sampler = CompiledSampler(
         density, chains=config.chains, target_accept=config.accept, kernel=config.kernel
     )
@@ -153,22 +164,20 @@ def _sample_own(model: pm.Model, config: FitConfig, label: str) -> tuple[xr.Data
         {k: ((names.CHAIN_DIM, names.DRAW_DIM), v) for k, v in result.stats.items()},
         coords={names.CHAIN_DIM: np.arange(chains), names.DRAW_DIM: np.arange(draws)},
     )
-    unconstrained = xr.Dataset(
-        {
-            names.UNCONSTRAINED_VAR: (
-                (names.CHAIN_DIM, names.DRAW_DIM, "x_dim"),
-                result.unconstrained,
-            )
-        }
-    )
-    tree = xr.DataTree.from_dict(
-        {
-            "posterior": posterior,
-            "sample_stats": stats,
-            "observed_data": _observed_data(model),
-            names.UNCONSTRAINED_GROUP: unconstrained,
-        }
-    )
+    groups = {
+        "posterior": posterior,
+        "sample_stats": stats,
+        "observed_data": _observed_data(model),
+    }
+    if result.per_draw:
+        groups[names.PER_DRAW_GROUP] = xr.Dataset(
+            {
+                name: ((names.CHAIN_DIM, names.DRAW_DIM, *_dims(name, v, density.dims)), v)
+                for name, v in result.per_draw.items()
+            },
+            coords={names.CHAIN_DIM: np.arange(chains), names.DRAW_DIM: np.arange(draws)},
+        )
+    tree = xr.DataTree.from_dict(groups)
     if result.convergence is not None:
         keep_convergence(tree, result.convergence)
     summary = (
@@ -268,15 +277,17 @@ def fit(table: Table, spec: ModelSpec, config: FitConfig | None = None) -> xr.Da
     config = config or FitConfig()
     design = prepare(table, spec)
     model = build_law_model(design)
-    tree, timing = sample(model, config)
+    tree, timing = sample(model, config, per_draw=log_density_terms(model))
     draws = int(tree["posterior"].sizes[names.DRAW_DIM])
     posterior = tree["posterior"].to_dataset()
-    unconstrained = (
-        tree[names.UNCONSTRAINED_GROUP].to_dataset()[names.UNCONSTRAINED_VAR].to_numpy()
-        if names.UNCONSTRAINED_GROUP in tree.children
-        else None
-    )
-    log_prior, log_likelihood = log_densities(model, posterior, unconstrained)
+    if names.PER_DRAW_GROUP in tree.children:
+        log_prior, log_likelihood = _log_densities_of_terms(
+            tree[names.PER_DRAW_GROUP].to_dataset(),
+            tree["sample_stats"].to_dataset()["lp"],
+            posterior,
+        )
+    else:
+        log_prior, log_likelihood = log_densities(model, posterior)
     keep = {
         "posterior": posterior,
         "sample_stats": tree["sample_stats"]
@@ -297,23 +308,68 @@ def fit(table: Table, spec: ModelSpec, config: FitConfig | None = None) -> xr.Da
     return out
 
 
-def log_densities(
-    model: pm.Model, posterior: xr.Dataset, unconstrained: np.ndarray | None = None
-) -> tuple[xr.Dataset, xr.DataArray]:
-    """Per draw: the log prior density of each top-level free variable
-    (:func:`bayesscale.law.model.top_level_priors`; elementwise, on the variable's own scale,
-    without the Jacobian of the sampler's transform), and the log-likelihood summed over the
-    observed rows. With both, :mod:`bayesscale.law.sensitivity` runs ArviZ's power-scaling
-    sensitivity check without PyMC; together they are a few percent of the fit file (the
-    pointwise log-likelihood would be three times the posterior's size).
+# the per-draw term that is not a top-level prior: the model's log density less its
+# likelihood (every free variable's prior with its transform's Jacobian, and the potentials)
+WITHOUT_LIKELIHOOD = "log_density_without_likelihood"
 
-    Given the sampler's ``unconstrained`` draws ``(chain, draw, dim)`` (the default sampler
-    keeps them), both are evaluated in JAX, vectorised over draws (1.2-1.5 s on the
-    reference fit, most of it building and compiling the function); otherwise by PyMC's
-    ``compute_log_prior`` and ``compute_log_likelihood``, one draw at a time (about 3 s).
+
+def log_density_terms(model: pm.Model) -> dict[str, Any]:
+    """Graphs of the model's value variables that a fit evaluates at every draw: the log
+    prior density of each top-level free variable (:func:`bayesscale.law.model.top_level_priors`;
+    elementwise, on the variable's own scale, without the Jacobian of the sampler's transform),
+    and ``WITHOUT_LIKELIHOOD``,
+
+    .. math::
+
+        \\log p(\\theta) + \\log |J(\\theta)| + \\textstyle\\sum \\text{potentials}
+        = \\text{lp} - \\log p(y \\mid \\theta),
+
+    from which :func:`fit` takes the log-likelihood summed over rows as the draw's ``lp`` (the
+    sampler's log density) less this: no row of the likelihood is evaluated again.
+
+    >>> sorted(log_density_terms(model))  # doctest: +SKIP
+    ['log_alpha_pop', ..., 'log_density_without_likelihood', ...]
+    """
+    priors = top_level_priors(model)
+    if WITHOUT_LIKELIHOOD in priors:
+        raise ValueError(f"a model variable is named {WITHOUT_LIKELIHOOD!r}: rename it")
+    terms = model.logp(vars=[model[n] for n in priors], jacobian=False, sum=False)
+    rest = model.logp(vars=[*model.free_RVs, *model.potentials], jacobian=True, sum=True)
+    return {**dict(zip(priors, terms, strict=True)), WITHOUT_LIKELIHOOD: rest}
+
+
+def _log_densities_of_terms(
+    terms: xr.Dataset, lp: xr.DataArray, posterior: xr.Dataset
+) -> tuple[xr.Dataset, xr.DataArray]:
+    """The fit's ``log_prior`` group and log-likelihood total from the per-draw terms of
+    :func:`log_density_terms`, evaluated by the sampler, and its log density ``lp``."""
+    coords = {d: posterior.coords[d] for d in SAMPLE_DIMS}
+    prior = xr.Dataset(
+        {
+            name: (posterior[name].dims, terms[name].to_numpy())
+            for name in terms.data_vars
+            if name != WITHOUT_LIKELIHOOD
+        }
+    )
+    prior = prior.assign_coords({d: posterior.coords[d] for d in prior.dims})
+    total = xr.DataArray(
+        lp.to_numpy() - terms[WITHOUT_LIKELIHOOD].to_numpy(),
+        dims=SAMPLE_DIMS,
+        coords=coords,
+        name=names.LOG_LIKELIHOOD_TOTAL,
+    )
+    return prior, total
+
+
+def log_densities(model: pm.Model, posterior: xr.Dataset) -> tuple[xr.Dataset, xr.DataArray]:
+    """Per draw: the log prior density of each top-level free variable (as
+    :func:`log_density_terms`), and the log-likelihood summed over the observed rows, by
+    PyMC's ``compute_log_prior`` and ``compute_log_likelihood``, one draw at a time (about
+    3 s on the reference fit). With both, :mod:`bayesscale.law.sensitivity` runs ArviZ's
+    power-scaling sensitivity check without PyMC; together they are a few percent of the fit
+    file (the pointwise log-likelihood would be three times the posterior's size). The
+    package's own samplers evaluate them at every draw instead (:func:`log_density_terms`);
     ``tests/test_sensitivity.py`` holds what a fit stores equal to PyMC's."""
-    if unconstrained is not None:
-        return _log_densities_jax(model, posterior, unconstrained)
     from pymc.stats import compute_log_likelihood, compute_log_prior
 
     tree = xr.DataTree.from_dict({"posterior": posterior})
@@ -329,53 +385,6 @@ def log_densities(
     )
     prior.attrs = {}
     return prior, total.rename(names.LOG_LIKELIHOOD_TOTAL)
-
-
-LOG_DENSITY_BATCH = 512  # draws per vectorised call: bounds memory at (batch x rows) values
-
-
-def _log_densities_jax(
-    model: pm.Model, posterior: xr.Dataset, unconstrained: np.ndarray
-) -> tuple[xr.Dataset, xr.DataArray]:
-    import jax
-    import pytensor.tensor as pt
-
-    from bayesscale.sampling.logdensity import flat_point, jax_of_point
-
-    priors = top_level_priors(model)
-    terms = model.logp(
-        vars=[*(model[n] for n in priors), *model.observed_RVs], jacobian=False, sum=False
-    )
-    likelihood = pt.sum([pt.sum(term) for term in terms[len(priors) :]])
-    _, unravel = flat_point(model)
-    evaluate = jax.jit(jax.vmap(jax_of_point(model, [*terms[: len(priors)], likelihood], unravel)))
-
-    chains, draws, dim = unconstrained.shape
-    flat = unconstrained.reshape(chains * draws, dim)
-    batch = min(LOG_DENSITY_BATCH, len(flat))
-    padded = np.concatenate([flat, np.repeat(flat[-1:], -len(flat) % batch, axis=0)])
-    parts = [evaluate(padded[i : i + batch]) for i in range(0, len(padded), batch)]
-    values = [
-        np.concatenate([np.asarray(p[k]) for p in parts])[: len(flat)] for k in range(len(parts[0]))
-    ]
-
-    def shaped(v: np.ndarray) -> np.ndarray:
-        return v.reshape(chains, draws, *v.shape[1:])
-
-    prior = xr.Dataset(
-        {
-            name: (posterior[name].dims, shaped(v))
-            for name, v in zip(priors, values[:-1], strict=True)
-        },
-    )
-    prior = prior.assign_coords({d: posterior.coords[d] for d in prior.dims})
-    total = xr.DataArray(
-        shaped(values[-1]),
-        dims=SAMPLE_DIMS,
-        coords={d: posterior.coords[d] for d in SAMPLE_DIMS},
-        name=names.LOG_LIKELIHOOD_TOTAL,
-    )
-    return prior, total
 
 
 def sampler_attrs(config: FitConfig, draws: int, timing: Timing) -> dict[str, Any]:

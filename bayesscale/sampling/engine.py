@@ -88,6 +88,8 @@ class RunResult:
     extensions: int = 0
     inv_mass: np.ndarray | None = None
     unconstrained: np.ndarray | None = None  # (chain, draw, dim) draws the sampler moved in
+    # the density's per-draw terms (LogDensity.per_draw_names), (chain, draw, ...) each
+    per_draw: dict[str, np.ndarray] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # the last convergence check, when it was made on exactly the draws returned (the fit
     # keeps it, so reading the fit does not compute it again)
@@ -134,6 +136,7 @@ class CompiledSampler:
         else:
             self._chunk_fn = jax.jit(jax.vmap(chunk, in_axes=axes))
         self._derived = jax.jit(jax.vmap(density.derived))
+        self._per_draw = jax.jit(jax.vmap(density.per_draw)) if density.per_draw else None
         self._compiled: Any = None
         self.compile_seconds = 0.0
 
@@ -182,12 +185,13 @@ class CompiledSampler:
 
     def derive(self, z: np.ndarray) -> dict[str, np.ndarray]:
         """Stored quantities for draws ``z`` of shape ``(chain, draw, dim)``."""
-        chains, draws = z.shape[:2]
-        values = self._derived(z.reshape(chains * draws, -1))
-        return {
-            name: np.asarray(v).reshape(chains, draws, *np.shape(v)[1:])
-            for name, v in zip(self.density.var_names, values, strict=True)
-        }
+        return _per_draw(self._derived, self.density.var_names, z)
+
+    def per_draw(self, z: np.ndarray) -> dict[str, np.ndarray]:
+        """The density's per-draw terms for draws ``z`` of shape ``(chain, draw, dim)``."""
+        if self._per_draw is None:
+            return {}
+        return _per_draw(self._per_draw, self.density.per_draw_names, z)
 
     # --- a run --------------------------------------------------------------------------
 
@@ -330,9 +334,20 @@ class CompiledSampler:
             extensions=extensions,
             inv_mass=np.asarray(inv_mass),
             unconstrained=joined.z,
+            per_draw=self.per_draw(joined.z),
             notes=notes,
             convergence=check,
         )
+
+
+def _per_draw(function: Any, names: Sequence[str], z: np.ndarray) -> dict[str, np.ndarray]:
+    """``function`` (vectorised over draws) of draws ``z`` ``(chain, draw, dim)``, by name."""
+    chains, draws = z.shape[:2]
+    values = function(z.reshape(chains * draws, -1))
+    return {
+        name: np.asarray(v).reshape(chains, draws, *np.shape(v)[1:])
+        for name, v in zip(names, values, strict=True)
+    }
 
 
 class _Work:

@@ -7,7 +7,9 @@ unconstrained point ``x`` (every value variable raveled in ``model.value_vars`` 
 own scale and every deterministic, as ``pm.sample`` stores them. With
 ``observed_as_input=True`` the observed values become arguments of ``logp`` instead of
 constants, so one compiled sampler serves every dataset of the same layout (calibration
-refits hundreds of simulated datasets with one compilation).
+refits hundreds of simulated datasets with one compilation). ``per_draw`` graphs (a fit's
+log prior terms, say) become one more function, ``per_draw(x)``, which the sampler evaluates
+once on its final draws. All of them share one pass of PyTensor's rewrites.
 
 Example
 -------
@@ -17,7 +19,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,13 +40,20 @@ class LogDensity:
     data_values: tuple[np.ndarray, ...] = ()
     data_dtypes: tuple[np.dtype, ...] = ()
     value_names: list[str] = field(default_factory=list)
+    per_draw: Callable[[Any], list[Any]] | None = None
+    per_draw_names: tuple[str, ...] = ()
 
     @property
     def dim(self) -> int:
         return int(self.x0.size)
 
     @classmethod
-    def from_model(cls, model: Any, observed_as_input: bool = False) -> LogDensity:
+    def from_model(
+        cls,
+        model: Any,
+        observed_as_input: bool = False,
+        per_draw: Mapping[str, Any] | None = None,
+    ) -> LogDensity:
         from pymc.util import get_default_varnames
         from pytensor.graph.replace import clone_replace
 
@@ -56,9 +65,10 @@ class LogDensity:
             [model.logp()], replace=dict(zip(observed, inputs, strict=True))
         )
         stored = list(get_default_varnames(model.unobserved_value_vars, include_transformed=False))
+        per_draw = dict(per_draw or {})
         x0, unravel = flat_point(model)
-        logp_fn = jax_of_point(model, [logp_graph], unravel, inputs)
-        derived = jax_of_point(model, stored, unravel)
+        groups = [[logp_graph], stored] + ([list(per_draw.values())] if per_draw else [])
+        logp_fn, derived, *extra = jax_of_point_groups(model, groups, unravel, inputs)
 
         def logp(x: Any, *values: Any) -> Any:
             return logp_fn(x, *values)[0]
@@ -77,6 +87,8 @@ class LogDensity:
             data_values=tuple(np.asarray(v.data) for v in observed),
             data_dtypes=tuple(np.dtype(v.dtype) for v in observed),
             value_names=[v.name for v in model.value_vars],
+            per_draw=extra[0] if extra else None,
+            per_draw_names=tuple(per_draw),
         )
 
 
@@ -100,11 +112,51 @@ def jax_of_point(
 ) -> Callable[..., list[Any]]:
     """PyTensor graphs ``outputs`` of the model's value variables (and ``extra_inputs``) as one
     JAX function ``f(x, *extra) -> [values]`` of the flat point ``x`` of :func:`flat_point`."""
-    from pymc.sampling.jax import get_jaxified_graph
-
-    graph = get_jaxified_graph(inputs=[*model.value_vars, *extra_inputs], outputs=list(outputs))
-
-    def f(x: Any, *extra: Any) -> list[Any]:
-        return list(graph(*unravel(x), *extra))
-
+    [f] = jax_of_point_groups(model, [list(outputs)], unravel, extra_inputs)
     return f
+
+
+def jax_of_point_groups(
+    model: Any,
+    groups: Sequence[Sequence[Any]],
+    unravel: Callable[[Any], list[Any]],
+    extra_inputs: Sequence[Any] = (),
+) -> list[Callable[..., list[Any]]]:
+    """One function as :func:`jax_of_point` per group of graphs, with PyTensor's JAX rewrites
+    run once over all of them (as PyMC's ``get_jaxified_graph`` runs them on one group): the
+    rewrites are most of the cost of turning a graph into JAX, and the groups of a fit (its
+    log density, stored quantities and per-draw terms) share most of their subgraphs. A
+    group's function takes those of ``extra_inputs`` its graphs depend on, in their order:
+    ``f(x)`` for a group that depends on none."""
+    import pytensor.tensor as pt
+    from pytensor.compile import SharedVariable, mode
+    from pytensor.graph.fg import FunctionGraph
+    from pytensor.graph.replace import clone_replace
+    from pytensor.graph.traversal import graph_inputs
+    from pytensor.link.jax.dispatch import jax_funcify
+    from pytensor.tensor.random.type import RandomType
+
+    inputs = [*model.value_vars, *extra_inputs]
+    flat = [graph for group in groups for graph in group]
+    # shared variables (pm.Data) become constants, as get_jaxified_graph makes them
+    shared = [v for v in graph_inputs(flat) if isinstance(v, SharedVariable)]
+    if any(isinstance(v.type, RandomType) for v in shared):
+        raise ValueError("the graphs hold a random generator: they are not a log density's")
+    constants: dict[Any, Any] = {v: pt.constant(v.get_value(borrow=True)) for v in shared}
+    flat = clone_replace(flat, replace=constants)
+    joint = FunctionGraph(inputs=inputs, outputs=flat, clone=True)
+    mode.JAX.optimizer.rewrite(joint)
+    values, extras = joint.inputs[: len(model.value_vars)], joint.inputs[len(model.value_vars) :]
+    functions, start = [], 0
+    for group in groups:
+        outputs = joint.outputs[start : start + len(group)]
+        start += len(group)
+        used = set(graph_inputs(outputs))
+        group_inputs = [*values, *(v for v in extras if v in used)]
+        graph = jax_funcify(FunctionGraph(inputs=group_inputs, outputs=outputs, clone=True))
+
+        def f(x: Any, *extra: Any, graph: Callable[..., Any] = graph) -> list[Any]:
+            return list(graph(*unravel(x), *extra))
+
+        functions.append(f)
+    return functions
