@@ -174,6 +174,32 @@ def test_per_draw_terms_equal_pymcs_and_the_log_density_splits_at_the_likelihood
         np.testing.assert_allclose(lp - got[WITHOUT_LIKELIHOOD], likelihood(*z[i]), rtol=1e-12)
 
 
+def test_flat_point_splits_back_into_the_value_variables() -> None:
+    """The sampler's flat coordinates hold every value variable in ``model.value_vars``
+    order, and ``unravel`` gives back the initial point's arrays, from NumPy and JAX."""
+    import doctest
+
+    import jax.numpy as jnp
+
+    import bayesscale.sampling.logdensity
+    from bayesscale.sampling.logdensity import flat_point
+
+    configure(2)
+    with pm.Model() as model:
+        pm.Normal("a", [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], 1.0, shape=(2, 3))
+        pm.HalfNormal("b", 2.0)
+        pm.Beta("c", 2.0, 3.0, shape=2)
+    x0, unravel = flat_point(model)
+    point = model.initial_point()
+    assert x0.shape == (9,)
+    for x in (x0, jnp.asarray(x0)):
+        parts = unravel(x)
+        for var, part in zip(model.value_vars, parts, strict=True):
+            np.testing.assert_array_equal(np.asarray(part), point[var.name])
+    result = doctest.testmod(bayesscale.sampling.logdensity, raise_on_error=False)
+    assert result.attempted >= 2 and result.failed == 0
+
+
 def test_warmup_windows_cover_the_warmup() -> None:
     for tune in (0, 20, 79, 80, 400, 1000, 3333):
         sizes = adapt.windows(tune)

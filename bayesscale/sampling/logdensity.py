@@ -95,13 +95,27 @@ class LogDensity:
 def flat_point(model: Any) -> tuple[np.ndarray, Callable[[Any], list[Any]]]:
     """The model's initial point as one flat vector ``x`` (every value variable raveled, in
     ``model.value_vars`` order: the sampler's coordinates), and the function that splits such
-    a vector back into the value variables."""
-    import jax.numpy as jnp
-    from jax.flatten_util import ravel_pytree
+    a vector (NumPy's or JAX's) back into the value variables.
 
+    >>> import pymc as pm
+    >>> with pm.Model() as m:
+    ...     _ = pm.Normal("a", 0.0, 1.0, shape=(2, 3))
+    ...     _ = pm.HalfNormal("b", 1.0)
+    >>> x0, unravel = flat_point(m)
+    >>> x0.shape, [v.shape for v in unravel(np.arange(7.0))]
+    ((7,), [(2, 3), ()])
+    """
     point = model.initial_point()
-    x0, unravel = ravel_pytree([jnp.asarray(point[v.name]) for v in model.value_vars])
-    return np.asarray(x0, dtype=float), unravel
+    values = [np.asarray(point[v.name], dtype=float) for v in model.value_vars]
+    shapes = [v.shape for v in values]
+    ends = np.cumsum([v.size for v in values]).tolist()
+    starts = [0, *ends[:-1]]
+
+    def unravel(x: Any) -> list[Any]:
+        return [x[a:b].reshape(shape) for a, b, shape in zip(starts, ends, shapes, strict=True)]
+
+    x0 = np.concatenate([v.ravel() for v in values]) if values else np.zeros(0)
+    return x0, unravel
 
 
 def jax_of_point(
