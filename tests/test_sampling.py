@@ -23,7 +23,7 @@ from bayesscale.sampling import adapt, configure
 from bayesscale.sampling.diagnostics import convergence, ess_bulk, ess_tail, rank_rhat
 from bayesscale.sampling.engine import CompiledSampler, RunSettings
 from bayesscale.sampling.laplace import laplace
-from bayesscale.sampling.logdensity import LogDensity
+from bayesscale.sampling.logdensity import LogDensity, flat_point
 from bayesscale.sampling.progress import Progress
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,39 +139,98 @@ def test_observed_data_as_input_refits_without_recompiling() -> None:
     assert density.data_names == ("y",)
 
 
-def test_per_draw_terms_equal_pymcs_and_the_log_density_splits_at_the_likelihood() -> None:
-    """Each per-draw term the sampler evaluates equals PyMC's own compiled value at that
-    draw; and the fit's log-likelihood rule holds: lp less ``WITHOUT_LIKELIHOOD`` (priors on a
-    transformed scale, Jacobians, a potential) equals PyMC's log-likelihood summed."""
-    from bayesscale.law.inference import WITHOUT_LIKELIHOOD, log_density_terms
+@pytest.mark.parametrize("kernel", ["mams", "nuts"])
+def test_per_draw_terms_equal_pymcs_and_the_log_density_splits_at_the_likelihood(
+    kernel: str,
+) -> None:
+    """At every draw (rejected MAMS transitions among them, which repeat a draw) each per-draw
+    term the sampler evaluates equals PyMC's own compiled value, and the fit's log-likelihood
+    rule holds: lp less ``WITHOUT_LIKELIHOOD`` (priors on a transformed scale, Jacobians, a
+    potential) equals PyMC's log-likelihood summed. A multivariate prior's term has no event
+    dimension, and the fit's log prior group takes the term's own shape."""
+    from bayesscale.law.inference import (
+        WITHOUT_LIKELIHOOD,
+        _log_densities_of_terms,
+        _sample_own,
+        log_density_terms,
+    )
+    from bayesscale.sampling.config import DEFAULT_SAMPLER, NUTS_SAMPLER, FitConfig
 
     configure(2)
-    with pm.Model() as model:
+    with pm.Model(coords={"k": ["a", "b", "c"]}) as model:
         mu = pm.Normal("mu", 0.0, 10.0)
         sigma = pm.HalfNormal("sigma", 2.0)
+        weights = pm.Dirichlet("weights", np.ones(3), dims="k")
         pm.Potential("pull", -0.5 * (mu - 1.0) ** 2)
-        pm.Normal("y", mu, sigma, observed=np.array([0.3, 1.2, 2.5, -0.4]))
+        pm.Normal("y", mu + weights[0], sigma, observed=np.array([0.3, 1.2, 2.5, -0.4]))
     terms = log_density_terms(model)
-    assert sorted(terms) == sorted(["mu", "sigma", WITHOUT_LIKELIHOOD])
+    assert sorted(terms) == sorted(["mu", "sigma", "weights", WITHOUT_LIKELIHOOD])
     density = LogDensity.from_model(model, per_draw=terms)
-    sampler = CompiledSampler(density, chains=2, kernel="mams")
+    sampler = CompiledSampler(density, chains=2, kernel=kernel)
     result = sampler.run(RunSettings(tune=100, draws=20, seed=3))
     assert sorted(result.per_draw) == sorted(terms)
+    assert result.per_draw["weights"].shape == (2, 20)  # no event dimension
     assert result.unconstrained is not None
-    values = model.value_vars  # mu, sigma_log__: the sampler's coordinates, in this order
+    z = result.unconstrained.reshape(40, -1)
+    if kernel == "mams":  # the run rejects some transitions: their draws repeat
+        assert (np.diff(result.unconstrained, axis=1) == 0).all(axis=2).any()
+    values = model.value_vars  # the sampler's coordinates, in this order
     prior = model.compile_fn(
-        model.logp(vars=[mu, sigma], jacobian=False, sum=False), inputs=values, point_fn=False
+        model.logp(vars=[mu, sigma, weights], jacobian=False, sum=False),
+        inputs=values,
+        point_fn=False,
     )
     likelihood = model.compile_fn(
         model.logp(vars=model.observed_RVs), inputs=values, point_fn=False
     )
-    z = result.unconstrained.reshape(-1, 2)
-    for i in range(0, len(z), 7):
-        want_mu, want_sigma = prior(*z[i])
-        got = {k: v.reshape(-1)[i] for k, v in result.per_draw.items()}
-        np.testing.assert_allclose([got["mu"], got["sigma"]], [want_mu, want_sigma], rtol=1e-12)
-        lp = result.stats["lp"].reshape(-1)[i]  # the sampler's log density at the draw
-        np.testing.assert_allclose(lp - got[WITHOUT_LIKELIHOOD], likelihood(*z[i]), rtol=1e-12)
+    lp = result.stats["lp"].reshape(-1)  # the sampler's log density at each draw
+    got = {k: v.reshape(40) for k, v in result.per_draw.items()}
+    unravel = flat_point(model)[1]
+    for i in range(40):
+        want = prior(*unravel(z[i]))
+        for name, value in zip(["mu", "sigma", "weights"], want, strict=True):
+            np.testing.assert_allclose(got[name][i], value, rtol=1e-12)
+        np.testing.assert_allclose(
+            lp[i] - got[WITHOUT_LIKELIHOOD][i], likelihood(*unravel(z[i])), rtol=1e-12
+        )
+    # and through a fit: the log prior group has the term's shape
+    tree, _ = _sample_own(
+        model,
+        FitConfig(
+            chains=2,
+            draws=20,
+            tune=100,
+            seed=3,
+            ess_target=0,
+            progress=False,
+            sampler=DEFAULT_SAMPLER if kernel == "mams" else NUTS_SAMPLER,
+        ),
+        "t",
+        terms,
+    )
+    log_prior, total = _log_densities_of_terms(
+        tree["per_draw_terms"].to_dataset(),
+        tree["sample_stats"].to_dataset()["lp"],
+        tree["posterior"].to_dataset(),
+    )
+    assert log_prior["weights"].dims == ("chain", "draw")
+    assert log_prior["mu"].dims == ("chain", "draw") and total.dims == ("chain", "draw")
+
+
+def test_the_log_density_takes_data_its_rewritten_graph_no_longer_reads() -> None:
+    """With observed data as inputs, ``logp`` takes every data value even where PyMC's
+    rewrites leave the log density reading none of it (a Flat's reads only its shape)."""
+    configure(2)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Flat("w", observed=np.array([1.0, 2.0]))
+        pm.Normal("y", mu, 1.0, observed=np.array([0.5, -0.5]))
+    density = LogDensity.from_model(model, observed_as_input=True)
+    got = density.logp(density.x0, *density.data_values)
+    want = model.compile_logp()(model.initial_point())
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(ValueError, match="observed_as_input"):
+        LogDensity.from_model(model, observed_as_input=True, per_draw={"mu": mu})
 
 
 def test_flat_point_splits_back_into_the_value_variables() -> None:
@@ -182,7 +241,6 @@ def test_flat_point_splits_back_into_the_value_variables() -> None:
     import jax.numpy as jnp
 
     import bayesscale.sampling.logdensity
-    from bayesscale.sampling.logdensity import flat_point
 
     configure(2)
     with pm.Model() as model:
@@ -196,6 +254,16 @@ def test_flat_point_splits_back_into_the_value_variables() -> None:
         parts = unravel(x)
         for var, part in zip(model.value_vars, parts, strict=True):
             np.testing.assert_array_equal(np.asarray(part), point[var.name])
+            assert np.asarray(part).dtype == point[var.name].dtype
+    with pm.Model() as counts:  # an integer value variable comes back as integers
+        pm.Normal("m", 0.0, 1.0)
+        pm.Poisson("n", 3.0, shape=2)
+    x0, unravel = flat_point(counts)
+    assert x0.dtype == np.float64 and [p.dtype.kind for p in unravel(x0)] == ["f", "i"]
+    with pm.Model() as empty:
+        pass
+    x0, unravel = flat_point(empty)
+    assert x0.shape == (0,) and unravel(x0) == []
     result = doctest.testmod(bayesscale.sampling.logdensity, raise_on_error=False)
     assert result.attempted >= 2 and result.failed == 0
 

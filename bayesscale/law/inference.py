@@ -171,8 +171,8 @@ def _sample_own(
     }
     if result.per_draw:
         groups[names.PER_DRAW_GROUP] = xr.Dataset(
-            {
-                name: ((names.CHAIN_DIM, names.DRAW_DIM, *_dims(name, v, density.dims)), v)
+            {  # a term's shape need not be its variable's (a multivariate prior's is not)
+                name: ((names.CHAIN_DIM, names.DRAW_DIM, *_dims(name, v, {})), v)
                 for name, v in result.per_draw.items()
             },
             coords={names.CHAIN_DIM: np.arange(chains), names.DRAW_DIM: np.arange(draws)},
@@ -344,14 +344,22 @@ def _log_densities_of_terms(
     """The fit's ``log_prior`` group and log-likelihood total from the per-draw terms of
     :func:`log_density_terms`, evaluated by the sampler, and its log density ``lp``."""
     coords = {d: posterior.coords[d] for d in SAMPLE_DIMS}
+
+    def dims(name: str) -> tuple[str, ...]:  # the variable's, where the term has its shape
+        own = posterior[name]
+        chosen = own.dims if terms[name].shape == own.shape else terms[name].dims
+        return tuple(str(d) for d in chosen)
+
     prior = xr.Dataset(
         {
-            name: (posterior[name].dims, terms[name].to_numpy())
+            str(name): (dims(str(name)), terms[name].to_numpy())
             for name in terms.data_vars
             if name != WITHOUT_LIKELIHOOD
         }
     )
-    prior = prior.assign_coords({d: posterior.coords[d] for d in prior.dims})
+    prior = prior.assign_coords(
+        {d: posterior.coords[d] for d in prior.dims if d in posterior.coords}
+    )
     total = xr.DataArray(
         lp.to_numpy() - terms[WITHOUT_LIKELIHOOD].to_numpy(),
         dims=SAMPLE_DIMS,
@@ -369,7 +377,8 @@ def log_densities(model: pm.Model, posterior: xr.Dataset) -> tuple[xr.Dataset, x
     power-scaling sensitivity check without PyMC; together they are a few percent of the fit
     file (the pointwise log-likelihood would be three times the posterior's size). The
     package's own samplers evaluate them at every draw instead (:func:`log_density_terms`);
-    ``tests/test_sensitivity.py`` holds what a fit stores equal to PyMC's."""
+    this path serves fits by PyMC's samplers and previews. ``tests/test_sensitivity.py``
+    holds what a fit stores equal to PyMC's."""
     from pymc.stats import compute_log_likelihood, compute_log_prior
 
     tree = xr.DataTree.from_dict({"posterior": posterior})

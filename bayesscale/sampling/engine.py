@@ -60,6 +60,7 @@ MIN_EXTENSION = 100  # draws per chain added at least when the ESS target is not
 # reference law fit, 3 took 500 -> 1,500 -> 2,010 draws (three checks of about 1 s each); 4
 # takes 500 -> 2,000.
 MAX_GROWTH = 4
+DRAW_BATCH = 512  # draws per vectorised call of the stored quantities and per-draw terms
 
 
 @dataclass(frozen=True)
@@ -341,12 +342,19 @@ class CompiledSampler:
 
 
 def _per_draw(function: Any, names: Sequence[str], z: np.ndarray) -> dict[str, np.ndarray]:
-    """``function`` (vectorised over draws) of draws ``z`` ``(chain, draw, dim)``, by name."""
-    chains, draws = z.shape[:2]
-    values = function(z.reshape(chains * draws, -1))
+    """``function`` (vectorised over draws) of draws ``z`` ``(chain, draw, dim)``, by name;
+    ``DRAW_BATCH`` draws a call (the last batch padded), so that memory stays bounded and
+    every call of a fit has one shape, compiled once."""
+    chains, draws, dim = z.shape
+    flat = z.reshape(chains * draws, dim)
+    batch = max(min(DRAW_BATCH, len(flat)), 1)
+    padded = np.concatenate([flat, np.repeat(flat[-1:], -len(flat) % batch, axis=0)])
+    parts = [function(padded[i : i + batch]) for i in range(0, len(padded), batch)]
     return {
-        name: np.asarray(v).reshape(chains, draws, *np.shape(v)[1:])
-        for name, v in zip(names, values, strict=True)
+        name: np.concatenate([np.asarray(p[k]) for p in parts])[: len(flat)].reshape(
+            chains, draws, *np.shape(parts[0][k])[1:]
+        )
+        for k, name in enumerate(names)
     }
 
 

@@ -9,7 +9,8 @@ own scale and every deterministic, as ``pm.sample`` stores them. With
 constants, so one compiled sampler serves every dataset of the same layout (calibration
 refits hundreds of simulated datasets with one compilation). ``per_draw`` graphs (a fit's
 log prior terms, say) become one more function, ``per_draw(x)``, which the sampler evaluates
-once on its final draws. All of them share one pass of PyTensor's rewrites.
+once on its final draws (not with ``observed_as_input``: they would read the model's own
+data). All of them share one pass of PyTensor's rewrites.
 
 Example
 -------
@@ -66,6 +67,9 @@ class LogDensity:
         )
         stored = list(get_default_varnames(model.unobserved_value_vars, include_transformed=False))
         per_draw = dict(per_draw or {})
+        if per_draw and observed_as_input:
+            # the per-draw graphs would read the model's own data, not a refit's
+            raise ValueError("per_draw terms are not supported with observed_as_input=True")
         x0, unravel = flat_point(model)
         groups = [[logp_graph], stored] + ([list(per_draw.values())] if per_draw else [])
         logp_fn, derived, *extra = jax_of_point_groups(model, groups, unravel, inputs)
@@ -106,28 +110,22 @@ def flat_point(model: Any) -> tuple[np.ndarray, Callable[[Any], list[Any]]]:
     ((7,), [(2, 3), ()])
     """
     point = model.initial_point()
-    values = [np.asarray(point[v.name], dtype=float) for v in model.value_vars]
-    shapes = [v.shape for v in values]
-    ends = np.cumsum([v.size for v in values]).tolist()
-    starts = [0, *ends[:-1]]
+    values = [np.asarray(point[v.name]) for v in model.value_vars]
+    layout = []  # (start, end, shape, dtype) of each value variable in x
+    start = 0
+    for v in values:
+        layout.append((start, start + v.size, v.shape, v.dtype))
+        start += v.size
 
     def unravel(x: Any) -> list[Any]:
-        return [x[a:b].reshape(shape) for a, b, shape in zip(starts, ends, shapes, strict=True)]
+        parts = [x[a:b].reshape(shape) for a, b, shape, _ in layout]
+        return [
+            p if p.dtype == dtype else p.astype(dtype)
+            for p, (*_, dtype) in zip(parts, layout, strict=True)
+        ]
 
-    x0 = np.concatenate([v.ravel() for v in values]) if values else np.zeros(0)
+    x0 = np.concatenate([v.ravel() for v in values]).astype(float) if values else np.zeros(0)
     return x0, unravel
-
-
-def jax_of_point(
-    model: Any,
-    outputs: Sequence[Any],
-    unravel: Callable[[Any], list[Any]],
-    extra_inputs: Sequence[Any] = (),
-) -> Callable[..., list[Any]]:
-    """PyTensor graphs ``outputs`` of the model's value variables (and ``extra_inputs``) as one
-    JAX function ``f(x, *extra) -> [values]`` of the flat point ``x`` of :func:`flat_point`."""
-    [f] = jax_of_point_groups(model, [list(outputs)], unravel, extra_inputs)
-    return f
 
 
 def jax_of_point_groups(
@@ -136,12 +134,15 @@ def jax_of_point_groups(
     unravel: Callable[[Any], list[Any]],
     extra_inputs: Sequence[Any] = (),
 ) -> list[Callable[..., list[Any]]]:
-    """One function as :func:`jax_of_point` per group of graphs, with PyTensor's JAX rewrites
-    run once over all of them (as PyMC's ``get_jaxified_graph`` runs them on one group): the
-    rewrites are most of the cost of turning a graph into JAX, and the groups of a fit (its
-    log density, stored quantities and per-draw terms) share most of their subgraphs. A
-    group's function takes those of ``extra_inputs`` its graphs depend on, in their order:
-    ``f(x)`` for a group that depends on none."""
+    """Each group of PyTensor graphs of the model's value variables (and ``extra_inputs``) as
+    one JAX function ``f(x, *extra) -> [values]`` of the flat point ``x`` of
+    :func:`flat_point`. ``extra`` holds a value for every one of ``extra_inputs``, or none
+    where the group's graphs (once rewritten) read none of them.
+
+    PyTensor's JAX rewrites run once over all the groups, where PyMC's ``get_jaxified_graph``
+    runs them once per group: the rewrites are most of the cost of turning a graph into
+    JAX, and the groups of a fit (its log density, stored quantities and per-draw terms)
+    share most of their subgraphs."""
     import pytensor.tensor as pt
     from pytensor.compile import SharedVariable, mode
     from pytensor.graph.fg import FunctionGraph
@@ -165,12 +166,18 @@ def jax_of_point_groups(
     for group in groups:
         outputs = joint.outputs[start : start + len(group)]
         start += len(group)
-        used = set(graph_inputs(outputs))
-        group_inputs = [*values, *(v for v in extras if v in used)]
+        reads = set(graph_inputs(outputs))
+        used = [v in reads for v in extras]  # a rewrite can drop an input (only its shape read)
+        group_inputs = [*values, *(v for v, u in zip(extras, used, strict=True) if u)]
         graph = jax_funcify(FunctionGraph(inputs=group_inputs, outputs=outputs, clone=True))
 
-        def f(x: Any, *extra: Any, graph: Callable[..., Any] = graph) -> list[Any]:
-            return list(graph(*unravel(x), *extra))
+        def f(
+            x: Any, *extra: Any, graph: Callable[..., Any] = graph, used: list[bool] = used
+        ) -> list[Any]:
+            if extra and len(extra) != len(used):
+                raise TypeError(f"expected {len(used)} extra inputs, got {len(extra)}")
+            picked = [e for e, u in zip(extra, used, strict=True) if u] if extra else []
+            return list(graph(*unravel(x), *picked))
 
         functions.append(f)
     return functions
