@@ -35,7 +35,7 @@ import numpy as np
 from bayesscale.sampling import adapt
 from bayesscale.sampling.config import KERNELS, MAMS_KERNEL, NUTS_KERNEL, default_accept
 from bayesscale.sampling.diagnostics import Convergence, convergence
-from bayesscale.sampling.logdensity import LogDensity
+from bayesscale.sampling.logdensity import LogDensity, evaluate_over_draws
 from bayesscale.sampling.mams import MAX_STEPS as MAX_MAMS_STEPS
 from bayesscale.sampling.mams import make_chunk as make_mams_chunk
 from bayesscale.sampling.nuts import (
@@ -60,7 +60,6 @@ MIN_EXTENSION = 100  # draws per chain added at least when the ESS target is not
 # reference law fit, 3 took 500 -> 1,500 -> 2,010 draws (three checks of about 1 s each); 4
 # takes 500 -> 2,000.
 MAX_GROWTH = 4
-DRAW_BATCH = 512  # draws per vectorised call of the stored quantities and per-draw terms
 
 
 @dataclass(frozen=True)
@@ -186,13 +185,13 @@ class CompiledSampler:
 
     def derive(self, z: np.ndarray) -> dict[str, np.ndarray]:
         """Stored quantities for draws ``z`` of shape ``(chain, draw, dim)``."""
-        return _per_draw(self._derived, self.density.var_names, z)
+        return evaluate_over_draws(self._derived, self.density.var_names, z)
 
     def per_draw(self, z: np.ndarray) -> dict[str, np.ndarray]:
         """The density's per-draw terms for draws ``z`` of shape ``(chain, draw, dim)``."""
         if self._per_draw is None:
             return {}
-        return _per_draw(self._per_draw, self.density.per_draw_names, z)
+        return evaluate_over_draws(self._per_draw, self.density.per_draw_names, z)
 
     # --- a run --------------------------------------------------------------------------
 
@@ -339,23 +338,6 @@ class CompiledSampler:
             notes=notes,
             convergence=check,
         )
-
-
-def _per_draw(function: Any, names: Sequence[str], z: np.ndarray) -> dict[str, np.ndarray]:
-    """``function`` (vectorised over draws) of draws ``z`` ``(chain, draw, dim)``, by name;
-    ``DRAW_BATCH`` draws a call (the last batch padded), so that memory stays bounded and
-    every call of a fit has one shape, compiled once."""
-    chains, draws, dim = z.shape
-    flat = z.reshape(chains * draws, dim)
-    batch = max(min(DRAW_BATCH, len(flat)), 1)
-    padded = np.concatenate([flat, np.repeat(flat[-1:], -len(flat) % batch, axis=0)])
-    parts = [function(padded[i : i + batch]) for i in range(0, len(padded), batch)]
-    return {
-        name: np.concatenate([np.asarray(p[k]) for p in parts])[: len(flat)].reshape(
-            chains, draws, *np.shape(parts[0][k])[1:]
-        )
-        for k, name in enumerate(names)
-    }
 
 
 class _Work:

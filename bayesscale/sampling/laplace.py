@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
-from bayesscale.sampling.logdensity import LogDensity
+from bayesscale.sampling.logdensity import LogDensity, evaluate_over_draws
 
 FD_STEP = 1e-4  # central-difference step for the Hessian, in unconstrained units
 MAX_ITERATIONS = 2000
@@ -84,12 +84,8 @@ def laplace(density: LogDensity, draws: int = 1000, seed: int = 0) -> LaplaceRes
     z = mode + rng.standard_normal((draws, mode.size)) @ cov_factor.T
     tic = time.perf_counter()
     derived = jax.jit(jax.vmap(density.derived))
-    values = derived(z)
+    posterior = evaluate_over_draws(derived, density.var_names, z[None])  # one "chain"
     compile_seconds += time.perf_counter() - tic  # derived is compiled at first call
-    posterior = {
-        name: np.asarray(v).reshape(1, draws, *np.shape(v)[1:])
-        for name, v in zip(density.var_names, values, strict=True)
-    }
     return LaplaceResult(
         posterior=posterior,
         mode=mode,

@@ -181,3 +181,34 @@ def jax_of_point_groups(
 
         functions.append(f)
     return functions
+
+
+DRAW_BATCH = 512  # draws per call of evaluate_over_draws
+
+
+def evaluate_over_draws(
+    vectorised: Callable[[Any], Sequence[Any]], names: Sequence[str], z: np.ndarray
+) -> dict[str, np.ndarray]:
+    """``vectorised`` (a function of one point, vectorised over a leading axis of points and
+    jitted: ``jax.jit(jax.vmap(density.derived))``, say) at draws ``z`` of shape ``(chain,
+    draw, dim)``, its outputs by name, each ``(chain, draw, ...)``. ``DRAW_BATCH`` draws a
+    call, the last batch padded: memory stays bounded, and every call has one shape,
+    compiled once.
+
+    >>> import jax
+    >>> f = jax.jit(jax.vmap(lambda x: [x.sum(), 2 * x]))
+    >>> out = evaluate_over_draws(f, ["total", "twice"], np.ones((2, 3, 4)))
+    >>> out["total"].shape, out["twice"].shape
+    ((2, 3), (2, 3, 4))
+    """
+    chains, draws, dim = z.shape
+    flat = z.reshape(chains * draws, dim)
+    batch = max(min(DRAW_BATCH, len(flat)), 1)
+    padded = np.concatenate([flat, np.repeat(flat[-1:], -len(flat) % batch, axis=0)])
+    parts = [vectorised(padded[i : i + batch]) for i in range(0, len(padded), batch)]
+    return {
+        name: np.concatenate([np.asarray(p[k]) for p in parts])[: len(flat)].reshape(
+            chains, draws, *np.shape(parts[0][k])[1:]
+        )
+        for k, name in enumerate(names)
+    }
