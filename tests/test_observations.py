@@ -15,6 +15,7 @@ from bayesscale.data.observations import (
     ObservationError,
     load_observations,
     prepare,
+    setting_labels,
     validate,
     write_table,
 )
@@ -48,6 +49,27 @@ def test_reference_data_loads_clean(reference_frame, tmp_path):
     np.testing.assert_allclose(
         design.reference, [np.sqrt(8 * 256), np.sqrt(320 * 10240), 8.0 * 2**0.5 * 2 / 2]
     )
+
+
+def test_setting_labels_join_the_keys_of_each_row(reference_frame):
+    """Known answers: the keys of a row joined by ' | ', whatever their dtype, on the frame's
+    own index; one key alone is itself, and no keys label every row 'all'."""
+    from dataclasses import replace
+
+    frame = pd.DataFrame(
+        {"model": ["a", "b", "a"], "algorithm": ["grpo", "ppo", "grpo"], "domain": [7, 8, 7]},
+        index=[10, 11, 12],
+    )
+    labels = setting_labels(frame, SPEC)
+    assert list(labels) == ["a | grpo | 7", "b | ppo | 8", "a | grpo | 7"]
+    assert list(labels.index) == [10, 11, 12] and labels.name is None
+    one = setting_labels(frame, replace(SPEC, setting_keys=("model",)))
+    assert list(one) == ["a", "b", "a"]
+    assert list(setting_labels(frame, replace(SPEC, setting_keys=()))) == ["all"] * 3
+    # the reference data: equal to the row-wise join the labels were made with until stop 32
+    keys = list(SPEC.setting_keys)
+    rowwise = reference_frame[keys].astype(str).agg(" | ".join, axis=1)
+    pd.testing.assert_series_equal(setting_labels(reference_frame, SPEC), rowwise)
 
 
 def test_missing_and_misspelled_columns(small, tmp_path):
