@@ -125,6 +125,19 @@ def test_sampling_stops_once_the_ess_target_is_reached(gaussian) -> None:
     assert capped.stats["diverging"].shape[1] == 300  # never past max_draws
 
 
+def test_the_run_accounts_for_its_transitions(gaussian) -> None:
+    """``warmup_steps`` counts the warm-up's integration steps (at least one a transition, at
+    most a full tree), none without warm-up; ``transition_seconds`` is time inside warm-up
+    and sampling, never more."""
+    _, sampler = gaussian
+    tuned = sampler.run(RunSettings(tune=100, draws=50, seed=2))
+    assert 100 <= tuned.warmup_steps <= 100 * 2**10
+    assert 0 < tuned.transition_seconds <= tuned.warmup_seconds + tuned.sampling_seconds
+    untuned = sampler.run(RunSettings(tune=0, draws=50, seed=2))
+    assert untuned.warmup_steps == 0
+    assert 0 < untuned.transition_seconds <= untuned.warmup_seconds + untuned.sampling_seconds
+
+
 def test_observed_data_as_input_refits_without_recompiling() -> None:
     configure(2)
     with pm.Model() as model:

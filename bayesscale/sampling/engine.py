@@ -91,6 +91,11 @@ class RunResult:
     # the density's per-draw terms (LogDensity.per_draw_names), (chain, draw, ...) each
     per_draw: dict[str, np.ndarray] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # seconds in the compiled chunks of warm-up and sampling, their outputs' copies to the
+    # host included (not the driver's adaptation and checks between them), and the
+    # integration steps per chain of the warm-up (the draws' own are ``stats["n_steps"]``)
+    transition_seconds: float = 0.0
+    warmup_steps: float = 0.0
     # the last convergence check, when it was made on exactly the draws returned (the fit
     # keeps it, so reading the fit does not compute it again)
     convergence: Convergence | None = None
@@ -217,6 +222,7 @@ class CompiledSampler:
         work = _Work(warmup + settings.draws)
         clock = _Clock()
         divergences = 0
+        in_chunks = 0.0  # seconds inside compiled chunks
 
         length = math.sqrt(self.density.dim)  # MAMS: trajectory length, whitened units
 
@@ -229,7 +235,7 @@ class CompiledSampler:
 
         def advance(n: int, adapt_step: bool, depth: int, phase: str, total: int):
             """``n`` transitions per chain, in chunks; yields each chunk's transitions."""
-            nonlocal state
+            nonlocal state, in_chunks
             left = n
             while left > 0:
                 k = min(left, clock.chunk_length())
@@ -238,6 +244,7 @@ class CompiledSampler:
                 state, out = self._compiled(state, inv_mass, k, adapt_step, setting, *data_t)
                 state = jax.tree.map(np.asarray, state)
                 out = Transitions(*(np.asarray(o)[:, :k] for o in out))
+                in_chunks += time.perf_counter() - tic
                 clock.record(k, time.perf_counter() - tic)
                 left -= k
                 work.done += k
@@ -246,10 +253,12 @@ class CompiledSampler:
 
         # --- warm-up: windows of step-size and mass adaptation --------------------------------
         warm_start = time.perf_counter()
+        warmup_steps = np.zeros(self.chains)
         windows = adapt.windows(settings.tune)
         for w, n in enumerate(windows):
             zs, gs, travelled = [], [], []
             for out in advance(n, True, adapt.depth_cap(w), "warm-up", warmup):
+                warmup_steps += out.steps.sum(axis=1)
                 zs.append(out.z)
                 gs.append(out.grad)
                 travelled.append(out.step_size * out.steps)
@@ -276,9 +285,10 @@ class CompiledSampler:
             # dual averaging on single trajectories' acceptance is biased: the averaged step
             # size accepts more often than the target. Measure it at that fixed step size and
             # rescale (the energy error of a second-order integrator grows as eps^2)
-            accepts = [
-                out.accept for out in advance(probe, False, MAX_TREE_DEPTH, "warm-up", warmup)
-            ]
+            accepts = []
+            for out in advance(probe, False, MAX_TREE_DEPTH, "warm-up", warmup):
+                warmup_steps += out.steps.sum(axis=1)
+                accepts.append(out.accept)
             accept = float(np.mean(np.concatenate(accepts, axis=1)))
             step *= adapt.step_correction(accept, self.target_accept)
             state = state._replace(step=step_size_state(np.full(self.chains, step)))
@@ -337,6 +347,8 @@ class CompiledSampler:
             per_draw=self.per_draw(joined.z),
             notes=notes,
             convergence=check,
+            transition_seconds=in_chunks,
+            warmup_steps=float(warmup_steps.mean()),
         )
 
 
