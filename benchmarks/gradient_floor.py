@@ -7,10 +7,11 @@ On the reference law model (``data/reference/observations.csv``, 1,008 rows, 170
 parameters) it prints:
 
 * one value and gradient of the log density, in microseconds, under three evaluators of the
-  same PyMC model: the package's JAX translation (in a compiled loop, on one core, then on
-  both cores at once, one loop each, as two chains run), PyTensor's C backend (what PyMC's
-  default NUTS calls), and PyTensor's Numba backend (what nutpie calls); and how many
-  kernels XLA runs for the JAX one;
+  same PyMC model: the package's JAX translation (in a compiled loop on one device, then one
+  loop on each of two devices at once, as two chains run), PyTensor's C backend (what PyMC's
+  default NUTS calls) and its Numba backend (the graph nutpie compiles; nutpie calls it from
+  Rust, here it is called through PyTensor's function); and the kernels XLA runs for the
+  JAX one, by kind;
 * one default fit (``FitConfig()``'s sampler, ESS target and chains, warm compilation cache
   after a first run of this script): its seconds in model building, compilation, warm-up
   and sampling, the integration steps per chain of each phase, and the seconds spent inside
@@ -25,6 +26,7 @@ It asserts nothing: the figures are for docs/speed.md and the issue's closing no
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -69,11 +71,9 @@ def jax_gradient(model: Any) -> dict[str, float]:
     two = jax.pmap(loop)
     pair = np.stack([x0, x0])
     program = jax.jit(value_and_grad).lower(x0).compile().as_text() or ""
-    entry = program[program.find("\nENTRY") :] if "\nENTRY" in program else ""
-    launched = sum(f" {op}(" in line for line in entry.splitlines() for op in ("fusion", "copy"))
+    out: dict[str, float] = {f"kernels_{kind}": n for kind, n in entry_kernels(program).items()}
     one(x0).block_until_ready()
     two(pair).block_until_ready()
-    out: dict[str, float] = {"xla_kernels": launched}
     for name, f, arg in (("jax_one_core_us", one, x0), ("jax_two_cores_us", two, pair)):
         best = np.inf
         for _ in range(3):
@@ -84,8 +84,34 @@ def jax_gradient(model: Any) -> dict[str, float]:
     return out
 
 
+# instructions of an optimised HLO entry computation that launch no kernel of their own
+NOT_KERNELS = ("parameter", "constant", "tuple", "get-tuple-element", "bitcast")
+
+
+def entry_kernels(program: str) -> dict[str, int]:
+    r"""The kernels XLA runs per call of an optimised HLO module's entry computation, by kind
+    (``fusion``, ``copy``, ``scatter``, ...): every entry instruction that is not a
+    parameter, constant, tuple or bitcast.
+
+    >>> entry_kernels("ENTRY %m {\n  %p = f64[3] parameter(0)\n  ROOT %f = f64[3] fusion(%p)\n}")
+    {'fusion': 1}
+    """
+    start = program.find("ENTRY")
+    if start < 0:
+        return {}
+    counts: dict[str, int] = {}
+    for line in program[start:].splitlines()[1:]:
+        if line.startswith("}"):
+            break
+        match = re.search(r"= \S+ ([a-z][a-z0-9-]*)\(", line)
+        if match and match.group(1) not in NOT_KERNELS:
+            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+    return counts
+
+
 def pytensor_gradient(model: Any, mode: str) -> float:
-    """Microseconds per call of PyMC's compiled value-and-gradient function in ``mode``."""
+    """Microseconds per call of PyMC's compiled value-and-gradient function in ``mode``,
+    called through PyTensor's ``Function`` (a few microseconds of Python a call)."""
     function = model.logp_dlogp_function(ravel_inputs=True, mode=mode)
     function.set_extra_values({})
     point = model.initial_point()
@@ -158,12 +184,14 @@ def main() -> None:
     grads = jax_gradient(model)
     print(f"  JAX (the package's), one core:            {grads['jax_one_core_us']:7.1f} us")
     print(f"  JAX, both cores at once, per loop:        {grads['jax_two_cores_us']:7.1f} us")
-    print(f"  XLA kernels (fusions and copies) a call:  {grads['xla_kernels']:7.0f}")
+    kernels = {k[len("kernels_") :]: int(v) for k, v in grads.items() if k.startswith("kernels_")}
+    detail = ", ".join(f"{n} {kind}" for kind, n in sorted(kernels.items(), key=lambda kv: -kv[1]))
+    print(f"  XLA kernels a call:                       {sum(kernels.values()):7d} ({detail})")
     if not args.skip_pytensor:
         c_backend = pytensor_gradient(model, "FAST_RUN")
         print(f"  PyTensor C backend (PyMC's default):      {c_backend:7.1f} us")
         numba_backend = pytensor_gradient(model, "NUMBA")
-        print(f"  PyTensor Numba backend (nutpie's):        {numba_backend:7.1f} us")
+        print(f"  PyTensor Numba backend (nutpie's graph):  {numba_backend:7.1f} us")
 
     fit = default_fit(args.seed)
     print(
@@ -177,7 +205,8 @@ def main() -> None:
     print(f"  inside the compiled transitions:          {fit['transitions_s']:7.2f} s")
     print(
         f"  integration steps per chain:              {fit['warmup_steps']:7.0f} warm-up + "
-        f"{fit['sampling_steps']:.0f} sampling, {fit['us_per_step']:.1f} us a step"
+        f"{fit['sampling_steps']:.0f} sampling (mean of the chains), "
+        f"{fit['us_per_step']:.1f} us a step (the chains wait for each other at every chunk)"
     )
     if args.pymc_seconds:
         allowed = args.pymc_seconds / 8

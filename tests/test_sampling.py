@@ -125,17 +125,33 @@ def test_sampling_stops_once_the_ess_target_is_reached(gaussian) -> None:
     assert capped.stats["diverging"].shape[1] == 300  # never past max_draws
 
 
-def test_the_run_accounts_for_its_transitions(gaussian) -> None:
-    """``warmup_steps`` counts the warm-up's integration steps (at least one a transition, at
-    most a full tree), none without warm-up; ``transition_seconds`` is time inside warm-up
-    and sampling, never more."""
-    _, sampler = gaussian
-    tuned = sampler.run(RunSettings(tune=100, draws=50, seed=2))
-    assert 100 <= tuned.warmup_steps <= 100 * 2**10
-    assert 0 < tuned.transition_seconds <= tuned.warmup_seconds + tuned.sampling_seconds
-    untuned = sampler.run(RunSettings(tune=0, draws=50, seed=2))
-    assert untuned.warmup_steps == 0
-    assert 0 < untuned.transition_seconds <= untuned.warmup_seconds + untuned.sampling_seconds
+@pytest.mark.parametrize("kernel", ["nuts", "mams"])
+def test_the_run_accounts_for_its_transitions(gaussian, kernel: str) -> None:
+    """``warmup_steps`` is the mean over chains of the integration steps of every chunk
+    before the draws kept (MAMS's probe included), counted here from the chunks' own output;
+    none without warm-up. ``transition_seconds`` is time spent inside warm-up and sampling."""
+    density, nuts = gaussian
+    sampler = nuts if kernel == "nuts" else CompiledSampler(density, chains=2, kernel="mams")
+    sampler.run(RunSettings(tune=0, draws=5, seed=1))  # compiles
+    compiled, steps = sampler._compiled, []
+
+    def recording(state, inv_mass, n, *rest):
+        new, out = compiled(state, inv_mass, n, *rest)
+        if n > 0:
+            steps.append(np.asarray(out.steps)[:, :n].sum(axis=1))
+        return new, out
+
+    sampler._compiled = recording
+    try:
+        for tune in (100, 0):
+            steps.clear()
+            run = sampler.run(RunSettings(tune=tune, draws=50, seed=2))
+            counted = np.sum(steps, axis=0) - run.stats["n_steps"].sum(axis=1)
+            assert run.warmup_steps == pytest.approx(counted.mean(), abs=1e-9)
+            assert (run.warmup_steps > 100) if tune else (run.warmup_steps == 0)
+            assert 0 < run.transition_seconds <= run.warmup_seconds + run.sampling_seconds
+    finally:
+        sampler._compiled = compiled
 
 
 def test_observed_data_as_input_refits_without_recompiling() -> None:
