@@ -52,7 +52,7 @@ def test_reference_data_loads_clean(reference_frame, tmp_path):
 
 
 def test_setting_labels_join_the_keys_of_each_row(reference_frame):
-    """Known answers: the keys of a row joined by ' | ', whatever their dtype, on the frame's
+    """Known answers: the keys of a row joined by ' | ' (string or integer keys), on the frame's
     own index; one key alone is itself, and no keys label every row 'all'."""
     from dataclasses import replace
 
