@@ -48,9 +48,10 @@ def reference_model() -> Any:
     return build_law_model(prepare(table, spec))
 
 
-def jax_gradient(model: Any) -> dict[str, float]:
+def jax_gradient(model: Any) -> tuple[dict[str, float], dict[str, int]]:
     """Microseconds per value and gradient of the package's JAX log density, in a compiled
-    ``fori_loop``: one loop on one device, then one loop on each of two devices at once."""
+    ``fori_loop``: one loop on one device, then one loop on each of two devices at once; and
+    the kernels XLA runs a call (:func:`entry_kernels`)."""
     import jax
 
     from bayesscale.sampling.logdensity import LogDensity
@@ -71,7 +72,7 @@ def jax_gradient(model: Any) -> dict[str, float]:
     two = jax.pmap(loop)
     pair = np.stack([x0, x0])
     program = jax.jit(value_and_grad).lower(x0).compile().as_text() or ""
-    out: dict[str, float] = {f"kernels_{kind}": n for kind, n in entry_kernels(program).items()}
+    out: dict[str, float] = {}
     one(x0).block_until_ready()
     two(pair).block_until_ready()
     for name, f, arg in (("jax_one_core_us", one, x0), ("jax_two_cores_us", two, pair)):
@@ -81,7 +82,7 @@ def jax_gradient(model: Any) -> dict[str, float]:
             f(arg).block_until_ready()
             best = min(best, (time.perf_counter() - tic) / LOOP * 1e6)
         out[name] = best
-    return out
+    return out, entry_kernels(program)
 
 
 # instructions of an optimised HLO entry computation that launch no kernel of their own
@@ -112,10 +113,11 @@ def entry_kernels(program: str) -> dict[str, int]:
 def pytensor_gradient(model: Any, mode: str) -> float:
     """Microseconds per call of PyMC's compiled value-and-gradient function in ``mode``,
     called through PyTensor's ``Function`` (a few microseconds of Python a call)."""
+    from bayesscale.sampling.logdensity import flat_point
+
     function = model.logp_dlogp_function(ravel_inputs=True, mode=mode)
     function.set_extra_values({})
-    point = model.initial_point()
-    x0 = np.concatenate([np.ravel(point[v.name]) for v in model.value_vars]).astype(float)
+    x0, _ = flat_point(model)  # the value variables raveled in model.value_vars order
     compiled = function._pytensor_function
     compiled.trust_input = True
     compiled(x0)
@@ -140,17 +142,7 @@ def default_fit(seed: int) -> dict[str, float]:
     model = reference_model()
     density = LogDensity.from_model(model, per_draw=log_density_terms(model))
     built = time.perf_counter() - tic
-    sampler = CompiledSampler(
-        density, chains=config.chains, target_accept=config.accept, kernel=config.kernel
-    )
-    settings = RunSettings(
-        tune=config.tune,
-        draws=config.draws,
-        seed=seed,
-        ess_target=config.ess_target,
-        max_draws=config.max_draws,
-    )
-    result = sampler.run(settings)
+    result = CompiledSampler.from_config(density, config).run(RunSettings.from_config(config))
     wall = time.perf_counter() - tic
     sampling_steps = float(result.stats["n_steps"].sum(axis=1).mean())
     steps = result.warmup_steps + sampling_steps
@@ -181,10 +173,9 @@ def main() -> None:
     configure(2)
     model = reference_model()
     print("one value and gradient of the reference law's log density (best of 3 loops):")
-    grads = jax_gradient(model)
+    grads, kernels = jax_gradient(model)
     print(f"  JAX (the package's), one core:            {grads['jax_one_core_us']:7.1f} us")
     print(f"  JAX, both cores at once, per loop:        {grads['jax_two_cores_us']:7.1f} us")
-    kernels = {k[len("kernels_") :]: int(v) for k, v in grads.items() if k.startswith("kernels_")}
     detail = ", ".join(f"{n} {kind}" for kind, n in sorted(kernels.items(), key=lambda kv: -kv[1]))
     print(f"  XLA kernels a call:                       {sum(kernels.values()):7d} ({detail})")
     if not args.skip_pytensor:

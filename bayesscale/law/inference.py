@@ -137,17 +137,8 @@ def _sample_own(
     start = time.perf_counter()
     progress = Progress(label, enabled=config.progress)
     density = LogDensity.from_model(model, per_draw=per_draw)
-    sampler = CompiledSampler(
-        density, chains=config.chains, target_accept=config.accept, kernel=config.kernel
-    )
-    settings = RunSettings(
-        tune=config.tune,
-        draws=config.draws,
-        seed=config.seed,
-        ess_target=config.ess_target,
-        max_draws=config.max_draws,
-    )
-    result = sampler.run(settings, progress=progress)
+    sampler = CompiledSampler.from_config(density, config)
+    result = sampler.run(RunSettings.from_config(config), progress=progress)
     chains, draws = result.stats["diverging"].shape
     posterior = _posterior_dataset(result.posterior, density)
     wall = time.perf_counter() - start

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bayesscale.sampling import adapt
-from bayesscale.sampling.config import KERNELS, MAMS_KERNEL, NUTS_KERNEL, default_accept
+from bayesscale.sampling.config import KERNELS, MAMS_KERNEL, NUTS_KERNEL, FitConfig, default_accept
 from bayesscale.sampling.diagnostics import Convergence, convergence
 from bayesscale.sampling.logdensity import LogDensity, evaluate_over_draws
 from bayesscale.sampling.mams import MAX_STEPS as MAX_MAMS_STEPS
@@ -73,6 +73,21 @@ class RunSettings:
     seed: int = 0
     ess_target: float = 0.0
     max_draws: int = 4000
+
+    @classmethod
+    def from_config(cls, config: FitConfig) -> RunSettings:
+        """The run a fit's :class:`~bayesscale.sampling.config.FitConfig` asks for.
+
+        >>> RunSettings.from_config(FitConfig(seed=3)).ess_target
+        400
+        """
+        return cls(
+            tune=config.tune,
+            draws=config.draws,
+            seed=config.seed,
+            ess_target=config.ess_target,
+            max_draws=config.max_draws,
+        )
 
 
 @dataclass
@@ -144,6 +159,11 @@ class CompiledSampler:
         self._per_draw = jax.jit(jax.vmap(density.per_draw)) if density.per_draw else None
         self._compiled: Any = None
         self.compile_seconds = 0.0
+
+    @classmethod
+    def from_config(cls, density: LogDensity, config: FitConfig) -> CompiledSampler:
+        """The sampler a fit's config names: its chains, kernel and target acceptance."""
+        return cls(density, chains=config.chains, target_accept=config.accept, kernel=config.kernel)
 
     # --- pieces -----------------------------------------------------------------------
 
@@ -244,8 +264,9 @@ class CompiledSampler:
                 state, out = self._compiled(state, inv_mass, k, adapt_step, setting, *data_t)
                 state = jax.tree.map(np.asarray, state)
                 out = Transitions(*(np.asarray(o)[:, :k] for o in out))
-                in_chunks += time.perf_counter() - tic
-                clock.record(k, time.perf_counter() - tic)
+                elapsed = time.perf_counter() - tic
+                in_chunks += elapsed
+                clock.record(k, elapsed)
                 left -= k
                 work.done += k
                 yield out
