@@ -56,7 +56,8 @@ class Allocation:
     ``sizes`` (..., n) the optimal ``D_i``; ``multiplier`` (...) the budget's shadow price
     ``lambda`` (loss per unit of cost for the additive cost, per unit of ``log C`` for the product
     cost), 0 where the budget buys every upper bound; ``spent`` (...) the cost of ``sizes``;
-    ``at_lower`` / ``at_upper`` (..., n) which bounds are active.
+    ``at_lower`` / ``at_upper`` (..., n) which bounds are active; ``fallbacks`` how many
+    problems a vectorised solver handed to the one-by-one general solver.
     """
 
     sizes: Array
@@ -64,6 +65,7 @@ class Allocation:
     spent: Array
     at_lower: BoolArray
     at_upper: BoolArray
+    fallbacks: int = 0
 
     @property
     def free(self) -> BoolArray:
