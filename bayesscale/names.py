@@ -235,9 +235,12 @@ EXTRAPOLATION: Final = "extrapolation"  # per draw: allocation / largest swept v
 DECISION_EXTRAPOLATION: Final = "decision_extrapolation"  # (setting, budget, axis) the decision's
 TRAJECTORIES: Final = "trajectories"  # per draw: purchased tasks x rollouts per task
 DECISION_TRAJECTORIES: Final = "decision_trajectories"  # (setting, budget) the decision's
+BEYOND_DATA: Final = "beyond_data"  # (setting, budget) the unbounded recipe lies beyond the data
 ISO_SUCCESS: Final = "iso_budget_success"  # (chain, draw, setting, axis, share)
 # attributes
 ATTR_COST_MODEL: Final = "cost_model"
+ATTR_COST_KIND: Final = "cost_kind"  # exact | linearised | compute
+ATTR_COST_POWERS: Final = "cost_powers_json"  # the money cost's monomials (axis x axis)
 ATTR_CURRENCY: Final = "currency"
 ATTR_PRICES: Final = "unit_prices_json"
 ATTR_KAPPA_SOURCE: Final = "kappa_source"

@@ -1,23 +1,33 @@
-"""Unit prices of data for the budget recipe: defaults, TOML overrides, validation.
+"""Unit prices of data for the budget recipe: defaults, TOML overrides, validation, and the
+money a purchase costs.
 
-The cost model is additive and linear (PAPER.md section 5):
+Money is the sum of what is bought. Environments and tasks are priced per unit; a trajectory
+is one rollout of one task, so the rollouts-per-task axis ``D_tau`` is bought as
+``D_T D_tau`` trajectories (PAPER.md section 5):
 
-.. math:: \\Phi = \\sum_i (c_i / \\kappa_i) D_i
+.. math:: \\Phi(u) = c_E u_E + c_T u_T + c_\\mathrm{traj} u_T u_\\tau \\;(+\\, c_N N),
 
-with ``c_i`` the unit price of axis ``i`` and ``kappa_i`` the discount of synthetic data on it
-(1 for real data). The defaults are the paper's, $4.10 per environment, $0.18 per task and
-$0.02 per trajectory, bundled in ``models/prices.toml``; a user file overrides them axis by
-axis::
+in purchased units ``u``; the law sees ``D_i = kappa_i u_i`` (``kappa_i`` the discount of
+synthetic data, 1 for real data). With ``trajectories = "cells"`` every task is posed in
+every environment and the trajectory term is ``c_traj u_E u_T u_tau``. Every other axis is
+priced per unit. :func:`money_cost` builds this posynomial for a fit's axes. The defaults
+are the paper's, $4.10 per environment, $0.18 per task and $0.02 per trajectory, bundled in
+``models/prices.toml``; a user file overrides them axis by axis::
 
     currency = "USD"
     [prices]
     env = 3.50
+    [cost]
+    trajectories = "cells"
 
 Example
 -------
 >>> p = parse_prices('[prices]\\nenv = 3.5', source="<inline>")
 >>> p.for_axes(["env", "task", "traj"]).tolist()
 [3.5, 0.18, 0.02]
+>>> cost = money_cost(["env", "task", "traj"], ["n_envs", "n_tasks", "rollouts"], p)
+>>> round(float(cost([10, 100, 8])), 9)  # 35 + 18 + 0.02 x 800 trajectories
+69.0
 """
 
 from __future__ import annotations
@@ -32,12 +42,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bayesscale import names
+from bayesscale.core.geometric import Posynomial
 from bayesscale.tomlfile import read_currency, read_toml
 
 PRICES_FILE = Path(__file__).resolve().parents[2] / "models" / "prices.toml"
 DEFAULT_PRICES: dict[str, float] = {names.ENV: 4.10, names.TASK: 0.18, names.TRAJ: 0.02}
 DEFAULT_CURRENCY = "USD"
-_TOP_KEYS = ("currency", "prices")
+_TOP_KEYS = ("currency", "prices", "cost")
+TRAJ_PER_TASK = (
+    "tasks"  # trajectories = tasks x rollouts per task (a task lives in one environment)
+)
+TRAJ_PER_CELL = "cells"  # trajectories = environments x tasks x rollouts per task
+TRAJECTORY_RULES = (TRAJ_PER_TASK, TRAJ_PER_CELL)
 
 
 class PricesError(ValueError):
@@ -53,6 +69,7 @@ class Prices:
     currency: str = DEFAULT_CURRENCY
     explicit: frozenset[str] = field(default_factory=frozenset)
     source: str = "defaults"
+    trajectories: str = TRAJ_PER_TASK
 
     def check_axes(self, axes: Sequence[str]) -> None:
         """Raise if a user-set price names an axis the fit does not have, or an axis of the
@@ -88,6 +105,7 @@ class Prices:
             currency=self.currency,
             explicit=self.explicit | frozenset(checked),
             source=source,
+            trajectories=self.trajectories,
         )
 
 
@@ -114,7 +132,45 @@ def parse_prices(text: str, source: str = "<string>", base: Prices | None = None
     if not isinstance(table, dict):
         raise PricesError(f"{source}: [prices] must be a table of axis = price")
     out = base.with_overrides(table, source)
-    return Prices(unit=out.unit, currency=unit_currency, explicit=out.explicit, source=source)
+    cost = raw.get("cost", {})
+    if not isinstance(cost, dict):
+        raise PricesError(f"{source}: [cost] must be a table")
+    unknown = sorted(set(cost) - {"trajectories"})
+    if unknown:
+        raise PricesError(f"{source}: [cost]: unknown key(s) {unknown}; known: ['trajectories']")
+    rule = cost.get("trajectories", base.trajectories)
+    if rule not in TRAJECTORY_RULES:
+        raise PricesError(
+            f"{source}: [cost] trajectories: must be one of {list(TRAJECTORY_RULES)}, got {rule!r}"
+        )
+    return Prices(
+        unit=out.unit,
+        currency=unit_currency,
+        explicit=out.explicit,
+        source=source,
+        trajectories=rule,
+    )
+
+
+def money_cost(axes: Sequence[str], columns: Sequence[str], prices: Prices) -> Posynomial:
+    """The money a purchase costs, in purchased units of ``axes`` (counting ``columns``): one
+    monomial per axis, monomial ``i`` buying axis ``i`` at its unit price, except that the
+    rollouts-per-task axis is bought as trajectories, ``c_traj u_T u_tau`` (times ``u_E`` with
+    ``trajectories = "cells"``), where the fit has a task (and environment) axis.
+
+    >>> cost = money_cost(["env", "task", "traj"], ["n_envs", "n_tasks", "rollouts"], default_prices())
+    >>> cost.powers.tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 1.0]]
+    """
+    weights = prices.for_axes(axes)
+    powers = np.eye(len(axes))
+    cols = list(columns)
+    if names.ROLLOUTS in cols and names.N_TASKS in cols:
+        r = cols.index(names.ROLLOUTS)
+        powers[r, cols.index(names.N_TASKS)] = 1.0
+        if prices.trajectories == TRAJ_PER_CELL and names.N_ENVS in cols:
+            powers[r, cols.index(names.N_ENVS)] = 1.0
+    return Posynomial(weights, powers)
 
 
 def load_prices(path: str | Path | None = None) -> Prices:

@@ -20,13 +20,22 @@ from numpy.typing import NDArray
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
-from bayesscale.core.prices import Prices, check_kappa, default_prices
+from bayesscale.core.geometric import Posynomial
+from bayesscale.core.prices import Prices, check_kappa, default_prices, money_cost
 from bayesscale.data.extrapolation import SweptRange
 from bayesscale.data.fitfile import fit_spec
 
 Array = NDArray[np.float64]
 KAPPA_FROM_PRICING_FIT = "pricing fit"  # the discount source an axis names (kappa_source)
-COST_ADDITIVE = "additive linear: sum_i (c_i / kappa_i) D_i"
+COST_EXACT = "exact"  # money is what is bought: trajectories priced per trajectory
+COST_LINEARISED = "linearised"  # the paper's additive convention, linearised at the optimum
+COST_MODELS = (COST_EXACT, COST_LINEARISED)
+COST_TEXT = {
+    COST_EXACT: "exact: money = sum of what is bought, trajectories priced per trajectory "
+    "(c_env u_env + c_task u_task + c_traj u_task u_traj)",
+    COST_LINEARISED: "linearised (the paper's convention): additive, the traj price per unit of "
+    "rollouts per task taken as c_traj x the optimum's tasks (a fixed point per draw)",
+}
 DEFAULT_PROB = 0.9
 _MULTIPLIER_RANGE = (1e-3, 1e6)
 
@@ -254,12 +263,14 @@ def success_of(law: allocate.PowerLaw, sizes: Array) -> Array:
 @dataclass(frozen=True)
 class RecipeInputs:
     """What the recipe and the iso-budget curves start from: the law's draws, the unit price
-    of each axis (n,), the discounts per draw (S, n) and where they came from, and the box
-    ``[lo, hi]`` (n,) in purchased units."""
+    of each axis (n,), the money a purchase costs (in purchased units,
+    :func:`~bayesscale.core.prices.money_cost`), the discounts per draw (S, n) and where they
+    came from, and the box ``[lo, hi]`` (n,) in purchased units."""
 
     prices: Prices
     draws: LawDraws
     unit_price: Array
+    cost: Posynomial
     kappa: Array
     kappa_source: str
     lo: Array
@@ -288,7 +299,30 @@ def recipe_inputs(
     draws = law_draws(fit, settings, max_draws, size_axis=size_axis)
     kap, source = kappa_draws(draws.axes, draws.samples, pricing, kappa, seed)
     lo, hi = bounds_arrays(draws.axes, bounds)
-    return RecipeInputs(prices, draws, prices.for_axes(draws.axes), kap, source, lo, hi)
+    columns = _axis_columns(fit, draws.axes)
+    cost = money_cost(draws.axes, [columns[a] for a in draws.axes], prices)
+    return RecipeInputs(prices, draws, prices.for_axes(draws.axes), cost, kap, source, lo, hi)
+
+
+def effective_cost(cost: Posynomial, kappa: Array) -> Posynomial:
+    """The money cost in effective units ``D = kappa u`` (weights per draw, (S, M)):
+    ``w_m prod_i kappa_i^(-a_mi)``."""
+    return Posynomial(np.exp(np.log(cost.weights) - np.log(kappa) @ cost.powers.T), cost.powers)
+
+
+def units_for_spend(cost: Posynomial, spend: Array) -> Array:
+    """Purchased units (..., n) that put ``spend`` (..., n) on each axis's own monomial (the
+    money cost has one monomial per axis, :func:`~bayesscale.core.prices.money_cost`):
+    ``A log u = log(spend / w)``.
+
+    >>> from bayesscale.core.prices import default_prices, money_cost
+    >>> cost = money_cost(["task", "traj"], ["n_tasks", "rollouts"], default_prices())
+    >>> units_for_spend(cost, np.array([18.0, 16.0])).round(9).tolist()
+    [100.0, 8.0]
+    """
+    with np.errstate(divide="ignore"):
+        rhs = np.log(spend) - np.log(cost.weights)
+    return np.asarray(np.exp(np.linalg.solve(cost.powers, rhs[..., None])[..., 0]), dtype=float)
 
 
 def kappa_draws(

@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike
 
 from bayesscale import names
 from bayesscale.core.prices import Prices
-from bayesscale.recipe.draws import RecipeError, recipe_inputs, success_of
+from bayesscale.recipe.draws import RecipeError, recipe_inputs, success_of, units_for_spend
 
 # --- iso-budget curves --------------------------------------------------------------------------
 
@@ -56,7 +56,7 @@ def iso_budget(
         within_data=within_data,
         seed=seed,
     )
-    draws, c, kap, lo, hi = inputs.draws, inputs.unit_price, inputs.kappa, inputs.lo, inputs.hi
+    draws, kap, lo, hi = inputs.draws, inputs.kappa, inputs.lo, inputs.hi
     axes = draws.axes
     grid = np.linspace(0.02, 0.98, 25) if shares is None else np.asarray(shares, dtype=float)
     if ((grid <= 0) | (grid >= 1)).any():
@@ -79,7 +79,7 @@ def iso_budget(
             money = np.empty((g, n))
             money[:, i] = s * budget
             money[:, others] = (1 - s) * budget * w
-            u = money / c
+            u = units_for_spend(inputs.cost, money)
             inside = ((u >= lo * (1 - 1e-12)) & (u <= hi * (1 + 1e-12))).all(axis=1)
             p = success_of(law, kap[:, None, :] * np.maximum(u, lo))
             out[:, :, i, k] = np.where(inside, p, np.nan)

@@ -93,6 +93,10 @@ def to_json(
                 row["spend_share"] = {
                     a: trio(s[names.SPEND_SHARE].sel({**sel, names.AXIS_DIM: a})) for a in axes
                 }
+                row["spend"] = {
+                    a: trio(s[names.SPEND_SHARE].sel({**sel, names.AXIS_DIM: a}) * float(budget))
+                    for a in axes
+                }
             row["recipe_exponent"] = {
                 a: trio(s[names.RECIPE_EXPONENT].sel({**sel, names.AXIS_DIM: a})) for a in axes
             }
@@ -145,6 +149,9 @@ def to_json(
     return {
         "prob": prob,
         "cost_model": ds.attrs.get(names.ATTR_COST_MODEL),
+        "cost_kind": ds.attrs.get(names.ATTR_COST_KIND),
+        "money_cost_powers": json.loads(ds.attrs.get(names.ATTR_COST_POWERS, "null")),
+        "allocation_solver_fallbacks": int(ds.attrs.get("allocation_solver_fallbacks", 0)),
         "currency": ds.attrs.get(names.ATTR_CURRENCY),
         "unit_prices": json.loads(ds.attrs.get(names.ATTR_PRICES, "{}")),
         "cost_powers": json.loads(ds.attrs.get("cost_powers", "null")),
@@ -220,7 +227,7 @@ def _extent_json(
             entry["decision_over_max"] = _json_number(factor)
         far = float(outside(factor * hi, lo, hi))
         entry["outside"] = _json_number(far)
-        if far > warn_factor:
+        if far > warn_factor * (1 + 1e-9):  # a recipe capped at the factor is within it
             beyond.append(a)
         per_axis[a] = entry
     return {"axes": per_axis, "beyond": beyond}

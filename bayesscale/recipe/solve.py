@@ -8,13 +8,18 @@ For every posterior draw ``d`` and setting, the law in raw counts is
              + \\sum_i K_{d,i} D_i^{-\\alpha_{d,i}} - \\gamma_d (D_a D_b)^{-\\beta_d},
     \\qquad K_{d,i} = A_{d,i} D_{\\mathrm{ref},i}^{\\alpha_{d,i}},
 
-and success is ``p = exp(-L)``. Money buys *purchased* units ``u_i`` at unit price ``c_i``;
-the law sees effective units ``D_i = kappa_i u_i`` (``kappa`` the discount of synthetic data,
-1 for real data), so the effective price is ``c_i / kappa_i``. :func:`recipe` returns
+and success is ``p = exp(-L)``. Money buys *purchased* units ``u_i``; the law sees effective
+units ``D_i = kappa_i u_i`` (``kappa`` the discount of synthetic data, 1 for real data). What
+money buys is the exact cost (:func:`~bayesscale.core.prices.money_cost`):
+``Phi(u) = c_E u_E + c_T u_T + c_traj u_T u_tau``, a trajectory being one rollout of one task,
+so the problem is a geometric program, solved exactly per draw
+(:func:`~bayesscale.core.geometric.solve_posynomial`). ``cost_model="linearised"`` is the
+paper's convention instead: an additive cost whose rollout price is ``c_traj D_T*`` at the
+optimum, a fixed point solved per draw (:func:`linearised_allocation`). :func:`recipe` returns
 
-* the optimal allocation of every draw (:mod:`bayesscale.core.allocate`, exact KKT), hence credible
-  intervals on the allocation itself, the success it buys, and the local recipe exponents
-  ``e_i = d log D_i / d log B`` at each budget;
+* the optimal allocation of every draw (exact KKT), hence credible intervals on the
+  allocation itself, the trajectories and money per axis it buys, the success it buys, and
+  the local recipe exponents ``e_i = d log D_i / d log B`` at each budget;
 * the single decision that maximises posterior expected success ``E_d[p_d(D)]``, and the
   distribution of success it yields;
 * comparisons at equal budget against a trajectory-heavy and a Chinchilla-style allocation,
@@ -43,14 +48,23 @@ from scipy import optimize
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
+from bayesscale.core.geometric import (
+    Posynomial,
+    local_exponents_posynomial,
+    solve_posynomial,
+)
 from bayesscale.core.prices import Prices
 from bayesscale.data.fitfile import fit_spec
+from bayesscale.recipe.baselines import baseline_units, budget_multiplier
 from bayesscale.recipe.draws import (
-    _MULTIPLIER_RANGE,
-    COST_ADDITIVE,
+    COST_EXACT,
+    COST_LINEARISED,
+    COST_MODELS,
+    COST_TEXT,
     Array,
     RecipeError,
     add_data_extent,
+    effective_cost,
     recipe_inputs,
     success_of,
 )
@@ -58,152 +72,110 @@ from bayesscale.recipe.draws import (
 # --- the recipe ------------------------------------------------------------------------------
 
 
-def _baseline_purchases(
-    kind: str,
-    budget: float,
-    prices: Array,
-    anchor: Array,
-    lo: Array,
-    hi: Array,
-    grow: int,
-) -> Array:
-    """Purchased units of a baseline at ``budget`` (n,); NaN where the budget cannot fund it.
-
-    ``traj_heavy``: every axis but ``grow`` at its anchor, the rest of the money to ``grow``
-    (capped at its upper bound). ``chinchilla``: every axis scaled from its anchor by one
-    common factor (as Chinchilla scales N and D together), clipped to the box.
-    """
-    return _baseline_vec(kind, np.asarray(budget, dtype=float), prices, anchor, lo, hi, grow)[0]
-
-
 def _decision(
     law: allocate.PowerLaw,
     kappa: Array,
-    prices: Array,
+    cost: Posynomial,
     budget: float,
     lo: Array,
     hi: Array,
     start: Array,
 ) -> tuple[Array, bool]:
-    """Money per axis (n,) maximising ``mean_d exp(-max(L_d(kappa_d * x / c), 0))`` s.t.
-    ``sum x <= B``, and whether the solver converged.
+    """Purchased units (n,) maximising ``mean_d exp(-max(L_d(kappa_d u), 0))`` s.t.
+    ``Phi(u) <= B``, and whether the solver converged.
 
-    SLSQP in budget fractions ``f = x / B`` (the budget constraint is then linear), with the
-    objective and its gradient from one pass over the draws, started at ``start`` (the median
-    of the per-draw optimal spends). Status 8 (no descent left at machine precision) counts
-    as converged; on any other failure the better of SLSQP's point and the start is returned.
+    SLSQP in ``y = log u`` (the budget constraint ``log Phi <= log B`` is then convex), with
+    the objective and its gradient from one pass over the draws, started at ``start`` (the
+    median of the per-draw optimal purchases, scaled onto the budget). Status 8 (no descent
+    left at machine precision) counts as converged; on any other failure the better of
+    SLSQP's point and the start is returned.
     """
-    scale = kappa * (budget / prices)
+    log_b = np.log(budget)
 
-    def fun(f: Array) -> tuple[float, Array]:
-        d = scale * f
+    def fun(y: Array) -> tuple[float, Array]:
+        u = np.exp(y)
+        d = kappa * u
         loss = law.loss(d)
         p = laws.success_from_loss(loss)
         # p = exp(-max(L, 0)): a draw whose loss is below 0 has p = 1 and no gradient
         dloss = np.where((loss > 0.0)[:, None], law.gradient(d), 0.0)
-        g = np.mean(dloss * scale * p[:, None], axis=0)
+        g = np.mean(dloss * d * p[:, None], axis=0)
         return float(1.0 - np.mean(p)), np.asarray(g, dtype=float)
 
-    f_lo = prices * lo / budget
-    f_hi = np.minimum(prices * hi / budget, 1.0)
-    f0 = _onto_budget(np.clip(start / budget, f_lo, f_hi), f_lo)
+    def spend_left(y: Array) -> float:
+        return float(log_b - np.log(cost(np.exp(y))))
+
+    def spend_jac(y: Array) -> Array:
+        terms = cost.terms(np.exp(y))
+        return np.asarray(-(terms @ cost.powers) / terms.sum(), dtype=float)
+
+    y_lo, y_hi = np.log(lo), np.log(hi)
+    y0 = _onto_budget(np.clip(np.log(start), y_lo, y_hi), cost, budget, y_lo)
     res = optimize.minimize(
         fun,
-        f0,
+        y0,
         jac=True,
         method="SLSQP",
-        bounds=list(zip(f_lo, f_hi, strict=True)),
-        constraints=[
-            {"type": "ineq", "fun": lambda f: 1.0 - f.sum(), "jac": lambda f: -np.ones_like(f)}
-        ],
+        bounds=[(a, b if np.isfinite(b) else None) for a, b in zip(y_lo, y_hi, strict=True)],
+        constraints=[{"type": "ineq", "fun": spend_left, "jac": spend_jac}],
         options={"ftol": 1e-15, "maxiter": 500},
     )
-    f = _onto_budget(np.clip(res.x, f_lo, f_hi), f_lo)
-    if not res.success and fun(f0)[0] < fun(f)[0]:
-        f = f0
-    return np.asarray(f * budget, dtype=float), bool(res.success or res.status == 8)
+    y = _onto_budget(np.clip(res.x, y_lo, y_hi), cost, budget, y_lo)
+    if not res.success and fun(y0)[0] < fun(y)[0]:
+        y = y0
+    return np.asarray(np.exp(y), dtype=float), bool(res.success or res.status == 8)
 
 
-def _onto_budget(f: Array, f_lo: Array) -> Array:
-    """Pull budget fractions back onto ``sum f <= 1`` (SLSQP may overshoot by ~1e-9),
-    shrinking each share's excess over its lower bound in proportion."""
-    total = float(f.sum())
-    if total <= 1.0:
-        return f
-    floor = float(f_lo.sum())
-    return np.asarray(f_lo + (f - f_lo) * (1.0 - floor) / (total - floor), dtype=float)
+def _onto_budget(y: Array, cost: Posynomial, budget: float, y_lo: Array) -> Array:
+    """Pull ``log u`` back onto ``Phi(u) <= B`` (SLSQP may overshoot by ~1e-9; the start may
+    lie anywhere), moving geometrically toward the lower bounds (bisection)."""
+    if float(cost(np.exp(y))) <= budget:
+        return y
+    a, b = 0.0, 1.0
+    for _ in range(80):
+        t = 0.5 * (a + b)
+        if float(cost(np.exp(y_lo + t * (y - y_lo)))) <= budget:
+            a = t
+        else:
+            b = t
+    return np.asarray(y_lo + a * (y - y_lo), dtype=float)
 
 
-def _baseline_vec(
-    kind: str,
-    money: Array,
-    prices: Array,
-    anchor: Array,
-    lo: Array,
-    hi: Array,
-    grow: int,
-) -> tuple[Array, Array]:
-    """Vectorised :func:`_baseline_purchases` over budgets ``money`` (...): purchased units
-    (..., n) (NaN where unfundable) and their derivative in ``log money``."""
-    if kind == names.CHINCHILLA:
-        raw = (money / float(prices @ anchor))[..., None] * anchor
-        u = np.clip(raw, lo, hi)
-        du = np.where((raw > lo) & (raw < hi), u, 0.0)
-        return u, du
-    fixed = float(np.delete(prices, grow) @ np.delete(anchor, grow))
-    u = np.broadcast_to(anchor, (*money.shape, anchor.size)).copy()
-    ug = (money - fixed) / prices[grow]
-    u[..., grow] = np.minimum(ug, hi[grow])
-    du = np.zeros_like(u)
-    du[..., grow] = np.where(ug < hi[grow], money / prices[grow], 0.0)
-    bad = ug < lo[grow]
-    u[bad] = np.nan
-    return u, du
-
-
-def _multiplier(
+def linearised_allocation(
     law: allocate.PowerLaw,
-    kappa: Array,
-    target_loss: Array,
-    kind: str,
-    budget: float,
-    prices: Array,
-    anchor: Array,
+    cost: Posynomial,
+    budgets: Array,
     lo: Array,
     hi: Array,
-    grow: int,
-) -> Array:
-    """Per draw (S, G): the budget factor ``M`` at which the baseline's loss falls to
-    ``target_loss``: bracketed Newton on ``log M`` (the loss falls as ``M`` grows). ``inf``
-    where even ``1e6 B`` does not reach it."""
-    t_lo = np.full(target_loss.shape, np.log(_MULTIPLIER_RANGE[0]))
-    t_hi = np.full(target_loss.shape, np.log(_MULTIPLIER_RANGE[1]))
-    kap = kappa[:, None, :]
+    start: Array,
+) -> tuple[allocate.Allocation, Array]:
+    """The paper's linearised convention: an additive cost whose price of axis ``i`` is the
+    marginal price of its own monomial at the optimum, ``p_i = w_i prod_(j != i) D*_j^(a_ij)``
+    (for rollouts per task, ``c_traj D_T*``), solved per problem as a fixed point of
+    ``p -> p(D*(p))`` (damped in ``log p``). Every monomial is linear in its own axis, so at the
+    fixed point ``sum_i p_i D*_i = Phi(D*)``: the linearised recipe spends the same money.
+    Returns the allocation and the linear prices (..., n). ``start``: sizes to linearise at
+    first (the anchors)."""
+    a = cost.powers
+    off = a - np.eye(a.shape[0])
 
-    def f(t: Array) -> tuple[Array, Array]:
-        u, du = _baseline_vec(kind, budget * np.exp(t), prices, anchor, lo, hi, grow)
-        d = kap * u
-        with np.errstate(invalid="ignore"):
-            loss = law.loss(d)
-            slope = np.sum(law.gradient(d) * kap * du, axis=-1)
-        loss = np.where(np.isnan(u).any(axis=-1), np.inf, loss)
-        return loss - target_loss, slope
+    def prices_at(d: Array) -> Array:
+        return np.asarray(cost.weights * np.exp(np.log(d) @ off.T), dtype=float)
 
-    never = f(t_hi)[0] > 0
-    below = f(t_lo)[0] <= 0  # even 1e-3 B matches: report the range's end
-    t = 0.5 * (t_lo + t_hi)
-    for _ in range(100):
-        val, slope = f(t)
-        if np.all((np.abs(val) <= 1e-12 * np.abs(target_loss)) | never | below):
+    log_p = np.log(prices_at(np.broadcast_to(start, np.broadcast_shapes(lo.shape, hi.shape))))
+    sol = None
+    for _ in range(200):
+        sol = allocate.solve_interaction(law, np.exp(log_p), budgets, lo, hi)
+        new = np.log(prices_at(sol.sizes))
+        step = np.max(np.abs(new - log_p))
+        log_p = 0.5 * (log_p + new)
+        if step < 1e-11:
             break
-        t_lo = np.where(val > 0, t, t_lo)
-        t_hi = np.where(val < 0, t, t_hi)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            newton = t - val / slope
-        inside = np.isfinite(newton) & (newton > t_lo) & (newton < t_hi)
-        t = np.where(val == 0, t, np.where(inside, newton, 0.5 * (t_lo + t_hi)))
-    m = np.where(below, _MULTIPLIER_RANGE[0], np.exp(t))
-    return np.asarray(np.where(never, np.inf, m), dtype=float)
+    else:
+        raise RecipeError("the linearised convention's prices did not settle in 200 rounds")
+    assert sol is not None
+    prices = np.exp(log_p)
+    return allocate.solve_interaction(law, prices, budgets, lo, hi), prices
 
 
 def recipe(
@@ -221,22 +193,28 @@ def recipe(
     decision: bool = True,
     multipliers: bool = True,
     within_data: float | None = None,
+    cost_model: str = COST_EXACT,
     seed: int = 0,
 ) -> xr.Dataset:
     """Propagate a law fit's posterior through the allocator at each budget.
 
     ``prices`` default to the paper's; ``pricing`` (a pricing fit) and/or ``kappa`` give
     discounts; ``bounds`` are in purchased units; ``within_data`` caps every axis at that many
-    times its largest swept value (:func:`~bayesscale.recipe.draws.bounds_within_data`); ``grow_axis`` is the trajectory-heavy
-    baseline's growing axis (default ``traj`` if the fit has it, else its last axis);
-    ``switch_axes`` get a regime-switch price (default: the fit's world axis, if any).
-    Returns per-draw variables (chain, draw, setting, budget[, axis | baseline]) and the
-    decision (setting, budget, axis), and how far it lies beyond the data
-    (:func:`~bayesscale.recipe.draws.add_data_extent`); :func:`~bayesscale.recipe.output.summarize` turns it into intervals.
+    times its largest swept value (:func:`~bayesscale.recipe.draws.bounds_within_data`);
+    ``cost_model`` is ``"exact"`` (money is what is bought, the default) or ``"linearised"``
+    (the paper's convention, for reproduction: the per-draw allocation only, no decision);
+    ``grow_axis`` is the trajectory-heavy baseline's growing axis (default ``traj`` if the fit
+    has it, else its last axis); ``switch_axes`` get a regime-switch price (default: the
+    fit's world axis, if any). Returns per-draw variables (chain, draw, setting, budget[,
+    axis | baseline]) and the decision (setting, budget, axis), and how far it lies beyond
+    the data (:func:`~bayesscale.recipe.draws.add_data_extent`);
+    :func:`~bayesscale.recipe.output.summarize` turns it into intervals.
     """
     budgets_arr = np.atleast_1d(np.asarray(budgets, dtype=float))
     if budgets_arr.ndim != 1 or (~np.isfinite(budgets_arr) | (budgets_arr <= 0)).any():
         raise RecipeError(f"budgets must be finite and > 0, got {budgets_arr.tolist()}")
+    if cost_model not in COST_MODELS:
+        raise RecipeError(f"cost_model must be one of {list(COST_MODELS)}, got {cost_model!r}")
     inputs = recipe_inputs(
         fit,
         prices=prices,
@@ -248,20 +226,22 @@ def recipe(
         within_data=within_data,
         seed=seed,
     )
-    draws, c, kap, lo, hi = inputs.draws, inputs.unit_price, inputs.kappa, inputs.lo, inputs.hi
+    draws, cost, kap, lo, hi = inputs.draws, inputs.cost, inputs.kappa, inputs.lo, inputs.hi
     axes = draws.axes
-    floor_cost = float(c @ lo)
+    floor_cost = float(cost(lo))
     if (budgets_arr < floor_cost * (1 - 1e-12)).any():
         raise RecipeError(
             f"budget {budgets_arr.min():g} is too small to buy the lower bounds "
             f"({', '.join(f'{a} >= {v:g}' for a, v in zip(axes, lo, strict=True))}), which cost "
             f"{floor_cost:g} {inputs.prices.currency}"
         )
+    decision = decision and cost_model == COST_EXACT
     grow = _grow_index(axes, grow_axis)
     anchor = np.clip(draws.reference, lo, hi)
     law = draws.law()
     S, G, n, B = draws.samples, len(draws.settings), len(axes), budgets_arr.size
-    eff_price = (c / kap)[:, None, None, :]  # (S, 1, 1, n)
+    eff = effective_cost(cost, kap)
+    eff_cost = Posynomial(eff.weights[:, None, None, :], cost.powers)  # (S, 1, 1, M)
     eff_lo = (kap * lo)[:, None, None, :]
     eff_hi = (kap * hi)[:, None, None, :]
     batched = allocate.PowerLaw(
@@ -272,13 +252,23 @@ def recipe(
         None if draws.beta is None else draws.beta[:, :, None],
         draws.pair,
     )
-    sol = allocate.solve_interaction(batched, eff_price, budgets_arr, eff_lo, eff_hi)
-    if draws.pair is None:
-        expo = allocate.local_exponents_additive(sol, batched.alpha, eff_price)
+    linear = bool(np.array_equal(cost.powers, np.eye(n)))
+    if cost_model == COST_LINEARISED:
+        start = (kap * anchor)[:, None, None, :]
+        sol, lin_price = linearised_allocation(
+            batched, eff_cost, budgets_arr, eff_lo, eff_hi, start
+        )
+        expo = _linear_exponents(batched, lin_price, budgets_arr, eff_lo, eff_hi, sol)
+    elif linear:
+        eff_price = eff_cost.weights
+        sol = allocate.solve_interaction(batched, eff_price, budgets_arr, eff_lo, eff_hi)
+        expo = _linear_exponents(batched, eff_price, budgets_arr, eff_lo, eff_hi, sol)
     else:
-        expo = _fd_exponents(batched, eff_price, budgets_arr, eff_lo, eff_hi, sol)
+        sol = solve_posynomial(batched, eff_cost, budgets_arr, eff_lo, eff_hi)
+        expo = local_exponents_posynomial(sol, batched, eff_cost, budgets_arr)
     success_opt = success_of(batched, sol.sizes)
-    spend = eff_price * sol.sizes
+    spend = eff_cost.terms(sol.sizes)  # money per axis (its own monomial)
+    purchased = sol.sizes / kap[:, None, None, :]
 
     dims_sgb = (names.CHAIN_DIM, names.DRAW_DIM, names.SETTING_DIM, names.BUDGET_DIM)
     chains = np.unique(draws.chain).astype(int)
@@ -290,7 +280,7 @@ def recipe(
 
     data: dict[str, tuple[tuple[str, ...], Array]] = {
         names.ALLOCATION: per_draw(sol.sizes, (names.AXIS_DIM,)),
-        names.PURCHASED: per_draw(sol.sizes / kap[:, None, None, :], (names.AXIS_DIM,)),
+        names.PURCHASED: per_draw(purchased, (names.AXIS_DIM,)),
         names.SPEND_SHARE: per_draw(spend / budgets_arr[None, None, :, None], (names.AXIS_DIM,)),
         names.SHADOW_PRICE: per_draw(sol.multiplier),
         names.SUCCESS_OPTIMUM: per_draw(success_opt),
@@ -298,11 +288,11 @@ def recipe(
     }
     baselines = (names.TRAJ_HEAVY, names.CHINCHILLA)
     base_success = np.full((S, G, B, len(baselines)), np.nan)
-    for j, b in enumerate(budgets_arr):
-        for k, kind in enumerate(baselines):
-            u = _baseline_purchases(kind, b, c, anchor, lo, hi, grow)
-            if not np.isnan(u).any():
-                base_success[:, :, j, k] = success_of(law, kap[:, None, :] * u)
+    for k, kind in enumerate(baselines):
+        units, _ = baseline_units(kind, budgets_arr, cost, anchor, lo, hi, grow)
+        for j in range(B):
+            if not np.isnan(units[j]).any():
+                base_success[:, :, j, k] = success_of(law, kap[:, None, :] * units[j])
     data[names.SUCCESS_BASELINE] = per_draw(base_success, (names.BASELINE_DIM,))
 
     failures = 0
@@ -320,12 +310,11 @@ def recipe(
                 draws.pair,
             )
             for j, b in enumerate(budgets_arr):
-                start = np.median(spend[:, g, j], axis=0)
-                start = start * (b / start.sum())
-                x, converged = _decision(law_g, kap, c, b, lo, hi, start)
+                start = np.median(purchased[:, g, j], axis=0)
+                u, converged = _decision(law_g, kap, cost, b, lo, hi, start)
                 failures += not converged
-                dec[g, j] = x
-                dec_success[:, g, j] = success_of(law_g, kap * (x / c))
+                dec[g, j] = u
+                dec_success[:, g, j] = success_of(law_g, kap * u)
         data[names.SUCCESS_DECISION] = per_draw(dec_success)
         data[names.SUCCESS_GAIN] = per_draw(
             dec_success[..., None] - base_success, (names.BASELINE_DIM,)
@@ -334,8 +323,8 @@ def recipe(
             target = -np.log(dec_success)
             for j, b in enumerate(budgets_arr):
                 for k, kind in enumerate(baselines):
-                    mult[:, :, j, k] = _multiplier(
-                        law, kap, target[:, :, j], kind, b, c, anchor, lo, hi, grow
+                    mult[:, :, j, k] = budget_multiplier(
+                        law, kap, target[:, :, j], kind, b, cost, anchor, lo, hi, grow
                     )
             data[names.COMPUTE_MULTIPLIER] = per_draw(mult, (names.BASELINE_DIM,))
     switch = list(switch_axes) if switch_axes is not None else _world_axes(fit, axes)
@@ -349,25 +338,27 @@ def recipe(
     }
     ds = xr.Dataset({k: xr.Variable(*v) for k, v in data.items()}, coords=coords)
     if decision:
-        ds[names.DECISION_SPEND] = ((names.SETTING_DIM, names.BUDGET_DIM, names.AXIS_DIM), dec)
-        ds[names.DECISION] = ds[names.DECISION_SPEND] / xr.DataArray(c, dims=names.AXIS_DIM)
+        dims = (names.SETTING_DIM, names.BUDGET_DIM, names.AXIS_DIM)
+        ds[names.DECISION] = (dims, dec)
+        ds[names.DECISION_SPEND] = (dims, cost.terms(dec))
         ds[names.EXPECTED_SUCCESS] = ds[names.SUCCESS_DECISION].mean(
             (names.CHAIN_DIM, names.DRAW_DIM)
         )
     for axis in switch:
         if axis not in axes:
             raise RecipeError(f"switch axis {axis!r} is not an axis of the fit: {list(axes)}")
-        price = _switch_price(
-            batched, eff_price, budgets_arr, eff_lo, eff_hi, kap, axes.index(axis)
-        )
+        price = _switch_price(batched, eff_cost, budgets_arr, eff_lo, eff_hi, kap, axes.index(axis))
         ds[f"{names.SWITCH_PRICE}_{axis}"] = per_draw(price)
     ds.attrs = {
-        names.ATTR_COST_MODEL: COST_ADDITIVE,
+        names.ATTR_COST_MODEL: COST_TEXT[cost_model],
+        names.ATTR_COST_KIND: cost_model,
         names.ATTR_CURRENCY: inputs.prices.currency,
-        names.ATTR_PRICES: json.dumps(dict(zip(axes, c.tolist(), strict=True))),
+        names.ATTR_PRICES: json.dumps(dict(zip(axes, inputs.unit_price.tolist(), strict=True))),
+        names.ATTR_COST_POWERS: json.dumps(cost.powers.tolist()),
         names.ATTR_KAPPA_SOURCE: inputs.kappa_source,
         "grow_axis": axes[grow],
         "decision_solver_failures": failures,
+        "allocation_solver_fallbacks": sol.fallbacks,
         "draws_left_out": draws.left_out,
         "anchors": json.dumps(dict(zip(axes, anchor.tolist(), strict=True))),
         "bounds": json.dumps(
@@ -393,7 +384,7 @@ def _world_axes(fit: xr.DataTree, axes: Sequence[str]) -> list[str]:
     return [a.name for a in spec.axes if a.column == names.N_WORLDS and a.name in axes]
 
 
-def _fd_exponents(
+def _linear_exponents(
     law: allocate.PowerLaw,
     prices: Array,
     budgets: Array,
@@ -401,7 +392,10 @@ def _fd_exponents(
     hi: Array,
     sol: allocate.Allocation,
 ) -> Array:
-    """Local exponents by central differences in log B (laws the closed form does not cover)."""
+    """Local exponents under a linear cost: closed form for separable laws, central
+    differences in log B with the interaction."""
+    if law.pair is None:
+        return allocate.local_exponents_additive(sol, law.alpha, prices)
     h = 1e-4
     up = allocate.solve_interaction(law, prices, budgets * np.exp(h), lo, hi)
     down = allocate.solve_interaction(law, prices, budgets * np.exp(-h), lo, hi)
@@ -410,7 +404,7 @@ def _fd_exponents(
 
 def _switch_price(
     law: allocate.PowerLaw,
-    prices: Array,
+    cost: Posynomial,
     budgets: Array,
     lo: Array,
     hi: Array,
@@ -418,25 +412,36 @@ def _switch_price(
     i: int,
 ) -> Array:
     """Per draw: the unit price of axis ``i`` (purchased units) above which the optimum buys
-    only its lower bound. Separable laws: exact (:func:`allocate.switch_price_additive`).
-    With an interaction: a damped fixed point ``p <- sqrt(p * m_i / lambda(p))``, where
-    ``lambda(p)`` is the shadow price with axis ``i`` held at its floor at price ``p``."""
+    only its lower bound. A linear cost and a separable law: exact
+    (:func:`allocate.switch_price_additive`). Otherwise a damped fixed point
+    ``p <- sqrt(p * m_i / (lambda(p) q_i))``, where ``lambda(p)`` is the shadow price with axis
+    ``i`` held at its floor at price ``p``, ``m_i`` its marginal loss there and ``q_i`` its
+    monomial's derivative per unit of weight (1 for an axis priced per unit)."""
     k_i = kappa[:, None, None, i]
-    if law.pair is None:
-        eff = allocate.switch_price_additive(law.coef, law.alpha, prices, budgets, i, lo, hi)
+    n = cost.powers.shape[1]
+    linear = bool(np.array_equal(cost.powers, np.eye(n)))
+    if law.pair is None and linear:
+        eff = allocate.switch_price_additive(law.coef, law.alpha, cost.weights, budgets, i, lo, hi)
         return np.asarray(k_i * eff, dtype=float)
-    n = law.coef.shape[-1]
+    if (cost.powers[:, i] > 0).sum() != 1:
+        raise RecipeError("a switch price needs an axis that only its own monomial buys")
     shape = np.broadcast_shapes((*law.coef.shape[:-2], budgets.size, n), hi.shape, lo.shape)
     hi_fixed = np.array(np.broadcast_to(hi, shape), copy=True)
     hi_fixed[..., i] = np.broadcast_to(lo, shape)[..., i]
-    price = np.array(np.broadcast_to(prices, shape), copy=True)
-    p_i = price[..., i].copy()
+    m = cost.powers.shape[0]
+    weights = np.array(np.broadcast_to(cost.weights, (*shape[:-1], m)), copy=True)
+    p_i = weights[..., i].copy()
     for _ in range(60):
-        price[..., i] = p_i
-        sol = allocate.solve_interaction(law, price, budgets, lo, hi_fixed)
+        weights[..., i] = p_i
+        trial = Posynomial(weights, cost.powers)
+        sol = (
+            allocate.solve_interaction(law, weights, budgets, lo, hi_fixed)
+            if linear
+            else solve_posynomial(law, trial, budgets, lo, hi_fixed)
+        )
         marginal = -law.gradient(sol.sizes)[..., i]
-        target = marginal / sol.multiplier
-        new = np.sqrt(p_i * target)
+        per_weight = trial.gradient(sol.sizes)[..., i] / p_i
+        new = np.sqrt(p_i * marginal / (sol.multiplier * per_weight))
         done = np.max(np.abs(np.log(new / p_i))) < 1e-12
         p_i = new
         if done:
