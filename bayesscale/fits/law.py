@@ -36,6 +36,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
+from bayesscale.data.extrapolation import WARN_FACTOR
 from bayesscale.data.fitfile import (
     Diagnostics,
     FitFileError,
@@ -171,6 +172,8 @@ class LawFit:
         pricing: PricingFit | xr.DataTree | str | Path | None = None,
         prices: Prices | str | Path | None = None,
         summarize: bool = False,
+        vouched: bool = True,
+        warn_beyond: float = WARN_FACTOR,
         **options: Any,
     ) -> xr.Dataset:
         """The allocation of every draw and the decision at each budget
@@ -180,6 +183,11 @@ class LawFit:
         ``pricing``: a pricing fit (object, tree or saved file) whose discounts price the
         synthetic axes; ``prices``: unit prices (a prices TOML file, or
         :func:`bayesscale.core.prices.load_prices`'s result; default: the paper's).
+        With ``vouched`` (the default) and no ``within_data``, the recipe is what the data
+        vouch for (:func:`bayesscale.recipe.vouched.vouched_recipe`): where the unbounded
+        recipe lies more than ``warn_beyond`` times outside the swept range, the result is the
+        recipe bounded to that factor, its ``beyond_data`` (setting, budget) marks those rows,
+        and a caveat says so; ``vouched=False`` gives the unbounded recipe, an extrapolation.
         What the recipe cannot support (a failed or preview fit, extrapolation far beyond
         the data, exponents the data barely identify) is warned
         (:class:`~bayesscale.fits.caveats.CaveatWarning`) and kept in ``attrs["caveats"]``.
@@ -189,6 +197,7 @@ class LawFit:
         from bayesscale.fits.pricing import PricingFit
         from bayesscale.recipe.output import summarize as summarize_recipe
         from bayesscale.recipe.solve import recipe
+        from bayesscale.recipe.vouched import bounded_caveat, vouched_recipe
 
         if isinstance(budgets, int | float | np.number):  # one budget (a NumPy scalar too)
             budgets = [float(budgets)]
@@ -198,19 +207,22 @@ class LawFit:
             pricing = PricingFit(pricing)
         if isinstance(prices, str | Path):
             prices = load_prices(prices)
-        ds = recipe(
-            self.tree,
-            budgets,
-            prices=prices,
-            pricing=pricing.tree if pricing is not None else None,
+        inputs: dict[str, Any] = {
+            "prices": prices,
+            "pricing": pricing.tree if pricing is not None else None,
             **options,
-        )
+        }
+        unbounded = None
+        if vouched:
+            ds, unbounded = vouched_recipe(self.tree, budgets, warn_beyond=warn_beyond, **inputs)
+        else:
+            ds = recipe(self.tree, budgets, **inputs)
+        within = options.get("within_data") if unbounded is None else warn_beyond
         caveats = recipe_caveats(
-            self,
-            ds,
-            pricing.diagnostics if pricing is not None else None,
-            options.get("within_data"),
+            self, ds, pricing.diagnostics if pricing is not None else None, within
         )
+        if unbounded is not None:
+            caveats.insert(0, bounded_caveat(ds, unbounded, warn_beyond))
         out = summarize_recipe(ds) if summarize else ds
         out.attrs["caveats"] = "\n".join(caveats)
         announce(caveats)

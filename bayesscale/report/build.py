@@ -492,22 +492,27 @@ def _recipe_section(
     from bayesscale.law.sensitivity import assess
     from bayesscale.recipe.iso_budget import iso_budget
     from bayesscale.recipe.output import exponent_flags, flag_rows, to_json
-    from bayesscale.recipe.solve import recipe
+    from bayesscale.recipe.vouched import headline_json, vouched_recipe
     from bayesscale.report.figures import plot_allocation, plot_iso_budget, save_figure
     from bayesscale.report.recipe_text import discount_note, price_unit_note
     from bayesscale.report.tables import recipe_table, with_verdict
 
     prices = load_prices(str(options.prices)) if options.prices else default_prices()
-    ds = recipe(
+    ds, unbounded = vouched_recipe(
         law,
         list(options.budgets),
+        warn_beyond=options.warn_beyond,
         prices=prices,
         pricing=pricing,
         max_draws=options.max_recipe_draws,
         multipliers=False,
         within_data=options.within_data,
     )
-    summary = to_json(ds, options.prob, options.warn_beyond)
+    within = options.within_data if unbounded is None else options.warn_beyond
+    far = None if unbounded is None else to_json(unbounded, options.prob, options.warn_beyond)
+    summary = headline_json(
+        to_json(ds, options.prob, options.warn_beyond), far, options.warn_beyond
+    )
     summary["fit_diagnostics"] = {k: v.to_dict() for k, v in verdicts.items()}
     flags = exponent_flags(assess(law, fit_spec(law)))  # kept in the fit by the law section
     flag_rows(summary, flags)
@@ -528,16 +533,30 @@ def _recipe_section(
         + ". "
         + "".join(
             _sentence(n) + " "
-            for n in (price_unit_note(units), discount_note(cast(str, summary.get("kappa"))))
+            for n in (price_unit_note(summary), discount_note(cast(str, summary.get("kappa"))))
             if n is not None
         )
         + "Each posterior draw's optimal allocation (exact KKT), summarised as posterior median "
         f"[{options.prob:.0%} equal-tailed interval]; the decision is the one allocation that "
         "maximises expected success. Full results: `recipe.json`.",
         "",
-        _extent_text(summary, options),
+        _extent_text(summary if far is None else far, options),
     )
     shown = sorted({options.budgets[0], middle, options.budgets[-1]})
+    results = cast(list[dict[str, Any]], summary["results"])
+    if unbounded is not None:
+        n_far = sum(1 for r in results if r.get("within_data") is False)
+        md.add(
+            f"**What the data vouch for.** In {n_far} of {len(results)} (setting, budget) rows "
+            f"the unbounded optimum lies more than {options.warn_beyond:g}x outside the swept "
+            f"range, so the table below is the recipe with every axis bounded at "
+            f"{options.warn_beyond:g}x its largest swept value (`bayesscale recipe "
+            f"--within-data {options.warn_beyond:g}`), in units bought. It keeps the recipe near "
+            "the data; it does not make it checked: how far out the law has been tested is what "
+            "the held-out check says. The unbounded recipe follows, labelled as the "
+            "extrapolation it is.",
+            "",
+        )
     table = recipe_table(
         ds,
         budgets=shown,
@@ -561,47 +580,46 @@ def _recipe_section(
         "`tables/recipe_all.md` (`.tex`).",
         "",
     )
-    if options.within_data is None and names.SWEPT_MAX in ds:
-        factor = options.warn_beyond
-        inside = recipe(
-            law,
-            shown,
-            prices=prices,
-            pricing=pricing,
-            settings=settings,
-            max_draws=options.max_recipe_draws,
-            multipliers=False,
-            within_data=factor,
-        )
-        spent = cast(list[dict[str, Any]], to_json(inside, options.prob, factor)["results"])
-        short = [r for r in spent if r["budget_spent"] < 0.99 * r["budget"]]
+    short = [r for r in results if r["budget_spent"] < 0.99 * r["budget"]]
+    if short:
         md.add(
-            f"### Within {factor:g}x of the data",
+            f"In {len(short)} of {len(results)} rows the bounds leave part of the budget unspent "
+            f"(at {short[-1]['budget']:,.0f} {summary['currency']}, "
+            f"{short[-1]['budget_spent']:,.0f} is spent): more money buys nothing the data "
+            "can vouch for.",
             "",
-            f"The same recipe with every axis bounded at {factor:g}x its largest swept value "
-            f"(`bayesscale recipe --within-data {factor:g}`), in units bought (the law sees "
-            "kappa times them, less). This keeps the recipe near the data; it does not make it "
-            "checked: how far out, and along which axes, the law has been tested is what the "
-            "held-out check says.",
         )
-        table = recipe_table(
-            inside,
-            prob=options.prob,
-            warn_factor=factor,
-            label="tab:recipe-within",
-            exponent_flags=flags,
-        )
-        md.add(*_tables(tmp, "recipe_within", [("", with_verdict(table, headline or None))]))
-        if short:
-            md.add(
-                f"In {len(short)} of these {len(spent)} rows the bounds leave part of the budget "
-                f"unspent (at {short[-1]['budget']:,.0f} {summary['currency']}, "
-                f"{short[-1]['budget_spent']:,.0f} is spent): more money buys nothing the data "
-                "can vouch for.",
-                "",
-            )
     fig = plot_allocation(ds, provenance=prov, settings=settings, fit=law)
     md.add(_figure(tmp, "allocation", fig, save_figure))
+    if unbounded is not None:
+        further = sorted({s for r in results for s in r.get("sweep_further", [])})
+        md.add(
+            "### Extrapolation: the unbounded recipe (not vouched for by the data)",
+            "",
+            "The optimum with no bound but the box's, at the same budgets: `!` marks the axes "
+            f"more than {options.warn_beyond:g}x outside the swept range. A power law fitted "
+            "over the sweep says little there. Sweep further first, then refit: "
+            + ("; ".join(further) if further else "(no axis)")
+            + ".",
+            "",
+        )
+        table = recipe_table(
+            unbounded,
+            budgets=shown,
+            settings=settings,
+            prob=options.prob,
+            warn_factor=options.warn_beyond,
+            label="tab:recipe-extrapolation",
+            exponent_flags=flags,
+        )
+        md.add(*_tables(tmp, "recipe_extrapolation", [("", with_verdict(table, headline or None))]))
+        fig = plot_allocation(unbounded, provenance=prov, settings=settings, fit=law)
+        md.add(
+            "The unbounded recipe's allocation (an extrapolation; shaded where it lies beyond "
+            "the data):",
+            "",
+        )
+        md.add(_figure(tmp, "allocation_extrapolation", fig, save_figure))
     decision = ds[names.DECISION_SPEND].sel({names.BUDGET_DIM: middle, names.SETTING_DIM: settings})
     iso = iso_budget(
         law,
@@ -611,7 +629,7 @@ def _recipe_section(
         settings=settings,
         reference_spend=decision.transpose(names.SETTING_DIM, names.AXIS_DIM).to_numpy(),
         max_draws=options.max_recipe_draws,
-        within_data=options.within_data,
+        within_data=within,
     )
     fig = plot_iso_budget(iso, provenance=prov, settings=settings, recipe=ds, fit=law)
     md.add(

@@ -7,7 +7,7 @@ significant digits, k/M/G/T from a thousand up); intervals read ``median [lower,
 >>> from bayesscale.recipe.solve import recipe
 >>> from bayesscale.recipe.synthetic import synthetic_fit
 >>> text = format_recipe(to_json(recipe(synthetic_fit(draws=20, spread=0.0), [1e5])))
->>> text.splitlines()[0].startswith("cost model: additive linear")
+>>> text.splitlines()[0].startswith("cost model: exact")
 True
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from bayesscale import names
 from bayesscale.data.extrapolation import times
 from bayesscale.report.tables import format_number
 
@@ -36,17 +35,30 @@ def _interval(t: dict[str, float | str | None]) -> str:
 EFFECTIVE_UNITS = "effective units (kappa x units bought: what the law is evaluated at)"
 
 
-def price_unit_note(units: dict[str, str]) -> str | None:
-    """Where an axis counts rollouts per task: its price buys one rollout more on every task,
-    not one trajectory (else ``None``)."""
-    axes = [a for a, u in units.items() if u == names.UNIT_LONG[names.ROLLOUTS]]
-    if not axes:
+def price_unit_note(summary: dict[str, Any]) -> str | None:
+    """How the money cost prices trajectories (where an axis is bought as trajectories), or,
+    under the paper's linearised convention, what its rollout price means; else ``None``."""
+    powers = summary.get("money_cost_powers")
+    axes = list(summary.get("unit_prices", {}))
+    if not powers or len(powers) != len(axes):
         return None
-    return (
-        f"a price is per unit as defined: one {axes[0]} unit is one rollout more on every task, "
-        "not one trajectory (the paper's linear price on rollouts per task, a per-task mean; "
-        "models/prices.toml), so a trajectory bought costs that price over the number of tasks"
-    )
+    for i, row in enumerate(powers):
+        others = [axes[j] for j, p in enumerate(row) if p and j != i]
+        if not others:
+            continue
+        times_ = " x ".join([*others, axes[i]])
+        if summary.get("cost_kind") == "linearised":
+            return (
+                f"the paper's linearised convention: one {axes[i]} unit is priced at the "
+                f"{axes[i]} price x the optimum's {' x '.join(others)} (a fixed point per draw), "
+                f"so the money spent equals {times_} trajectories at the {axes[i]} price; it is "
+                "not the optimum of that money (--cost exact is)"
+            )
+        return (
+            f"the {axes[i]} price is per trajectory (one rollout of one task): an allocation "
+            f"buys {times_} trajectories"
+        )
+    return None
 
 
 def discount_note(kappa_source: str | None) -> str | None:
@@ -95,7 +107,7 @@ def format_recipe(summary: dict[str, Any]) -> str:
     ]
     lines += [
         f"note: {n}"
-        for n in (price_unit_note(units), discount_note(summary.get("kappa")))
+        for n in (price_unit_note(summary), discount_note(summary.get("kappa")))
         if n is not None
     ]
     if any(r.get("exponent_flags") for r in summary["results"]):
@@ -104,24 +116,40 @@ def format_recipe(summary: dict[str, Any]) -> str:
             f"is {FLAG_DOMINATED} / {FLAG_SENSITIVE} in that setting (bayesscale summary): the "
             "split along it leans on the prior"
         )
+    if summary.get("headline") == "bounded to the data":
+        lines.append(
+            f"headline: what the data vouch for. Where the unbounded recipe lies more than "
+            f"{warn:g}x outside the swept range, the table is the recipe bounded to {warn:g}x "
+            "the largest swept values, and the unbounded one follows it as an extrapolation"
+        )
     lines.append("")
     for row in summary["results"]:
-        lines.append(f"== {row['setting']}  |  budget {row['budget']:,.0f} {cur}")
-        head = ("axis", "optimum per draw", "decision", "x swept max", "exponent e_i")
-        lines.append(f"   {head[0]:<10} {head[1]:<28} {head[2]:>9}  {head[3]:<12} {head[4]}")
+        mark = ""
+        if row.get("within_data") is False and "extrapolation_recipe" in row:
+            mark = f"  |  bounded to {warn:g}x the data"
+        elif row.get("within_data"):
+            mark = "  |  within the data"
+        lines.append(f"== {row['setting']}  |  budget {row['budget']:,.0f} {cur}{mark}")
+        head = ("axis", "optimum per draw", "decision", "spend", "x swept max", "exponent e_i")
+        lines.append(
+            f"   {head[0]:<10} {head[1]:<28} {head[2]:>9} {head[3]:>9}  {head[4]:<12} {head[5]}"
+        )
         extent = row.get("extrapolation") or {}
         flags = row.get("exponent_flags") or {}
         for axis, t in row["allocation"].items():
             label = f"{axis} {MARKERS[flags[axis]]}" if axis in flags else axis
             dec = _fmt(row["decision"][axis]) if "decision" in row else "-"
+            if "decision_spend" in row:
+                money = _fmt(row["decision_spend"][axis])
+            elif "spend" in row:
+                money = _fmt(row["spend"][axis]["median"])
+            else:
+                money = "-"
             expo = _interval(row["recipe_exponent"][axis])
-            factor = "n/a"
-            if extent:
-                e = extent["axes"][axis]
-                over_max = e.get("decision_over_max", e["optimum_over_max"]["median"])
-                factor = "n/a" if over_max is None else times(float(over_max))
-                factor += " !" if axis in extent["beyond"] else ""
-            lines.append(f"   {label:<10} {_interval(t):<28} {dec:>9}  {factor:<12} {expo}")
+            factor = _factor(extent, axis)
+            lines.append(
+                f"   {label:<10} {_interval(t):<28} {dec:>9} {money:>9}  {factor:<12} {expo}"
+            )
         if "trajectories" in row:
             tr = row["trajectories"]
             text = (
@@ -151,8 +179,50 @@ def format_recipe(summary: dict[str, Any]) -> str:
         for key, value in row.items():
             if key.startswith("switch_price"):
                 lines.append(f"   {key} ({cur} per unit): {_interval(value)}")
+        if "extrapolation_recipe" in row:
+            lines += _extrapolation_lines(row, cur)
         lines.append("")
     return "\n".join(lines)
+
+
+def _factor(extent: dict[str, Any], axis: str) -> str:
+    """The decision's (else the optimum's median) factor over the largest swept value."""
+    if not extent:
+        return "n/a"
+    e = extent["axes"][axis]
+    over_max = e.get("decision_over_max", e["optimum_over_max"]["median"])
+    factor = "n/a" if over_max is None else times(float(over_max))
+    return factor + (" !" if axis in extent["beyond"] else "")
+
+
+def _extrapolation_lines(row: dict[str, Any], cur: str) -> list[str]:
+    """The unbounded recipe of a bounded row, labelled as the extrapolation it is, and what
+    to sweep first."""
+    far = row["extrapolation_recipe"]
+    extent = far.get("extrapolation") or {}
+    use = "decision" if "decision" in far else None
+    parts = []
+    for axis, t in far["allocation"].items():
+        value = _fmt(far["decision"][axis]) if use else _fmt(t["median"])
+        parts.append(f"{axis} {value} ({_factor(extent, axis)})")
+    lines = [
+        "   EXTRAPOLATION, not vouched for by the data (the unbounded recipe at this budget): "
+        + ", ".join(parts)
+    ]
+    tr = far.get("trajectories")
+    if tr:
+        n = tr.get("decision", tr["optimum"]["median"])
+        lines.append(f"     trajectories {_fmt(n)}")
+    if "success_at_decision" in far:
+        lines.append(f"     success it predicts: {_interval(far['success_at_decision'])}")
+    else:
+        lines.append(f"     success it predicts: {_interval(far['success_at_own_optimum'])}")
+    if row.get("sweep_further"):
+        lines.append(
+            "   sweep further first: " + "; ".join(row["sweep_further"]) + ", then refit: more "
+            "budget than the bounded recipe spends buys sizes the law has not seen"
+        )
+    return lines
 
 
 def extrapolation_warning(summary: dict[str, Any], within: float | None) -> str | None:

@@ -1,0 +1,164 @@
+"""The recipe the data vouch for: bounded to the swept range where the optimum lies beyond it.
+
+A law fitted over a 32x sweep says little about sizes far outside it. Where the recipe at a
+budget asks for more than ``warn_beyond`` times the largest swept value of some axis (or
+less than its smallest over that factor), :func:`vouched_recipe` leads with the recipe
+bounded to ``warn_beyond`` times the data (``within_data``) and keeps the unbounded one as a
+labelled extrapolation; :func:`headline_json` merges the two JSON summaries row by row, and
+says for each row beyond the data what to sweep next ("sweep further first").
+
+>>> from bayesscale.recipe.synthetic import synthetic_fit
+>>> head, unbounded = vouched_recipe(synthetic_fit(draws=20, spread=0.0), [1e3], warn_beyond=4)
+>>> unbounded is None  # a small budget stays within the data
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.data.extrapolation import WARN_FACTOR, outside, times
+from bayesscale.recipe.solve import recipe
+
+HEADLINE_WITHIN = "within the data"
+HEADLINE_EXTRAPOLATION = "extrapolation"
+
+
+def rows_beyond(ds: xr.Dataset, factor: float) -> xr.DataArray:
+    """(setting, budget): whether the decision (else the per-draw optimum's median) lies more
+    than ``factor`` times outside the swept range on some axis. All False when the fit stores
+    no swept range."""
+    if names.SWEPT_MAX not in ds:
+        first = {names.CHAIN_DIM: 0, names.DRAW_DIM: 0}
+        return xr.zeros_like(ds[names.SHADOW_PRICE].isel(first, drop=True), dtype=bool)
+    if names.DECISION_EXTRAPOLATION in ds:
+        over = ds[names.DECISION_EXTRAPOLATION]
+    else:
+        over = ds[names.EXTRAPOLATION].median((names.CHAIN_DIM, names.DRAW_DIM))
+    size = over * ds[names.SWEPT_MAX]
+    far = xr.apply_ufunc(outside, size, ds[names.SWEPT_MIN], ds[names.SWEPT_MAX])
+    return (far > factor * (1 + 1e-9)).any(names.AXIS_DIM)  # capped at the factor: within
+
+
+def vouched_recipe(
+    fit: xr.DataTree,
+    budgets: Sequence[float] | np.ndarray,
+    *,
+    warn_beyond: float = WARN_FACTOR,
+    **options: Any,
+) -> tuple[xr.Dataset, xr.Dataset | None]:
+    """The headline recipe and, where it differs, the unbounded one.
+
+    Runs :func:`~bayesscale.recipe.solve.recipe` unbounded; if any (setting, budget) row lies
+    more than ``warn_beyond`` times outside the swept range, runs it again with every axis
+    capped at ``warn_beyond`` times its largest swept value and returns
+    ``(bounded, unbounded)``, else ``(unbounded, None)``. A ``within_data`` in ``options`` is
+    the user's own cap: then the recipe runs once, as asked. The headline's attrs say which
+    (``headline``), and its variable ``beyond_data`` (setting, budget) marks the rows whose
+    unbounded recipe lies beyond the data.
+    """
+    if options.get("within_data") is not None:
+        ds = recipe(fit, budgets, **options)
+        ds.attrs["headline"] = f"within {options['within_data']:g}x the data (as asked)"
+        return ds, None
+    options.pop("within_data", None)
+    unbounded = recipe(fit, budgets, **options)
+    beyond = rows_beyond(unbounded, warn_beyond)
+    unbounded[names.BEYOND_DATA] = beyond
+    if not bool(beyond.any()):
+        unbounded.attrs["headline"] = HEADLINE_WITHIN
+        return unbounded, None
+    bounded = recipe(fit, budgets, within_data=warn_beyond, **options)
+    bounded[names.BEYOND_DATA] = beyond
+    bounded.attrs["headline"] = (
+        f"{HEADLINE_WITHIN}: every axis at most {warn_beyond:g}x its largest swept value, "
+        f"because {int(beyond.sum())} of {beyond.size} (setting, budget) rows of the unbounded "
+        "recipe lie further out"
+    )
+    unbounded.attrs["headline"] = HEADLINE_EXTRAPOLATION
+    return bounded, unbounded
+
+
+def sweep_further(row: dict[str, Any], warn_factor: float) -> list[str]:
+    """For one row of the unbounded recipe's JSON: per axis beyond the data, what the sweep
+    would need to reach for the recipe to lie within ``warn_factor`` of it.
+
+    >>> sweep_further({"extrapolation": {"beyond": ["env"], "axes": {"env": {
+    ...     "swept_max": 256.0, "decision_over_max": 17.0, "swept_min": 8.0}}}}, 4.0)
+    ['env to >= 1.09k (the sweep reaches 256)']
+    """
+    from bayesscale.report.tables import format_number
+
+    extent = row.get("extrapolation") or {}
+    out = []
+    for axis in extent.get("beyond", []):
+        e = extent["axes"][axis]
+        factor = e.get("decision_over_max", (e.get("optimum_over_max") or {}).get("median"))
+        if factor is None:
+            continue
+        wanted = float(factor) * float(e["swept_max"])
+        if wanted > e["swept_max"]:
+            out.append(
+                f"{axis} to >= {format_number(wanted / warn_factor, None)} "
+                f"(the sweep reaches {format_number(float(e['swept_max']), None)})"
+            )
+        else:
+            out.append(
+                f"{axis} down to <= {format_number(wanted * warn_factor, None)} "
+                f"(the sweep starts at {format_number(float(e['swept_min']), None)})"
+            )
+    return out
+
+
+def headline_json(
+    head: dict[str, Any], unbounded: dict[str, Any] | None, warn_factor: float
+) -> dict[str, Any]:
+    """The JSON summary of the headline recipe, each row marked ``within_data`` (whether the
+    unbounded recipe stays within ``warn_factor`` of the data); rows where it does not carry
+    the unbounded row as ``extrapolation_recipe`` and ``sweep_further``: what to sweep first.
+    Modifies and returns ``head``."""
+    others = {}
+    if unbounded is not None:
+        others = {(r["setting"], r["budget"]): r for r in unbounded["results"]}
+    head["headline"] = HEADLINE_WITHIN if unbounded is None else "bounded to the data"
+    for row in head["results"]:
+        far = others.get((row["setting"], row["budget"]))
+        if far is not None and far.get("extrapolation") and far["extrapolation"]["beyond"]:
+            row["within_data"] = False
+            row["extrapolation_recipe"] = far
+            row["sweep_further"] = sweep_further(far, warn_factor)
+        else:
+            extent = row.get("extrapolation") or {}
+            row["within_data"] = not extent.get("beyond")
+    return head
+
+
+def bounded_caveat(bounded: xr.Dataset, unbounded: xr.Dataset, warn_beyond: float) -> str:
+    """The caveat of a bounded headline: how many rows, how far the unbounded recipe went, and
+    what to do."""
+    beyond = bounded[names.BEYOND_DATA]
+    worst = rows_worst(unbounded)
+    axes = ", ".join(f"{a} {times(f)}" for a, f in worst.items() if f > warn_beyond)
+    return (
+        f"{int(beyond.sum())} of {beyond.size} (setting, budget) rows of the unbounded recipe "
+        f"lie more than {warn_beyond:g}x outside the swept range (the largest swept value "
+        f"times: {axes}); this is the recipe within {warn_beyond:g}x of the data, "
+        "`beyond_data` marks those rows. The unbounded recipe is an extrapolation "
+        "(`vouched=False`): sweep further first, then refit"
+    )
+
+
+def rows_worst(ds: xr.Dataset) -> dict[str, float]:
+    """Per axis, the largest factor over the swept maximum that the decision (else the
+    per-draw optimum's median) reaches over every row."""
+    if names.DECISION_EXTRAPOLATION in ds:
+        over = ds[names.DECISION_EXTRAPOLATION]
+    else:
+        over = ds[names.EXTRAPOLATION].median((names.CHAIN_DIM, names.DRAW_DIM))
+    top = over.max((names.SETTING_DIM, names.BUDGET_DIM))
+    return {str(a): float(top.sel({names.AXIS_DIM: a})) for a in top[names.AXIS_DIM].to_numpy()}
