@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bayesscale.cli import (
@@ -33,16 +35,20 @@ if TYPE_CHECKING:
     from bayesscale.fits.pricing import PricingFit
 
 DESCRIPTION = (
-    "Propagate a law fit's posterior through the budget allocator (additive linear cost "
-    "sum_i (c_i/kappa_i) D_i, exact KKT per draw): the optimal allocation per axis with "
-    "credible intervals, the single decision that maximises expected success, local recipe "
-    "exponents, and comparisons with trajectory-heavy and Chinchilla-style allocations. "
-    "--cost compute allocates a compute budget c prod_i D_i^m_i instead (FLOPs grow with each "
-    "axis to the power m_i, default 1; --powers params_b=1 makes the model size an axis). "
+    "Propagate a law fit's posterior through the budget allocator: the optimal allocation per "
+    "axis with credible intervals, the single decision that maximises expected success, local "
+    "recipe exponents, and comparisons with trajectory-heavy and Chinchilla-style allocations. "
+    "Money is what is bought (--cost exact, the default): c_env u_env + c_task u_task + "
+    "c_traj u_task u_traj, a trajectory being one rollout of one task, solved exactly per draw "
+    "(a geometric program). --cost linearised is the paper's convention for reproduction (an "
+    "additive cost whose traj price is c_traj times the optimum's tasks); --cost compute "
+    "allocates a compute budget c prod_i D_i^m_i instead (FLOPs grow with each axis to the "
+    "power m_i, default 1; --powers params_b=1 makes the model size an axis). "
     "Units: env = distinct environments (structural signatures), task = distinct task "
-    "statements, traj = rollouts per task (the mean per task-environment cell, priced per unit "
-    "of it); the output adds the trajectories bought (tasks x rollouts per task) and, per axis, "
-    "how many times the largest swept value the recipe asks for."
+    "statements, traj = rollouts per task (the GRPO group size). The recipe leads with what the "
+    "data vouch for: where the optimum lies more than --warn-beyond times outside the swept "
+    "range, the table is the recipe bounded to that factor, and the unbounded one follows as a "
+    "labelled extrapolation with what to sweep first."
 )
 
 
@@ -58,9 +64,10 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--cost",
-        choices=("additive", "compute"),
-        default="additive",
-        help="additive: money, sum_i (c_i/kappa_i) D_i (default); compute: c prod_i D_i^m_i",
+        choices=("exact", "linearised", "compute"),
+        default="exact",
+        help="exact: money, trajectories priced per trajectory (default); linearised: the "
+        "paper's additive convention (no decision); compute: c prod_i D_i^m_i",
     )
     p.add_argument(
         "--powers",
@@ -123,6 +130,36 @@ def register(subparsers: Any) -> None:
     )
     add_force(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    # --- the decision as a sweep file (bayesscale.design.decision_sweep) ---
+    p.add_argument(
+        "--sweep",
+        metavar="BASE.toml",
+        help="with --sweep-out: the sweep spec the decision's runs extend (its pool, models, "
+        "algorithms, domain and verl settings, as `bayesscale next --sweep`)",
+    )
+    p.add_argument(
+        "--sweep-out",
+        metavar="DECISION.toml",
+        help="write the decision as a sweep file that `bayesscale plan` accepts: BASE.toml with "
+        "its grid replaced by one [[grid.point]] per setting it runs (settings it does not run "
+        "are left out and listed), sizes rounded to whole numbers (nearest, at least 1) and "
+        "environments and tasks capped, with a warning, at what its pool holds for training; "
+        "needs --sweep (--out stays the per-draw netCDF)",
+    )
+    p.add_argument(
+        "--decision-budget",
+        type=float,
+        metavar="B",
+        help="with --sweep-out and several budgets: the one (of --budget's) whose decision is "
+        "written",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        metavar="N",
+        help="with --sweep-out: seeds per decision run, numbered after BASE.toml's largest "
+        f"seed (default {DECISION_SEEDS}, the paper's protocol)",
+    )
     p.set_defaults(func=run)
 
 
@@ -204,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
     from bayesscale.recipe.output import to_json
-    from bayesscale.recipe.solve import recipe
+    from bayesscale.recipe.vouched import headline_json, vouched_recipe
     from bayesscale.report.recipe_text import solver_failures_note
 
     check_prob(args.prob)
@@ -215,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
     kappa = parse_kappa(args.kappa) if args.kappa else None
     bounds = parse_bounds(args.bounds) if args.bounds else None
     output_path(args.out, args.force, [args.fit, args.pricing, args.prices])
+    sweep_request = _decision_sweep_request(args, budgets)  # --sweep-out: see the file's end
     if args.cost == "compute":
         return _run_compute(args, budgets, bounds, warn_beyond)
     if args.powers or args.unit_cost != 1.0:
@@ -224,9 +262,10 @@ def run(args: argparse.Namespace) -> int:
     priced = PricingFit.load(args.pricing) if args.pricing else None
     verdicts = _fit_diagnostics(args, law, priced)
     fit, pricing = law.tree, priced.tree if priced is not None else None
-    ds = recipe(
+    ds, unbounded = vouched_recipe(
         fit,
         budgets,
+        warn_beyond=warn_beyond,
         prices=prices,
         pricing=pricing,
         kappa=kappa,
@@ -236,8 +275,14 @@ def run(args: argparse.Namespace) -> int:
         max_draws=args.max_draws,
         decision=not args.no_decision,
         within_data=args.within_data,
+        cost_model=args.cost,
     )
-    summary = to_json(ds, args.prob, warn_beyond)
+    summary = headline_json(
+        to_json(ds, args.prob, warn_beyond),
+        None if unbounded is None else to_json(unbounded, args.prob, warn_beyond),
+        warn_beyond,
+    )
+    within = args.within_data if unbounded is None else warn_beyond
     summary["fit_diagnostics"] = verdicts
     if args.iso:
         from bayesscale.recipe.iso_budget import add_iso_budget
@@ -252,12 +297,15 @@ def run(args: argparse.Namespace) -> int:
             kappa=kappa,
             bounds=bounds,
             max_draws=args.max_draws,
-            within_data=args.within_data,
+            within_data=within,
         )
     _note(solver_failures_note(int(ds.attrs.get("decision_solver_failures", 0))))
-    _warn_extrapolation(summary, args.within_data)
+    _warn_extrapolation(summary, within)
     _flag_exponents(summary, law)
+    written = _write_decision_sweep(sweep_request, ds, fit, summary) if sweep_request else None
     _emit(ds, summary, args)
+    if written is not None and not args.json:  # --sweep-out: what was written, after the table
+        sys.stdout.write(written)
     return 0
 
 
@@ -357,3 +405,122 @@ def _emit(ds: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
         from bayesscale.report.recipe_text import format_recipe
 
         sys.stdout.write(format_recipe(summary))
+
+
+# --- --sweep BASE.toml --sweep-out DECISION.toml: the decision as a sweep file --------------------
+# (bayesscale.design.decision_sweep; docs/recipe.md, "From decision to run")
+
+# bayesscale.design.decision_sweep.DEFAULT_SEEDS (not imported here: --help stays fast)
+DECISION_SEEDS = 3
+
+
+def _decision_sweep_request(
+    args: argparse.Namespace, budgets: list[float]
+) -> dict[str, Any] | None:
+    """The checked ``--sweep``/``--sweep-out`` request (base spec read, budget chosen), before
+    any work; None without ``--sweep-out``. Misuse exits 2 naming the flag."""
+    if args.out is not None and args.out.lower().endswith(".toml"):
+        raise CommandError(
+            f"--out {args.out}: --out writes the per-draw results as netCDF (RECIPE.nc); for the "
+            "decision as a sweep file use --sweep BASE.toml --sweep-out DECISION.toml"
+        )
+    if args.sweep_out is None:
+        if args.sweep is not None:
+            raise CommandError(
+                "--sweep BASE.toml needs --sweep-out DECISION.toml (the sweep file to write)"
+            )
+        given = [
+            f
+            for f, v in (("--decision-budget", args.decision_budget), ("--seeds", args.seeds))
+            if v is not None
+        ]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise CommandError(f"{' and '.join(given)} {verb} to --sweep-out only")
+        return None
+    if args.sweep is None:
+        raise CommandError(
+            "--sweep-out needs --sweep BASE.toml: the pool, models and verl settings of the runs"
+        )
+    if args.cost in ("compute", "linearised"):
+        raise CommandError(f"--sweep-out writes the decision; --cost {args.cost} has none")
+    if args.no_decision:
+        raise CommandError("--sweep-out writes the decision; drop --no-decision")
+    seeds = DECISION_SEEDS if args.seeds is None else args.seeds
+    if seeds < 1:
+        raise CommandError(f"--seeds must be >= 1, got {seeds}")
+    if Path(args.sweep_out).is_dir():
+        raise CommandError(f"--sweep-out {args.sweep_out} is a directory; give the name of a file")
+    try:
+        inputs = [args.fit, args.pricing, args.prices, args.sweep]
+        out = output_path(args.sweep_out, args.force, inputs)
+    except CommandError as exc:
+        raise CommandError(f"--sweep-out: {exc}") from None
+    if out is not None and args.out is not None and out.resolve() == Path(args.out).resolve():
+        raise CommandError(f"--sweep-out {out} is also --out; give each its own file")
+    from bayesscale.design.decision_sweep import pick_budget
+    from bayesscale.design.next_runs import DesignError
+    from bayesscale.design.sweep_file import pool_caps
+    from bayesscale.verl.sweep import load_sweep_spec
+
+    try:
+        budget = pick_budget(budgets, args.decision_budget)
+    except DesignError as exc:
+        flag = "--decision-budget" if args.decision_budget is not None else "--sweep-out"
+        hint = "" if args.decision_budget is not None else " with --decision-budget B"
+        raise CommandError(f"{flag}: {exc}{hint}") from None
+    spec = load_sweep_spec(args.sweep)
+    return {
+        "out": out,
+        "force": args.force,
+        "spec": spec,
+        "caps": pool_caps(spec),  # the pool read now: a bad pool is said before any work
+        "budget": budget,
+        "seeds": seeds,
+        "strict": bool(args.setting),
+        "note": _decision_sweep_note(args, budget),
+    }
+
+
+def _decision_sweep_note(args: argparse.Namespace, budget: float) -> str:
+    """The file's first comment line: the command that wrote it, with the options that shape
+    the decision."""
+    words = ["bayesscale", "recipe", args.fit, "--budget", args.budget]
+    for flag in ("prices", "pricing", "kappa", "bounds", "within_data", "max_draws"):
+        if getattr(args, flag) is not None:
+            words += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    for setting in args.setting or ():
+        words += ["--setting", setting]
+    if len(parse_budgets(args.budget)) > 1:
+        words += ["--decision-budget", f"{budget:g}"]
+    if args.seeds is not None:
+        words += ["--seeds", str(args.seeds)]
+    words += ["--sweep", args.sweep, "--sweep-out", args.sweep_out]
+    return f"written by `{shlex.join(words)}`"
+
+
+def _write_decision_sweep(
+    request: dict[str, Any], ds: Any, fit: Any, summary: dict[str, Any]
+) -> str:
+    """Write the sweep file atomically, say what was capped or left out (standard error),
+    add it to the JSON (``sweep_out``); return the text lines for after the table."""
+    from bayesscale.atomic import write_atomically
+    from bayesscale.design.decision_sweep import decision_sweep
+
+    out = request["out"]
+    sweep = decision_sweep(
+        ds,
+        fit,
+        request["spec"],
+        request["budget"],
+        seeds=request["seeds"],
+        caps=request["caps"],
+        strict=request["strict"],
+        note=request["note"],
+    )
+    text = sweep.text
+    write_atomically(out, lambda tmp: tmp.write_text(text, encoding="utf-8"), request["force"])
+    for line in sweep.notes():
+        _note(line)
+    summary["sweep_out"] = sweep.to_json(out)
+    return sweep.format_text(out)

@@ -3,9 +3,11 @@
 The new file copies a base sweep spec (pool, models, algorithms, alignment, held-out split,
 counting, verl settings) and replaces its ``[grid]`` with one ``[[grid.point]]`` per chosen
 (setting, sizes), restricted to the setting's model and algorithm, with the seeds of its runs
-(:mod:`bayesscale.verl.sweep`). Seeds start after the base spec's largest seed, so the new runs'
-ids never collide with the old sweep's when ingested into the same observation table. Paths in
-the base spec (the pool, a ``[count] model`` folder) are made absolute.
+(:mod:`bayesscale.verl.sweep`). Seeds start after the base spec's largest seed (its
+``[[grid.point]]`` seeds included), so the new runs' ids never collide with the old sweep's when
+ingested into the same observation table. Paths in the base spec (the pool, a ``[count] model``
+folder) are made absolute. ``bayesscale recipe --sweep-out`` writes its decision with the same
+pieces (``bayesscale.design.decision_sweep``).
 
 Example
 -------
@@ -84,35 +86,77 @@ def sweep_points(
     spec: SweepSpec,
 ) -> list[dict[str, Any]]:
     """``[[grid.point]]`` tables for the chosen runs (one per setting and size, seeds
-    ``max(spec.seeds) + 1 + repeat``); raises
+    ``first_seed(spec) + repeat``); raises
     :class:`~bayesscale.design.next_runs.DesignError` for a run the base spec
     cannot launch (an axis plan does not sweep, or a setting outside its models, algorithms
     and domain)."""
+    check_axes(axes, columns)
+    first = first_seed(spec)
+    points: dict[tuple[str, tuple[int, ...]], dict[str, Any]] = {}
+    for run in chosen:
+        c = run.candidate
+        if (c.setting, c.sizes) not in points:
+            sizes = {columns[a]: int(s) for a, s in zip(axes, c.sizes, strict=True)}
+            points[(c.setting, c.sizes)] = grid_point(
+                c.setting, sizes, setting_keys[c.setting], spec, [], f"next:{c.axis}"
+            )
+        points[(c.setting, c.sizes)]["seeds"].append(first + run.repeat)
+    return list(points.values())
+
+
+def check_axes(axes: Sequence[str], columns: Mapping[str, str]) -> None:
+    """Raise unless every axis counts a column ``plan`` sweeps (``n_envs``, ``n_tasks``,
+    ``rollouts``)."""
     missing = [a for a in axes if columns[a] not in RUNNABLE]
     if missing:
         raise DesignError(
             f"axis/axes {missing} are not columns plan can sweep ({list(RUNNABLE)}): "
             "the runs cannot be written as a sweep file"
         )
-    first_seed = max(spec.seeds) + 1
-    points: dict[tuple[str, tuple[int, ...]], dict[str, Any]] = {}
-    for run in chosen:
-        c = run.candidate
-        keys = setting_keys[c.setting]
-        model, algorithm = str(keys.get(names.MODEL)), str(keys.get(names.ALGORITHM))
-        check_runnable(c.setting, keys, spec)
-        entry = points.setdefault(
-            (c.setting, c.sizes),
-            {
-                **{columns[a]: int(s) for a, s in zip(axes, c.sizes, strict=True)},
-                "seeds": [],
-                "models": [model],
-                "algorithms": [algorithm],
-                "label": f"next:{c.axis}",
-            },
-        )
-        entry["seeds"].append(first_seed + run.repeat)
-    return list(points.values())
+
+
+def first_seed(spec: SweepSpec) -> int:
+    """The seed after every seed the base spec runs (its ``seeds`` and those of its
+    ``[[grid.point]]`` entries), so new runs' ids never collide with its runs'."""
+    own = [s for p in spec.explicit_points for s in p.seeds or ()]
+    return max([*spec.seeds, *own]) + 1
+
+
+def grid_point(
+    setting: str,
+    sizes: Mapping[str, int],
+    keys: Mapping[str, Any],
+    spec: SweepSpec,
+    seeds: Sequence[int],
+    label: str,
+) -> dict[str, Any]:
+    """One ``[[grid.point]]`` table: ``sizes`` (column -> whole number), ``seeds``, the
+    setting's model and algorithm, ``label`` (the manifest's sweep_axis); raises
+    :class:`~bayesscale.design.next_runs.DesignError` unless the base spec runs the
+    setting (:func:`check_runnable`)."""
+    check_runnable(setting, keys, spec)
+    return {
+        **{column: int(n) for column, n in sizes.items()},
+        "seeds": list(seeds),
+        "models": [str(keys.get(names.MODEL))],
+        "algorithms": [str(keys.get(names.ALGORITHM))],
+        "label": label,
+    }
+
+
+def pool_caps(spec: SweepSpec) -> dict[str, int]:
+    """How many environment ids (``n_envs``) and task ids (``n_tasks``) the base spec's pool
+    holds for training (after its held-out split): the most a run of it can select. Per axis
+    (``max_sizes`` of :func:`~bayesscale.design.next_runs.next_runs`):
+    ``{a: caps[c] for a, c in columns.items() if c in caps}``."""
+    from bayesscale.verl.plan import split_holdout
+    from bayesscale.verl.pool import read_pool
+
+    split = split_holdout(read_pool(spec.pool), spec)
+    return {
+        names.N_ENVS: int(split.train[names.ENV_ID].nunique()),
+        names.N_TASKS: int(split.train[names.TASK_ID].nunique()),
+    }
 
 
 def check_runnable(setting: str, keys: Mapping[str, Any], spec: SweepSpec) -> None:
@@ -146,10 +190,13 @@ def runnable_settings(
     return out
 
 
-def next_sweep_text(spec: SweepSpec, points: list[dict[str, Any]], note: str = "") -> str:
-    """The base spec with its grid replaced by ``points`` (``[[grid.point]]``), as TOML."""
+def next_sweep_text(
+    spec: SweepSpec, points: list[dict[str, Any]], note: str = "", suffix: str = "next"
+) -> str:
+    """The base spec with its grid replaced by ``points`` (``[[grid.point]]``), as TOML,
+    named ``<base name>-<suffix>``, ``note`` as comment lines at the top."""
     raw = tomllib.loads(spec.text)
-    raw["name"] = f"{spec.name}-next"
+    raw["name"] = f"{spec.name}-{suffix}"
     raw["pool"] = str(Path(spec.pool).resolve())
     if spec.count.model is not None and spec.count.model != MINILM:
         raw.setdefault("count", {})["model"] = str(Path(spec.count.model).resolve())
