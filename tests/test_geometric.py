@@ -80,7 +80,9 @@ def test_money_cost_reads_the_prices_file() -> None:
     with pytest.raises(ValueError, match=r"\[cost\]: unknown key\(s\) \['rollouts'\]"):
         parse_prices("[cost]\nrollouts = 1")
     # an axis set without a task axis stays linear
-    assert money_cost(["env", "traj"], ["n_envs", "rollouts"], default_prices()).powers.tolist() == [
+    assert money_cost(
+        ["env", "traj"], ["n_envs", "rollouts"], default_prices()
+    ).powers.tolist() == [
         [1, 0],
         [0, 1],
     ]
