@@ -35,6 +35,7 @@ from bayesscale.design.next_runs import (
     refit_check,
     simulated_rows,
     to_json,
+    value_and_mcse,
     with_concentration,
 )
 from bayesscale.design.sweep_file import next_sweep_text, toml_text
@@ -252,8 +253,12 @@ def test_bad_inputs(toy_fit: xr.DataTree) -> None:
 
 
 def test_costs_defaults_and_file(tmp_path: Path) -> None:
+    """The defaults price the paper's reference run (a missing size is taken at it); a file
+    overrides them; errors name the file and key (tests/test_run_costs.py: the compute model)."""
     costs = Costs()
-    assert costs.gpu_hours() == 48.0 and costs.gpu_hours(params_b=4.0, rollouts=16) == 48.0
+    reference = 2.4e18 / (3600 * 989e12 * 0.06) + 1.0
+    assert costs.gpu_hours() == pytest.approx(reference, rel=1e-12)
+    assert costs.gpu_hours(params_b=4.0, rollouts=16) == pytest.approx(2 * reference - 1)
     path = tmp_path / "costs.toml"
     path.write_text('currency = "EUR"\n[data]\nenv = 5\n[gpu]\nprice_per_hour = 3.5\n')
     loaded = load_costs(path)
@@ -263,8 +268,75 @@ def test_costs_defaults_and_file(tmp_path: Path) -> None:
         parse_costs("[gpu]\nspeed = 1", source=str(tmp_path / "costs.toml"))
     with pytest.raises(CostsError, match=r"x.toml: \[data\] env: must be a finite number >= 0"):
         parse_costs("[data]\nenv = -1", source="x.toml")
-    with pytest.raises(CostsError, match="reference_rollouts: must be > 0"):
+    with pytest.raises(CostsError, match=r"\[gpu\] reference_rollouts: must be > 0"):
         parse_costs("[gpu]\nreference_rollouts = 0")
+
+
+# --- is the batch worth running? ---------------------------------------------------------------
+
+
+def test_the_batch_value_mcse_matches_the_spread_over_replications() -> None:
+    """A normal model with a known answer: draws theta ~ N(0, 1) of the posterior, outcomes
+    y ~ N(theta, sigma^2). The variance's expected reduction is 1/(1 + sigma^2) exactly; a
+    decision between two actions has a value too. Over 200 independent replications (fresh
+    draws and outcomes) the value's spread equals the MCSE computed from one replication (the
+    outcomes' and the draws' parts in quadrature)."""
+    for sigma, statistic, exact in (
+        (1.0, lambda x: x[..., 1] - x[..., 0] ** 2, 0.5),
+        (0.3, lambda x: x[..., 1] - x[..., 0] ** 2, 1 / 1.09),
+        (1.0, lambda x: x.min(axis=-1), None),  # features: the regret of two actions
+    ):
+        values, mcse, parts = [], [], []
+        for rep in range(200):
+            rng = np.random.default_rng([11, rep])
+            theta = rng.standard_normal(400)
+            y = theta[:64] + sigma * rng.standard_normal(64)
+            ll = -0.5 * (y[:, None] - theta[None, :]) ** 2 / sigma**2
+            if exact is None:
+                success = np.stack([0.5 + 0.1 * theta, np.full(400, 0.52)], axis=1)
+                features = pp.regret(success)
+            else:
+                features = np.stack([theta, theta**2], axis=1)
+            value, se_outcomes, se_draws = value_and_mcse(features, statistic, ll)
+            values.append(value)
+            mcse.append(np.hypot(se_outcomes, se_draws))
+            parts.append((se_outcomes, se_draws))
+        spread = float(np.std(values))
+        assert float(np.sqrt(np.mean(np.square(mcse)))) == pytest.approx(spread, rel=0.15)
+        outcomes_only = float(np.mean([p[0] for p in parts]))
+        assert outcomes_only < 0.5 * spread  # the outcomes' part alone understates the error
+        if exact is not None:
+            assert np.mean(values) == pytest.approx(exact, abs=3 * spread / np.sqrt(200) + 0.005)
+
+
+def test_a_batch_within_its_monte_carlo_error_is_not_worth_running() -> None:
+    """Seeded: runs that inform a loose posterior are worth running (value many MCSE above 0);
+    on a posterior already tight (lognormal spread 0.003) the same batch's value is within 2
+    MCSE of 0, and on a point mass it is exactly 0; text and JSON say so, and why."""
+    options = dict(runs=2, simulations=128, max_draws=None, actions=24, seed=1, min_ess=0)
+    loose = with_concentration(synthetic_fit(draws=500, spread=0.2, seed=2), 3000.0)
+    worth = next_runs(loose, 2e4, trials=3000, **options)
+    assert worth.worth_running and worth.batch_value > 5 * worth.mcse > 0
+    assert worth.mcse == pytest.approx(np.hypot(worth.mcse_outcomes, worth.mcse_draws))
+    assert worth.batch_value == pytest.approx(worth.target_now - worth.target_after)
+    text, doc = format_text(worth), json.loads(json.dumps(to_json(worth)))
+    assert "NOT WORTH" not in text and "): worth running" in text
+    assert doc["worth_running"] is True and doc["verdict"].startswith("the batch is worth running")
+    assert doc["batch_value_mcse"] == pytest.approx(worth.mcse)
+
+    tight = with_concentration(synthetic_fit(draws=300, spread=0.003, seed=2), 800.0)
+    result = next_runs(tight, 2e4, **options)
+    assert not result.worth_running and 0 < result.batch_value < 2 * result.mcse
+    text, doc = format_text(result), json.loads(json.dumps(to_json(result)))
+    assert text.startswith("NOT WORTH RUNNING: the batch is not worth running: its expected")
+    assert "within 2 Monte Carlo standard errors" in text and "NOT worth running" in text
+    assert doc["worth_running"] is False and doc["verdict"] in text
+    assert "barely move what the target measures" in doc["verdict"]
+
+    point = with_concentration(synthetic_fit(draws=30, spread=0.0), 800.0)
+    nothing = next_runs(point, 2e4, runs=1, simulations=8, max_draws=30, actions=8, min_ess=0)
+    assert not nothing.worth_running and nothing.batch_value == pytest.approx(0.0, abs=1e-12)
+    assert "the target is 0 now, so no run can lower it" in format_text(nothing)
 
 
 # --- the sweep file and plan's [[grid.point]] ------------------------------------------------------
@@ -324,7 +396,11 @@ def test_next_plan_launch_dry_run_on_the_bundled_example(
             "--simulations", "16", "--max-draws", "40", "--min-ess", "0"]  # fmt: skip
     assert main([*args, "--out", str(nxt), "--figure", str(png)]) == 0
     out = capsys.readouterr().out
-    assert "next 3 run(s)" in out and f"next: bayesscale plan {nxt}" in out
+    assert "next 3 run(s)" in out and f"wrote {nxt}" in out
+    # 40 draws a chain and 16 outcomes cannot tell this batch's value from 0: said plainly,
+    # and the next step is not offered
+    assert "\nNOT WORTH RUNNING: the batch is not worth running" in out
+    assert f"next: bayesscale plan {nxt}" not in out and "but the batch is not worth" in out
     assert out.startswith("DIAGNOSTICS FAILED")  # a fit of 160 draws: said first
     assert png.stat().st_size > 0
     assert main([*args, "--out", str(nxt)]) == 2
@@ -346,6 +422,27 @@ def test_next_plan_launch_dry_run_on_the_bundled_example(
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["chosen"]) == 3 and doc["candidates"]
     assert doc["fit_diagnostics"]["ok"] is False
+    assert doc["verdict"].startswith("the batch is worth running") is doc["worth_running"]
+    # every run priced by the documented arithmetic: [alignment] cells = 1024 of qwen3-4b, GPU
+    # time 8 x 4e9 x 36.62109375 tokens x 1024 x rollouts / (3600 x 989e12 x 0.06) + 1 hour
+    # at 2 USD; environments (4.10 USD) and tasks (0.18 USD) beyond the 16 and 128 swept and
+    # those of the runs before it; no price for the trajectories
+    owned = {"env": 16.0, "task": 128.0}
+    for run in doc["chosen"]:
+        rollouts = run["sizes"]["traj"]
+        assert run["trajectories"] == 1024 * rollouts
+        assert run["flops"] == pytest.approx(8 * 4e9 * 36.62109375 * 1024 * rollouts, rel=1e-12)
+        hours = run["flops"] / (3600 * 989e12 * 0.06) + 1.0
+        assert run["gpu_hours"] == pytest.approx(hours, rel=1e-12)
+        assert run["cost_gpu"] == pytest.approx(2.0 * hours, rel=1e-12)
+        data = sum(
+            price * max(0.0, run["sizes"][a] - owned[a])
+            for a, price in (("env", 4.10), ("task", 0.18))
+        )
+        assert run["cost_data"] == pytest.approx(data, abs=1e-12)
+        assert run["cost"] == pytest.approx(run["cost_gpu"] + data)
+        owned = {a: max(owned[a], float(run["sizes"][a])) for a in owned}
+    assert doc["cost_model"]["tokens_per_trajectory"] == 36.62109375
     assert doc["anchor_rule"] == "paper" and "--anchors paper`" in nxt.read_text()
     assert main([*args[:-4], "--json", "--anchors", "swept", "--anchor", "env=4"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -571,9 +668,10 @@ def test_batches_started_from_the_best_first_runs(
 def test_a_started_batch_can_be_worth_more_than_both_greedy_batches(
     toy_fit: xr.DataTree,
 ) -> None:
-    """A known case (spend 1,000, seed 4): the greedy by value is worth more than the greedy by
-    value per cost, and a batch started from another first run is worth more than both."""
-    options = dict(runs=12, spend=1000.0, simulations=16, max_draws=60, actions=16, seed=4)
+    """A known case (spend 250, seed 2, the default costs): the greedy by value is worth more
+    than the greedy by value per cost, and a batch started from another first run is worth
+    more than both."""
+    options = dict(runs=12, spend=250.0, simulations=16, max_draws=60, actions=16, seed=2)
     greedy = next_runs(toy_fit, 2e4, min_ess=0, first_picks=0, **options)
     started = next_runs(toy_fit, 2e4, min_ess=0, first_picks=3, **options)
     assert any("the batch is the greedy by value" in n for n in greedy.notes)

@@ -24,7 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "axis at a time, and the recipe's decision point) by preposterior analysis on the "
             "fit's draws: the expected reduction of the target once its outcome is seen. "
             "Choose up to --runs of them greedily by value per cost, each valued given the runs "
-            "already chosen, stopping where the draws can no longer value another. With "
+            "already chosen, stopping where the draws can no longer value another; a batch "
+            "whose value is within two Monte Carlo standard errors of 0 is reported as not "
+            "worth running. Runs cost data beyond what is owned plus GPU time from FLOPs "
+            "(--costs; a run's trajectories are its GPU time). With "
             "--sweep BASE.toml and --out, write a sweep file that `bayesscale plan` accepts. "
             "See docs/next.md."
         ),
@@ -209,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     columns = nr.axis_columns(fit, axes)
     movers = None
     max_sizes = None
-    updates = cells = None
+    cells = None
     trials = args.trials
     spec = None
     if args.sweep is not None:
@@ -232,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
             names.N_TASKS: split.train[names.TASK_ID].nunique(),
         }
         max_sizes = {a: float(pool_size[c]) for a, c in columns.items() if c in pool_size}
-        updates, cells = float(spec.updates), float(spec.cells)
+        cells = float(spec.cells)  # [alignment] cells: the run's total over its updates
         if trials is None:
             trials = len(split.val)
     result = nr.next_runs(
@@ -251,7 +254,6 @@ def run(args: argparse.Namespace) -> int:
         anchors=anchors,
         anchor_rule=args.anchors,
         max_sizes=max_sizes,
-        updates=updates,
         cells=cells,
         min_ess=args.min_ess,
         spend=args.spend,
@@ -299,8 +301,10 @@ def run(args: argparse.Namespace) -> int:
         print(
             nr.format_text(result) if headline is None else f"{headline}\n{nr.format_text(result)}"
         )
-        if out is not None:
+        if out is not None and result.worth_running:
             print(f"wrote {out}\nnext: bayesscale plan {out} --out SWEEP_DIR")
+        elif out is not None:
+            print(f"wrote {out}, but the batch is not worth running (see above)")
     return 0
 
 

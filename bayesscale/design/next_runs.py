@@ -21,7 +21,16 @@ condition the weights): a second run that answers the same question is worth les
 stops before a run whose weights, so conditioned, rest on too few draws to value it (median
 Kish ESS below ``min_ess``): past that point every value is noise and the ranking would buy
 the cheapest runs. Costs (:mod:`bayesscale.design.costs`) are marginal too: data bought for
-one run is not paid again.
+one run is not paid again; a run's trajectories are its own GPU time, not data.
+
+**Is the batch worth running?** The batch's value, the target's expected reduction, is a Monte
+Carlo estimate with two sources of error: the ``M`` simulated outcomes (the spread of the
+per-outcome reductions over ``sqrt(M)``) and the ``S`` posterior draws that are reweighted (a
+delete-a-block jackknife: the value recomputed without each of ``B`` blocks of consecutive
+draws, in the weights and in the target now alike, outcomes held; consecutive blocks carry the
+chains' autocorrelation, as batch means do). Their standard errors add in quadrature to the
+batch's MCSE (:func:`value_and_mcse`). A batch whose value is below ``2`` MCSE cannot be told
+from a batch worth nothing: the output says it is not worth running, and why.
 
 Example
 -------
@@ -81,6 +90,8 @@ from bayesscale.recipe.solve import recipe
 Array = NDArray[np.float64]
 DECISION_AXIS = "decision"  # the candidate at the recipe's decision (every axis moves)
 CACHE_BYTES = 768 * 2**20  # simulated log-likelihoods kept between greedy steps up to this size
+WORTH_SE = 2.0  # a batch worth less than this many Monte Carlo standard errors is not worth running
+JACKKNIFE_BLOCKS = 20  # blocks of consecutive posterior draws in the batch value's jackknife
 
 
 class DesignError(ValueError):
@@ -99,9 +110,14 @@ class Candidate:
 
 @dataclass(frozen=True)
 class RunCost:
+    """A run's cost: data bought beyond what is owned, and GPU time (money and hours), with
+    the trajectories and FLOPs the GPU time is priced from."""
+
     data: float
     gpu: float
     gpu_hours: float
+    trajectories: float = 0.0
+    flops: float = 0.0
 
     @property
     def total(self) -> float:
@@ -164,6 +180,69 @@ class NextRuns:
     anchors: dict[str, tuple[float, ...]] = field(default_factory=dict)
     """Per candidate setting, where its one-axis candidates hold the other axes (``axes``
     order; before the pool's caps)."""
+    batch_value: float = math.nan
+    """The batch's value, the target's expected reduction (the raw Monte Carlo estimate)."""
+    mcse_outcomes: float = math.nan
+    """Its Monte Carlo standard error from the simulated outcomes."""
+    mcse_draws: float = math.nan
+    """Its Monte Carlo standard error from the posterior draws (jackknife over blocks)."""
+    min_ess: float = 0.0
+    cost_model: dict[str, float | str] = field(default_factory=dict)
+
+    @property
+    def mcse(self) -> float:
+        """The batch value's Monte Carlo standard error (both sources in quadrature)."""
+        return math.hypot(self.mcse_outcomes, self.mcse_draws)
+
+    @property
+    def worth_running(self) -> bool:
+        """Whether the batch's value is distinguishable from 0 (at least ``WORTH_SE`` MCSE)."""
+        return bool(self.batch_value > WORTH_SE * self.mcse and self.batch_value > 0)
+
+    def verdict(self) -> str:
+        """In words: whether the batch is worth running, and why."""
+        v, se, now = self.batch_value, self.mcse, self.target_now
+        share = f", {v / now:.2%} of the target now" if now > 0 else ""
+        if self.worth_running:
+            return (
+                f"the batch is worth running: it is expected to lower the target by {v:.3g}"
+                f"{share} (Monte Carlo standard error {se:.2g}, {v / se:.1f} standard errors "
+                "above 0)"
+                if se > 0
+                else f"the batch is worth running: it is expected to lower the target by {v:.3g}"
+            )
+        if now <= 0:
+            return (
+                "the batch is not worth running: the target is 0 now, so no run can lower it "
+                "(the posterior leaves nothing to learn about it)"
+            )
+        if se == 0:
+            return (
+                f"the batch is not worth running: its expected reduction of the target is "
+                f"{v:.3g}: its runs' outcomes would not move the posterior"
+            )
+        ess = min((r.valued.ess_median for r in self.chosen), default=math.inf)
+        if now <= WORTH_SE * se:
+            why = (
+                f"the posterior leaves next to nothing to learn: the target is {now:.3g} now, "
+                f"itself within {WORTH_SE:g} standard errors of 0"
+            )
+        elif ess < self.min_ess:
+            why = (
+                f"the importance weights of its runs rest on few draws (median ESS {ess:.0f} "
+                f"of {self.draws}), too few to value them: refit, or raise --max-draws"
+            )
+        else:
+            why = (
+                f"the runs' simulated outcomes barely move what the target measures "
+                f"(the target is {now:.3g} now)"
+            )
+        return (
+            f"the batch is not worth running: its expected reduction of the target, {v:.3g}"
+            f"{share}, is within {WORTH_SE:g} Monte Carlo standard errors ({se:.2g}) of 0, so "
+            f"the draws cannot tell it from a batch worth nothing; {why}. More --simulations "
+            "and --max-draws shrink the standard error"
+        )
 
 
 @dataclass(frozen=True)
@@ -381,6 +460,93 @@ class _Engine:
         total = parts.mean(axis=-1) if self.target == TARGET_DECISION else parts.sum(axis=-1)
         return total, parts, ess
 
+    def batch_value(self, ll: Array, blocks: int = JACKKNIFE_BLOCKS) -> tuple[float, float, float]:
+        """The target's expected reduction given the simulated log-likelihoods ``ll`` (M, S)
+        of a batch, and its Monte Carlo standard errors from the outcomes and from the draws
+        (:func:`value_and_mcse`, in float64)."""
+        if self.target == TARGET_DECISION:
+            features = np.hstack(self.regret)
+            n_targets = len(self.regret)
+
+            def statistic(x: Array) -> Array:
+                return np.asarray(x.reshape(*x.shape[:-1], n_targets, -1).min(-1).mean(-1))
+
+        else:
+            assert self.exponents is not None
+            centred = self.exponents - self.exponents.mean(axis=0)
+            features = np.hstack([centred, centred**2])
+            n = centred.shape[1]
+
+            def statistic(x: Array) -> Array:
+                return np.asarray(np.maximum(x[..., n:] - x[..., :n] ** 2, 0.0).sum(-1))
+
+        return value_and_mcse(features, statistic, ll, blocks)
+
+
+def value_and_mcse(
+    features: Array, statistic: Callable[[Array], Array], ll: Array, blocks: int = JACKKNIFE_BLOCKS
+) -> tuple[float, float, float]:
+    """The preposterior value ``statistic(mean_s f_s) - mean_m statistic(sum_s w_ms f_s)`` of
+    ``features`` (S, K) under the normalised weights ``w_m = softmax(ll_m)`` (``ll``: (M, S)),
+    and its two Monte Carlo standard errors: over the ``M`` simulated outcomes (the spread of
+    the per-outcome reductions over ``sqrt(M)``), and over the ``S`` draws (a delete-a-block
+    jackknife, ``sqrt((B - 1) / B sum_b (v_b - mean v)^2)``, with ``v_b`` the value without
+    the ``b``-th of ``B`` blocks of consecutive draws, in the weights and in the first term
+    alike, the outcomes held). ``statistic`` maps (..., K) feature means to the target, e.g.
+    the minimum over actions of the mean regret (decision) or the summed variance from the
+    first two moments (exponents).
+
+    Each block's weighted means and log mass are computed once, so the jackknife costs about
+    one pass over the draws.
+
+    >>> rng = np.random.default_rng(0)
+    >>> theta = rng.standard_normal(2000)               # a N(0, 1) posterior
+    >>> y = theta[:256] + rng.standard_normal(256)      # outcomes, noise sd 1
+    >>> ll = -0.5 * (y[:, None] - theta[None, :]) ** 2
+    >>> f = np.stack([theta, theta**2], axis=1)
+    >>> value, se_y, se_s = value_and_mcse(f, lambda x: x[..., 1] - x[..., 0] ** 2, ll)
+    >>> bool(abs(value - 0.5) < 3 * np.hypot(se_y, se_s))  # exact: 1 - 1/2
+    True
+    """
+    f = np.asarray(features, dtype=float)
+    ll = np.asarray(ll, dtype=float)
+    S, M = f.shape[0], ll.shape[0]
+    B = max(1, min(int(blocks), S))
+    edges = np.linspace(0, S, B + 1).round().astype(int)
+    means = np.empty((B, M, f.shape[1]))  # within-block weighted feature means
+    mass = np.empty((B, M))  # log of each block's unnormalised weight
+    sums = np.empty((B, f.shape[1]))
+    for b in range(B):
+        part = ll[:, edges[b] : edges[b + 1]]
+        top = np.max(part, axis=1, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        e = np.exp(part - top)
+        z = e.sum(axis=1)
+        means[b] = (e @ f[edges[b] : edges[b + 1]]) / np.maximum(z, 1e-300)[:, None]
+        with np.errstate(divide="ignore"):
+            mass[b] = top[:, 0] + np.log(z)
+        sums[b] = f[edges[b] : edges[b + 1]].sum(axis=0)
+    counts = np.diff(edges).astype(float)
+
+    def value(keep: NDArray[np.bool_]) -> tuple[float, Array]:
+        lm = np.where(keep[:, None], mass, -np.inf)
+        top = np.max(lm, axis=0)
+        pi = np.exp(lm - np.where(np.isfinite(top), top, 0.0))
+        pi /= np.maximum(pi.sum(axis=0), 1e-300)
+        after = statistic(np.einsum("bm,bmk->mk", pi, means))
+        now = float(statistic(sums[keep].sum(axis=0) / counts[keep].sum()))
+        gain = now - after
+        return float(gain.mean()), gain
+
+    everything = np.ones(B, dtype=bool)
+    total, gain = value(everything)
+    se_outcomes = float(gain.std(ddof=1) / math.sqrt(M)) if M > 1 else 0.0
+    if B < 2:
+        return total, se_outcomes, 0.0
+    left = np.array([value(everything & (np.arange(B) != b))[0] for b in range(B)])
+    se_draws = float(math.sqrt((B - 1) / B * np.sum((left - left.mean()) ** 2)))
+    return total, se_outcomes, se_draws
+
 
 def _cost(
     cand: Candidate,
@@ -389,18 +555,38 @@ def _cost(
     owned: Mapping[str, float],
     costs: Costs,
     params_b: float | None,
-    updates: float | None,
     cells: float | None,
 ) -> RunCost:
+    """Data beyond what is owned (environments, tasks: every axis but the rollouts, whose
+    trajectories the run generates itself) plus GPU time (:mod:`bayesscale.design.costs`)."""
     data = sum(
         costs.data_price(a) * max(0.0, s - owned.get(a, 0.0))
         for a, s in zip(axes, cand.sizes, strict=True)
+        if columns[a] != names.ROLLOUTS
     )
     rollouts = next(
         (s for a, s in zip(axes, cand.sizes, strict=True) if columns[a] == names.ROLLOUTS), None
     )
-    hours = costs.gpu_hours(params_b, rollouts, updates, cells)
-    return RunCost(data=float(data), gpu=hours * costs.price_per_hour, gpu_hours=hours)
+    hours = costs.gpu_hours(params_b, rollouts, cells)
+    return RunCost(
+        data=float(data),
+        gpu=hours * costs.price_per_hour,
+        gpu_hours=hours,
+        trajectories=costs.trajectories(rollouts, cells),
+        flops=costs.flops(params_b, rollouts, cells),
+    )
+
+
+def _check_costs(costs: Costs, axes: Sequence[str], columns: Mapping[str, str]) -> None:
+    """A costs file must not price the rollout axis as data: its trajectories are GPU time."""
+    for a in axes:
+        if columns[a] == names.ROLLOUTS and a in costs.explicit_data:
+            raise DesignError(
+                f"{costs.source}: [data] {a}: the trajectories of a run are generated by the "
+                "run itself and charged once, as its GPU time ([gpu], [compute]); remove the "
+                "key (to price them differently, set [compute] tokens_per_trajectory or [gpu] "
+                "utilization)"
+            )
 
 
 def next_runs(
@@ -423,7 +609,6 @@ def next_runs(
     anchors: Mapping[str, float] | None = None,
     anchor_rule: str = ANCHORS_PAPER,
     max_sizes: Mapping[str, float] | None = None,
-    updates: float | None = None,
     cells: float | None = None,
     min_ess: float = DEFAULT_MIN_ESS,
     spend: float | None = None,
@@ -440,11 +625,14 @@ def next_runs(
     ``max_draws`` thins the posterior per chain; ``actions`` the size ``J`` of the finite action
     set. Candidates: :func:`candidate_grid` with ``beyond``, ``step``, ``anchors`` (axis ->
     size, for every setting; the other axes by :func:`default_anchors` with ``anchor_rule``)
-    and ``max_sizes``, plus the recipe's decision per setting. ``updates`` and ``cells`` of a
-    run enter the GPU-hours (default: the cost model's reference run). ``min_ess``: the batch
-    stops before a run (other than its first) whose median Kish ESS, given the batch's
-    simulated outcomes, is below this, and a first run below it is flagged unreliable (refit
-    to check it); 0 never stops.
+    and ``max_sizes``, plus the recipe's decision per setting. ``cells``, the task-environment
+    cells a run trains on over all its updates (a sweep's ``[alignment] cells``), enter its
+    trajectories and GPU-hours (default: the costs' ``cells``, the paper's 256,000).
+    ``min_ess``: the batch stops before a run (other than its first) whose median Kish ESS,
+    given the batch's simulated outcomes, is below this, and a first run below it is flagged
+    unreliable (refit to check it); 0 never stops. The result says whether the batch is worth
+    running (:attr:`NextRuns.worth_running`: its value at least ``WORTH_SE`` Monte Carlo
+    standard errors).
     ``spend`` caps the batch's total cost (at most ``runs`` runs, fewer when the cap is
     reached): then the greedy by value per cost, the greedy by value, and batches that start
     with one of the ``first_picks`` first runs worth most (by value, and by value per cost) and
@@ -474,6 +662,9 @@ def next_runs(
         if bad:
             raise DesignError(f"anchor sizes must be finite and >= 1, got {bad}")
     columns = axis_columns(fit, axes)
+    _check_costs(costs, axes, columns)
+    if cells is not None and not (math.isfinite(cells) and cells > 0):
+        raise DesignError(f"cells must be finite and > 0, got {cells}")
     swept = SweptRange.from_fit(fit)
     if swept is None:
         raise DesignError("the fit stores no swept range (written by an older version): refit it")
@@ -536,7 +727,7 @@ def next_runs(
         cands,
         keys,
         _owned_sizes(keys, swept.select(all_settings, list(axes)), all_settings, axes),
-        _RunCosts(axes, columns, costs, updates, cells),
+        _RunCosts(axes, columns, costs, cells),
         runs=runs,
         spend=spend,
         stop_ess=min_ess,
@@ -554,6 +745,7 @@ def next_runs(
         raise DesignError(f"no candidate run fits in the spend cap {spend:g}")
     total, _, _ = engine.score(ll_batch)
     reduction = float(total.mean() - base_total.mean())
+    _, mcse_outcomes, mcse_draws = engine.batch_value(ll_batch)
     if target == TARGET_DECISION:
         now = float(np.mean([np.min(R.mean(axis=0)) for R in success]))
     else:
@@ -579,6 +771,11 @@ def next_runs(
         stopped_ess=None if stopped is None else stopped.ess_median,
         anchor_rule=anchor_rule,
         anchors={s: tuple(float(v) for v in anchor[g]) for g, s in enumerate(movers)},
+        batch_value=reduction,
+        mcse_outcomes=mcse_outcomes,
+        mcse_draws=mcse_draws,
+        min_ess=float(min_ess),
+        cost_model=costs.describe(),
     )
 
 
@@ -716,13 +913,10 @@ class _RunCosts:
     axes: Sequence[str]
     columns: Mapping[str, str]
     costs: Costs
-    updates: float | None
     cells: float | None
 
     def __call__(self, c: Candidate, owned: Mapping[str, float], params_b: Any) -> RunCost:
-        return _cost(
-            c, self.axes, self.columns, owned, self.costs, params_b, self.updates, self.cells
-        )
+        return _cost(c, self.axes, self.columns, owned, self.costs, params_b, self.cells)
 
 
 class _Greedy:
@@ -993,6 +1187,8 @@ def to_json(result: NextRuns) -> dict[str, object]:
             "cost_data": v.cost.data,
             "cost_gpu": v.cost.gpu,
             "gpu_hours": v.cost.gpu_hours,
+            "trajectories": v.cost.trajectories,
+            "flops": v.cost.flops,
             "value_per_cost": _number(v.per_cost),
             "ess_median": v.ess_median,
             "ess_min": v.ess_min,
@@ -1005,11 +1201,19 @@ def to_json(result: NextRuns) -> dict[str, object]:
         "target_settings": list(result.target_settings),
         "target_now": result.target_now,
         "target_after_batch": result.target_after,
+        "worth_running": result.worth_running,
+        "verdict": result.verdict(),
+        "batch_value": _number(result.batch_value),
+        "batch_value_mcse": _number(result.mcse),
+        "batch_value_mcse_outcomes": _number(result.mcse_outcomes),
+        "batch_value_mcse_draws": _number(result.mcse_draws),
         "recipe_gap": result.recipe_gap,
         "trials_per_run": result.trials,
         "simulations": result.simulations,
         "draws": result.draws,
         "total_cost": sum(r.valued.cost.total for r in result.chosen),
+        "total_gpu_hours": sum(r.valued.cost.gpu_hours for r in result.chosen),
+        "cost_model": dict(result.cost_model),
         "stopped_at_ess": _number(result.stopped_ess) if result.stopped_ess is not None else None,
         "anchor_rule": result.anchor_rule,
         "anchors": {s: dict(zip(result.axes, a, strict=True)) for s, a in result.anchors.items()},
@@ -1037,12 +1241,16 @@ def format_text(result: NextRuns) -> str:
         if result.target == TARGET_DECISION
         else "summed posterior variance of the population exponents"
     )
-    lines = [
+    lines = [] if result.worth_running else [f"NOT WORTH RUNNING: {result.verdict()}"]
+    lines += [
         f"next {len(result.chosen)} run(s), chosen greedily by value per cost "
         f"({len(result.candidates)} candidates, {result.draws} draws, "
         f"{result.simulations} simulated outcomes each, {result.trials} trials per run)",
         f"target: {what}: {result.target_now:.4g} now, {result.target_after:.4g} expected after "
         "the batch",
+        f"batch value {result.batch_value:.3g} (Monte Carlo standard error {result.mcse:.2g}: "
+        f"{result.mcse_outcomes:.2g} from the simulated outcomes, {result.mcse_draws:.2g} from "
+        f"the draws): {'worth running' if result.worth_running else 'NOT worth running'}",
     ]
     held = set(result.anchors.values())
     if held:
@@ -1069,6 +1277,15 @@ def format_text(result: NextRuns) -> str:
     total = sum(r.valued.cost.total for r in result.chosen)
     hours = sum(r.valued.cost.gpu_hours for r in result.chosen)
     lines.append(f"total cost {total:.4g} {result.currency} ({hours:.4g} GPU-hours)")
+    if result.cost_model:
+        m = result.cost_model
+        lines.append(
+            f"cost model ({m['source']}): data beyond what is owned + GPU time at "
+            f"{m['price_per_hour']:g} {result.currency}/GPU-hour; GPU-hours = "
+            f"{m['flops_per_param_token']:g} x params x {m['tokens_per_trajectory']:.4g} tokens "
+            f"x trajectories / ({m['peak_flops']:.3g} FLOP/s x {m['utilization']:.3g}) + "
+            f"{m['overhead_hours']:g} per run; trajectories are GPU time, not priced as data"
+        )
     lines.extend(f"note: {n}" for n in result.notes)
     if result.refit is not None:
         ref = result.refit
