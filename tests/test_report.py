@@ -78,6 +78,7 @@ def test_report_from_saved_fits_has_every_part(saved_fits, full_report) -> None:
             "collapse_kappa.png",
             "collapse_success.png",
             "allocation.png",
+            "allocation_extrapolation.png",
             "iso_budget.png",
             "heldout.png",
         ]
@@ -89,22 +90,41 @@ def test_report_from_saved_fits_has_every_part(saved_fits, full_report) -> None:
         hashes = {s.data_sha256 for s in read_provenance(out / "figures" / name).sources}
         if name.startswith("collapse"):
             assert hashes == {pricing_hash}, name
-        elif name in ("allocation.png", "iso_budget.png"):  # the recipe used both fits
+        elif name in ("allocation.png", "allocation_extrapolation.png", "iso_budget.png"):
+            # the recipe used both fits
             assert hashes == {law_hash, pricing_hash}, name
         elif name == "heldout.png":  # the law fit and the held-out table
             assert law_hash in hashes and len(hashes) == 2, hashes
         else:
             assert hashes == {law_hash}, name
-    # how far beyond the data: said in the text, the tables, the JSON; and the bounded recipe
-    assert "**How far beyond the data.**" in text and "### Within 4x of the data" in text
-    assert "beyond the data (>4x)" in (out / "tables" / "recipe.md").read_text()
+    # how far beyond the data: said in the text, the tables, the JSON; the headline is the
+    # recipe bounded to 4x the data, the unbounded one follows as a labelled extrapolation
+    assert "**How far beyond the data.**" in text and "**What the data vouch for.**" in text
+    vouched = text.index("**What the data vouch for.**")
+    assert vouched < text.index("### Extrapolation: the unbounded recipe")
+    assert "Sweep further first, then refit:" in text
+    for table in ("recipe", "recipe_extrapolation"):
+        assert "beyond the data (>4x)" in (out / "tables" / f"{table}.md").read_text()
     assert "The held-out runs reach, per axis" in text
-    for table in ("exponents", "pricing", "recipe", "recipe_all", "recipe_within", "heldout"):
+    for table in (
+        "exponents",
+        "pricing",
+        "recipe",
+        "recipe_all",
+        "recipe_extrapolation",
+        "heldout",
+    ):
         assert (out / "tables" / f"{table}.md").read_text().startswith("|")
         assert "\\toprule" in (out / "tables" / f"{table}.tex").read_text()
     assert (out / "fits" / "law.nc").read_bytes()
     recipe = json.loads((out / "recipe.json").read_text())
     assert sorted({r["budget"] for r in recipe["results"]}) == pytest.approx([1e3, 1e4, 1e5])
+    bounded = [r for r in recipe["results"] if r["within_data"] is False]
+    assert bounded and recipe["headline"] == "bounded to the data"
+    for r in bounded:  # the headline row stays within 4x; the unbounded one it replaced did not
+        assert r["extrapolation"]["beyond"] == []
+        assert r["extrapolation_recipe"]["extrapolation"]["beyond"]
+        assert r["sweep_further"]
     assert all(r["extrapolation"]["axes"]["traj"]["swept_max"] == 64 for r in recipe["results"])
     assert recipe["fit_diagnostics"]["law_fit"]["ok"] in (True, False)
     # exponents the data barely identify: per row in the JSON, marked in every recipe table
@@ -204,7 +224,7 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     assert "2 chains x 60 draws, seed 3" in text
     # 2 x 60 draws fail the diagnostics: flagged right under the title and in every table
     assert text.split("\n\n")[2].startswith("**law fit: DIAGNOSTICS FAILED")
-    for table in ("exponents.md", "recipe.tex", "recipe_within.md"):
+    for table in ("exponents.md", "recipe.tex", "recipe_all.md"):
         assert "DIAGNOSTICS FAILED" in (tmp_path / "out" / "tables" / table).read_text()
     assert load_fit(tmp_path / "out" / "fits" / "law.nc").attrs[names.ATTR_SEED] == 3
     assert "What the data identify" in text and "## Prior sensitivity" in text

@@ -142,6 +142,16 @@ def outside(values: ArrayLike, lo: ArrayLike, hi: ArrayLike) -> Array:
     return np.asarray(out, dtype=float)
 
 
+def beyond(far: ArrayLike, factor: float) -> Array:
+    """Whether an :func:`outside` factor passes the warning ``factor``, up to rounding: a
+    recipe capped at ``factor`` times the data (``within_data``) is within it.
+
+    >>> beyond([4.0 * (1 + 1e-12), 4.01], 4.0).tolist()
+    [False, True]
+    """
+    return np.asarray(np.asarray(far, dtype=float) > factor * (1 + 1e-9))
+
+
 def times(factor: float) -> str:
     """A factor for text and tables: ``0.5x``, ``4x``, ``45x``, ``7,600x``.
 

@@ -18,7 +18,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.core.intervals import quantiles, tail_quantiles
-from bayesscale.data.extrapolation import WARN_FACTOR, check_threshold, outside
+from bayesscale.data.extrapolation import WARN_FACTOR, beyond, check_threshold, outside
 from bayesscale.recipe.draws import DEFAULT_PROB, RecipeError
 
 # --- summaries --------------------------------------------------------------------------------
@@ -201,7 +201,7 @@ def _extent_json(
     if names.SWEPT_MAX not in s:
         return None
     per_axis: dict[str, object] = {}
-    beyond = []
+    far_axes = []
     for a in axes:
         at = {**sel, names.AXIS_DIM: a}
         lo = float(
@@ -227,7 +227,7 @@ def _extent_json(
             entry["decision_over_max"] = _json_number(factor)
         far = float(outside(factor * hi, lo, hi))
         entry["outside"] = _json_number(far)
-        if far > warn_factor * (1 + 1e-9):  # a recipe capped at the factor is within it
-            beyond.append(a)
+        if beyond(far, warn_factor):
+            far_axes.append(a)
         per_axis[a] = entry
-    return {"axes": per_axis, "beyond": beyond}
+    return {"axes": per_axis, "beyond": far_axes}

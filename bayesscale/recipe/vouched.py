@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.data.extrapolation import WARN_FACTOR, outside, times
+from bayesscale.data.extrapolation import WARN_FACTOR, beyond, outside, times
 from bayesscale.recipe.solve import recipe
 
 HEADLINE_WITHIN = "within the data"
@@ -42,7 +42,7 @@ def rows_beyond(ds: xr.Dataset, factor: float) -> xr.DataArray:
         over = ds[names.EXTRAPOLATION].median((names.CHAIN_DIM, names.DRAW_DIM))
     size = over * ds[names.SWEPT_MAX]
     far = xr.apply_ufunc(outside, size, ds[names.SWEPT_MIN], ds[names.SWEPT_MAX])
-    return (far > factor * (1 + 1e-9)).any(names.AXIS_DIM)  # capped at the factor: within
+    return xr.apply_ufunc(beyond, far, factor).any(names.AXIS_DIM)
 
 
 def vouched_recipe(

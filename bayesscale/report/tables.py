@@ -39,7 +39,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.atomic import write_atomically
-from bayesscale.data.extrapolation import WARN_FACTOR, outside, times
+from bayesscale.data.extrapolation import WARN_FACTOR, beyond, outside, times
 
 if TYPE_CHECKING:
     from bayesscale.report.figures.provenance import Provenance
@@ -705,7 +705,7 @@ def _beyond_text(s: xr.Dataset, j: int, setting: str, axes: Sequence[str], warn:
         factor = float(median.sel({names.AXIS_DIM: a}))
         top = float(hi.sel({names.AXIS_DIM: a}))
         far = float(outside(factor * top, float(lo.sel({names.AXIS_DIM: a})), top))
-        if far > warn:
+        if beyond(far, warn):
             parts.append((far, f"{a} {times(factor)}"))
     return ", ".join(text for _, text in sorted(parts, reverse=True)) or "-"
 
