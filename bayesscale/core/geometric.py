@@ -20,9 +20,11 @@ linear functions, so ``log Phi`` is convex in ``y``, and so is the law
     s_m = w_m e^{a_m \\cdot y} / B,\\quad g_i = \\sum_m a_{mi} s_m,
 
 (``nu = lambda B``, ``lambda`` the budget's shadow price in loss per unit of money) hold at the
-optimum and only there. :func:`solve_posynomial` solves them by Newton's method with an
-active set for the box, vectorised over any leading dims (draws x settings x budgets), and
-checks every problem's residuals; a problem it cannot settle is solved on its own by SLSQP
+optimum and only there. :func:`solve_posynomial` solves them vectorised over any leading
+dims (draws x settings x budgets): where the cost is the money cost's chain (every axis
+priced per unit but one, bought per unit of another) and the law separable, by the two
+scalar unknowns of :mod:`bayesscale.core.chain`; otherwise, and for the problems that path does
+not settle, by Newton's method on the whole KKT system with an active set for the box; a problem it cannot settle is solved on its own by SLSQP
 (:func:`bayesscale.core.allocate.solve_general`) and counted. The linear cost is the special
 case ``a = I`` (then :func:`bayesscale.core.allocate.solve_additive` is faster), and the
 interaction term ``-gamma (D_a D_b)^(-beta)`` of :class:`~bayesscale.core.allocate.PowerLaw`
@@ -46,9 +48,10 @@ Example
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -63,13 +66,14 @@ from bayesscale.core.allocate import (
     solve_general,
     validate_box,
 )
+from bayesscale.core.chain import chain_shape, solve_chain
 
 IndexArray = NDArray[np.intp]
 
 _TOL = 1e-12  # max-norm of the KKT residual, relative to the law's gradient scale
 _MAX_NEWTON = 80
 _MAX_ROUNDS = 8
-_BLOCK = 8192  # problems per block: the working arrays stay in cache
+_BLOCK = 16384  # problems per block: the working arrays stay in cache
 
 
 @dataclass(frozen=True)
@@ -463,6 +467,166 @@ def _start(
     return y, nu, at_lo, at_hi
 
 
+def _map(fn: Callable[[Any], None], items: Sequence[Any], workers: int) -> None:
+    """``fn`` over ``items``, on ``workers`` threads (NumPy releases the GIL in its loops)."""
+    if workers <= 1 or len(items) <= 1:
+        for item in items:
+            fn(item)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(fn, items))
+
+
+def _sweep_dim(lead: tuple[int, ...], budget: Array, others: tuple[ArrayLike, ...]) -> int | None:
+    """The leading dim of a budget sweep: the one along which the budget varies (at least 8
+    values) and nothing else does; ``None`` if there is none."""
+    nd = len(lead)
+    b_shape = (1,) * (nd - budget.ndim) + budget.shape
+    varying = [d for d in range(nd) if b_shape[d] > 1]
+    if len(varying) != 1 or b_shape[varying[0]] < 8:
+        return None
+    d = varying[0]
+    for x in others:
+        shape = np.shape(x)[:-1] if np.ndim(x) else ()
+        if ((1,) * (nd - len(shape)) + tuple(shape))[d] != 1:
+            return None
+    return d
+
+
+def _solve_chain_sweep(
+    law: PowerLaw,
+    cost: Posynomial,
+    budget: Array,
+    lo: Array,
+    hi: Array,
+    lead: tuple[int, ...],
+    d: int,
+    chain: tuple[int, int],
+    workers: int | None,
+) -> Allocation:
+    """A budget sweep under the chain cost: every law (a "line": the leading dims but ``d``)
+    once, its budgets in increasing order, each started from the previous budget's solution
+    moved along its slopes (continuation: two or three Newton steps a problem). Problems the
+    chain path does not settle go to :func:`solve_posynomial` without the sweep."""
+    n = cost.n_axes
+    m = cost.powers.shape[0]
+
+    def per_line(x: ArrayLike, width: int) -> Array:
+        full = np.broadcast_to(np.asarray(x, dtype=float), (*lead, width))
+        arr = full[(slice(None),) * d + (0,)]  # a view: nothing varies along d
+        return np.ascontiguousarray(arr.reshape(-1, width).T)
+
+    k, al, w = per_line(law.coef, n), per_line(law.alpha, n), per_line(cost.weights, m)
+    lo_l, hi_l = per_line(lo, n), per_line(hi, n)
+    llo, lhi = np.log(lo_l), np.log(hi_l)
+    lines = k.shape[1]
+    line_cost = Posynomial(w.T, cost.powers)
+    floor = line_cost(lo_l.T)
+    with np.errstate(invalid="ignore", over="ignore"):
+        top = line_cost(hi_l.T)
+    values = np.broadcast_to(budget, (1,) * (len(lead) - budget.ndim) + budget.shape).reshape(-1)
+    order = np.argsort(values, kind="stable")
+    short = floor > values.min() * (1 + 1e-12)
+    if short.any():
+        i = int(np.argmax(short))
+        raise ValueError(
+            f"budget {values.min():.6g} is too small to buy the lower bounds, which cost "
+            f"{floor[i]:.6g} ({int(short.sum())} law(s) infeasible)"
+        )
+    nb = values.size
+    y = np.empty((nb, n, lines))
+    lam = np.zeros((nb, lines))
+    ok = np.zeros((nb, lines), dtype=bool)
+    u_prev = np.full(lines, np.nan)
+    x_prev = np.full(lines, np.nan)
+    slope = np.full((2, lines), np.nan)
+    n_workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    parts = np.array_split(np.arange(lines), max(1, min(n_workers, lines // _BLOCK + 1)))
+    previous = None
+    for j in (int(i) for i in order):
+        b = float(values[j])
+        step = 0.0 if previous is None else np.log(b) - np.log(previous)
+        previous = b
+        saturated = top <= b
+        y[j] = lhi
+        ok[j] = saturated
+
+        def stage(
+            part: IndexArray,
+            j: int = j,
+            b: float = b,
+            step: float = step,
+            saturated: BoolArray = saturated,
+        ) -> None:
+            live = ~saturated[part]
+            # contiguous lines are sliced, not gathered, while none of them is saturated
+            cols: IndexArray | slice = (
+                slice(int(part[0]), int(part[-1]) + 1) if live.all() else part[live]
+            )
+            start = (u_prev[cols] + slope[0, cols] * step, x_prev[cols] + slope[1, cols] * step)
+            yc, uc, done, sl = solve_chain(
+                k[:, cols],
+                al[:, cols],
+                w[:, cols],
+                llo[:, cols],
+                lhi[:, cols],
+                np.full(start[0].size, b),
+                *chain,
+                start=start,
+            )
+            cols = np.arange(int(part[0]), int(part[-1]) + 1) if live.all() else part[live]
+            c = cols[done]
+            y[j][:, c] = yc[:, done]
+            lam[j, c] = np.exp(uc[done])
+            ok[j, c] = True
+            u_prev[part], x_prev[part], slope[:, part] = np.nan, np.nan, np.nan
+            u_prev[c], x_prev[c], slope[:, c] = uc[done], yc[chain[1], done], sl[:, done]
+
+        _map(stage, parts, n_workers)
+    at_lo = y <= llo
+    at_hi = y >= lhi
+    sat = top[None, :] <= values[:, None]
+    at_lo &= ~sat[:, None, :]
+    fallbacks = 0
+    bad_j, bad_l = np.nonzero(~ok)
+    if bad_j.size:
+        sub = solve_posynomial(
+            PowerLaw(k[:, bad_l].T, al[:, bad_l].T),
+            Posynomial(w[:, bad_l].T, cost.powers),
+            values[bad_j],
+            lo_l[:, bad_l].T,
+            hi_l[:, bad_l].T,
+            workers=workers,
+            sweep=False,
+        )
+        y[bad_j, :, bad_l] = np.log(sub.sizes)
+        lam[bad_j, bad_l] = sub.multiplier
+        at_lo[bad_j, :, bad_l] = sub.at_lower
+        at_hi[bad_j, :, bad_l] = sub.at_upper
+        fallbacks = sub.fallbacks
+    sizes = np.clip(np.exp(y), lo_l, hi_l)
+    spent = np.einsum(
+        "mb,bml->bl",
+        np.ones((m, nb)),
+        w[None] * np.exp(np.einsum("mn,bnl->bml", cost.powers, np.log(sizes))),
+    )
+    rest = tuple(s for i, s in enumerate(lead) if i != d)
+
+    def place(x: NDArray[Any], per_axis: bool) -> NDArray[Any]:
+        arr = np.moveaxis(x, 1, -1) if per_axis else x  # (budgets, lines[, n])
+        arr = arr.reshape(nb, *rest, *((n,) if per_axis else ()))
+        return np.ascontiguousarray(np.moveaxis(arr, 0, d))
+
+    return Allocation(
+        sizes=place(sizes, True),
+        multiplier=place(lam, False),
+        spent=place(spent, False),
+        at_lower=place(at_lo, True),
+        at_upper=place(at_hi, True),
+        fallbacks=fallbacks,
+    )
+
+
 def _scalar(fn: Callable[[Array], Array]) -> Callable[[Array], float]:
     """``fn`` returning a Python float (for :func:`~bayesscale.core.allocate.solve_general`)."""
     return lambda x: float(fn(x))
@@ -476,6 +640,7 @@ def solve_posynomial(
     upper: ArrayLike = np.inf,
     *,
     workers: int | None = None,
+    sweep: bool = True,
 ) -> Allocation:
     """Minimise ``law.loss(D)`` s.t. ``cost(D) <= budget``, ``lower <= D <= upper``, exactly.
 
@@ -514,6 +679,11 @@ def solve_posynomial(
         np.shape(lo)[:-1] if np.ndim(lo) else (),
         np.shape(hi)[:-1] if np.ndim(hi) else (),
     )
+    chain = chain_shape(cost.powers) if law.pair is None else None
+    if chain is not None and sweep:
+        along = _sweep_dim(lead, bud, (coef, alpha, cost.weights, lo, hi))
+        if along is not None:
+            return _solve_chain_sweep(law, cost, bud, lo, hi, lead, along, chain, workers)
     rows = int(np.prod(lead, dtype=int))
     lo_r = np.ascontiguousarray(np.broadcast_to(lo, (*lead, n)).reshape(rows, n))
     hi_r = np.ascontiguousarray(np.broadcast_to(hi, (*lead, n)).reshape(rows, n))
@@ -541,8 +711,28 @@ def solve_posynomial(
     def work(start: int) -> None:
         cols = np.arange(start, min(start + _BLOCK, rows))
         cols = cols[~saturated[cols]]
-        if cols.size == 0:
-            return
+        if cols.size and chain is not None:
+            yc, uc, done, _ = solve_chain(
+                prob.k[:, cols],
+                prob.al[:, cols],
+                prob.w[:, cols],
+                llo[:, cols],
+                lhi[:, cols],
+                prob.b[cols],
+                *chain,
+            )
+            c = cols[done]
+            y[:, c] = yc[:, done]
+            nu[c] = np.exp(uc[done]) * prob.b[c]
+            fixed_lo[:, c] = yc[:, done] <= llo[:, c]
+            fixed_hi[:, c] = yc[:, done] >= lhi[:, c]
+            ok[c] = True
+            cols = cols[~done]
+        if cols.size:
+            general(cols)
+
+    def general(cols: IndexArray) -> None:
+        """The whole KKT system by Newton's method, with an active set."""
         yy, nn, flo, fhi = _start(
             prob, cols, lo_t[:, cols], hi_t[:, cols], llo[:, cols], lhi[:, cols]
         )
@@ -574,14 +764,8 @@ def solve_posynomial(
         fixed_lo[:, cols] = flo
         fixed_hi[:, cols] = fhi
 
-    starts = list(range(0, rows, _BLOCK))
     n_workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
-    if n_workers <= 1 or len(starts) <= 1:
-        for s0 in starts:
-            work(s0)
-    else:
-        with ThreadPoolExecutor(max_workers=n_workers) as pool:
-            list(pool.map(work, starts))
+    _map(work, list(range(0, rows, _BLOCK)), n_workers)
     sizes = np.clip(np.exp(y).T, lo_r, hi_r)
     at_lo = np.ascontiguousarray(fixed_lo.T)
     at_hi = np.ascontiguousarray(fixed_hi.T)
