@@ -175,3 +175,30 @@ def test_saturated_and_infeasible_budgets() -> None:
         solve_posynomial(law, MONEY, 1.0, 1.0, hi)
     with pytest.raises(ValueError, match="weights must be finite and > 0"):
         Posynomial(np.array([1.0, -1.0]), np.eye(2))
+
+
+def test_budget_sweep_continuation_matches_the_whole_system() -> None:
+    """A budget sweep (laws x budgets) takes the chain path with continuation; it must give
+    what the whole-system Newton gives problem by problem, saturated budgets included."""
+    rng = np.random.default_rng(21)
+    law, _ = _random_problems(rng, 60)
+    law = PowerLaw(law.coef[:, None, :], law.alpha[:, None, :], 0.1)
+    budgets = np.geomspace(50.0, 1e9, 24)  # the top budgets buy every upper bound
+    hi = np.array([384.0, 1e5, 256.0])
+    swept = solve_posynomial(law, MONEY, budgets, 1.0, hi)
+    plain = solve_posynomial(law, MONEY, budgets, 1.0, hi, sweep=False)
+    assert swept.sizes.shape == (60, 24, 3)
+    np.testing.assert_allclose(swept.sizes, plain.sizes, rtol=1e-8)
+    np.testing.assert_allclose(swept.multiplier, plain.multiplier, rtol=1e-7, atol=1e-300)
+    assert (swept.at_upper == plain.at_upper).all() and (swept.at_lower == plain.at_lower).all()
+    np.testing.assert_allclose(swept.spent, plain.spent, rtol=1e-10)
+    assert (swept.multiplier[:, -1] == 0).all()  # 1e9 buys every upper bound
+    res = kkt_residuals_posynomial(swept, law, MONEY, budgets, 1.0, hi)
+    assert res.max() < 1e-8
+    for i in range(3):
+        row = PowerLaw(law.coef[i, 0], law.alpha[i, 0], 0.1)
+        for j in (0, 10, 18):
+            best = _brute_force(row, MONEY, float(budgets[j]), 1.0, hi, seed=7 * i + j)
+            assert float(row.loss(swept.sizes[i, j])) <= best + 1e-6 * abs(best)
+    with pytest.raises(ValueError, match="too small to buy the lower bounds"):
+        solve_posynomial(law, MONEY, np.geomspace(1.0, 1e4, 10), 1.0, hi)
