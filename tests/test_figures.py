@@ -418,7 +418,9 @@ def test_iso_budget_bands_and_decision(law_fit: xr.DataTree, recipe_result: xr.D
     fig = plot_iso_budget(iso, provenance=prov, recipe=recipe_result)
     assert len(fig.axes) == 2 * 3
     share = iso[names.SHARE_DIM].to_numpy()
+    price = np.array([4.10, 0.18, 0.02])  # the paper's, per env, task and trajectory
     for i, setting in enumerate(SETTINGS[:2]):
+        money = spend.sel({names.SETTING_DIM: setting}).to_numpy()
         for j, axis in enumerate(names.PAPER_AXES):
             ax = fig.axes[i * 3 + j]
             (median,) = _by_gid(ax, "median")
@@ -427,8 +429,22 @@ def test_iso_budget_bands_and_decision(law_fit: xr.DataTree, recipe_result: xr.D
                 .sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis})
                 .transpose(*SAMPLE, names.SHARE_DIM)
             )
+            # Units along the curve, by hand (a rollout per task costs c_traj u_task): a share
+            # that buys less than one unit of an axis is outside the box, NaN in every draw.
+            others = [k for k in range(3) if k != j]
+            split = np.empty((share.size, 3))
+            split[:, j] = share * budget
+            split[:, others] = np.outer(1 - share, money[others] / money[others].sum()) * budget
+            units = split / price
+            units[:, 2] = split[:, 2] / (price[2] * units[:, 1])
+            outside = (units < 1.0).any(axis=1)
+            np.testing.assert_array_equal(np.isnan(draws), np.broadcast_to(outside, draws.shape))
             np.testing.assert_allclose(median.get_xdata(), share)
-            np.testing.assert_allclose(median.get_ydata(), np.nanmedian(draws, axis=0), rtol=1e-12)
+            y = median.get_ydata()
+            assert np.isnan(y[outside]).all()
+            np.testing.assert_allclose(
+                y[~outside], np.median(draws[:, ~outside], axis=0), rtol=1e-12
+            )
             (line,) = _by_gid(ax, "decision")
             expected = float(spend.sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis})) / budget
             assert line.get_xdata()[0] == pytest.approx(expected, rel=1e-12)

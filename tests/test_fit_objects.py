@@ -59,8 +59,25 @@ def test_a_loaded_law_fit_answers_as_the_functions_do(law_fit, tmp_path) -> None
         ours = fit.recipe([1e5], summarize=True, max_draws=40)
     assert [str(w.message) for w in warned] == ours.attrs["caveats"].splitlines()
     assert "outside the swept range" in ours.attrs["caveats"]
-    theirs = summarize(recipe(law_fit, [1e5], max_draws=40))
+    # By default the recipe the data vouch for: 1e5 USD buys more than 4x the swept
+    # environments in every setting, so it is the recipe bounded to 4x the data, every row
+    # marked, and the caveat leads with it.
+    plain = recipe(law_fit, [1e5], max_draws=40)
+    seen = plain[names.DECISION_EXTRAPOLATION] * plain[names.SWEPT_MAX]
+    far = np.maximum(seen / plain[names.SWEPT_MAX], plain[names.SWEPT_MIN] / seen)
+    beyond = (far > 4.0).any(names.AXIS_DIM)
+    assert bool(beyond.all())
+    xr.testing.assert_equal(ours[names.BEYOND_DATA], beyond.rename(names.BEYOND_DATA))
+    n, first = beyond.size, str(warned[0].message)
+    assert first.startswith(
+        f"{n} of {n} (setting, budget) rows of the unbounded recipe lie more than 4x outside "
+        "the swept range"
+    )
+    theirs = summarize(recipe(law_fit, [1e5], max_draws=40, within_data=4))
     xr.testing.assert_allclose(ours[names.ALLOCATION], theirs[names.ALLOCATION])
+    with pytest.warns(bs.CaveatWarning):
+        unbounded = fit.recipe([1e5], summarize=True, max_draws=40, vouched=False)
+    xr.testing.assert_allclose(unbounded[names.ALLOCATION], summarize(plain)[names.ALLOCATION])
     table = fit.check(HELDOUT)
     expected = check(law_fit, load_heldout(HELDOUT, law_fit))
     np.testing.assert_allclose(table["predicted"], expected["predicted"])
@@ -203,18 +220,33 @@ def test_results_say_what_they_cannot_support(tmp_path, capsys) -> None:
         ds = failed.recipe([1e8], max_draws=10)
     messages = [str(w.message) for w in warned]
     assert messages == ds.attrs["caveats"].splitlines()
-    assert messages[0].startswith("law fit: DIAGNOSTICS FAILED")
-    assert any("outside the swept range" in m for m in messages[1:])
+    # far beyond the data, the result is the recipe bounded to 4x the data, and says so first
+    assert messages[0].startswith(
+        "2 of 2 (setting, budget) rows of the unbounded recipe lie more than 4x outside the "
+        "swept range"
+    )
+    assert "sweep further first" in messages[0] and bool(ds[names.BEYOND_DATA].all())
+    verdict = messages[1]
+    assert verdict.startswith("law fit: DIAGNOSTICS FAILED")
     failed.tree.attrs[ATTR_FORMAT] = FORMAT_VERSION  # a synthetic tree, saved as a fit is
     path = failed.save(tmp_path / "failed.nc")
     assert main(["recipe", str(path), "--budget", "1e8", "--max-draws", "10"]) == 0
     captured = capsys.readouterr()
-    assert captured.out.splitlines()[0] == messages[0]
-    assert captured.err.splitlines() == [f"bayesscale recipe: {m}" for m in messages[1:]]
+    assert captured.out.splitlines()[0] == verdict
+    # the command states the bound in its table (each row's headline), not as a note
+    assert captured.out.count("budget 100,000,000 USD  |  bounded to 4x the data") == 2
+    assert captured.err.splitlines() == [f"bayesscale recipe: {m}" for m in messages[2:]]
+    # the unbounded recipe (vouched=False) is an extrapolation, and warns how far it goes
+    with pytest.warns(bs.CaveatWarning) as warned:
+        failed.recipe([1e8], max_draws=10, vouched=False)
+    unbounded = [str(w.message) for w in warned]
+    assert unbounded[0] == verdict
+    assert any("outside the swept range" in m for m in unbounded[1:])
+    assert any("within_data=4 in Python" in m for m in unbounded[1:])
     with pytest.warns(bs.CaveatWarning) as warned:
         inside = failed.recipe([1e8], max_draws=10, within_data=4)
-    assert [str(w.message) for w in warned] == [messages[0]]
-    assert inside.attrs["caveats"] == messages[0]
+    assert [str(w.message) for w in warned] == [verdict]
+    assert inside.attrs["caveats"] == verdict
 
 
 def test_a_recipe_takes_the_pricing_fit_as_an_object_a_tree_or_a_file(

@@ -11,6 +11,12 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
+from bayesscale.core.geometric import (
+    Posynomial,
+    kkt_residuals_posynomial,
+    local_exponents_posynomial,
+    solve_posynomial,
+)
 from bayesscale.core.intervals import quantiles
 from bayesscale.core.prices import PricesError, default_prices, parse_prices
 from bayesscale.recipe.draws import RecipeError, law_draws
@@ -18,6 +24,7 @@ from bayesscale.recipe.iso_budget import iso_budget
 from bayesscale.recipe.output import summarize, to_json
 from bayesscale.recipe.solve import recipe
 from bayesscale.recipe.synthetic import synthetic_fit
+from bayesscale.report.tables import format_number
 
 ALPHA = np.array([[0.41, 0.26, 0.11], [0.38, 0.24, 0.12]])
 AMPLITUDE = np.array([[0.35, 0.30, 0.12], [0.30, 0.25, 0.10]])
@@ -26,6 +33,9 @@ REFERENCE = np.array([45.25, 1810.2, 11.31])
 PRICES = np.array([4.10, 0.18, 0.02])
 BUDGETS = np.array([2e3, 3e4, 1e6])
 AXES = list(names.PAPER_AXES)
+# The money cost of (env, task, traj): a trajectory is one rollout of one task, so rollouts per
+# task are bought as c_traj u_task u_traj (PAPER.md section 5).
+POWERS = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
 
 _INTERACTION_SPEC = """
 [model]
@@ -72,9 +82,24 @@ def _truth_law(setting: int) -> allocate.PowerLaw:
     return allocate.PowerLaw(coef, ALPHA[setting], FLOOR[setting])
 
 
-def _truth_optimum(setting: int, budget: float, prices: np.ndarray = PRICES, upper=np.inf):
+def _money(weights: np.ndarray = PRICES) -> Posynomial:
+    """``w_E u_E + w_T u_T + w_traj u_T u_traj``: the money a purchase costs."""
+    return Posynomial(weights, POWERS)
+
+
+def _truth_optimum(
+    setting: int,
+    budget: float,
+    weights: np.ndarray = PRICES,
+    upper=np.inf,
+    lower=1.0,
+) -> allocate.Allocation:
+    """The truth law's optimum under the money cost (a geometric program), KKT-checked."""
     law = _truth_law(setting)
-    return allocate.solve_additive(law.coef, law.alpha, prices, budget, 1.0, upper)
+    cost = _money(weights)
+    sol = solve_posynomial(law, cost, budget, lower, upper)
+    assert kkt_residuals_posynomial(sol, law, cost, budget, lower, upper).max() < 1e-9
+    return sol
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +138,7 @@ def test_concentrated_posterior_recovers_the_truth_optimum(
             np.testing.assert_allclose(
                 float(ds[names.EXPECTED_SUCCESS].isel(setting=g, budget=j)), p_truth, rtol=1e-3
             )
-            e_truth = allocate.local_exponents_additive(truth, ALPHA[g], PRICES)
+            e_truth = local_exponents_posynomial(truth, _truth_law(g), _money(), b)
             e_med = s[names.RECIPE_EXPONENT].sel(quantile=0.5).isel(setting=g, budget=j).to_numpy()
             np.testing.assert_allclose(e_med, e_truth, rtol=5e-3, atol=1e-9)
     if np.isfinite(upper):
@@ -122,6 +147,7 @@ def test_concentrated_posterior_recovers_the_truth_optimum(
 
 def test_point_mass_is_exact(point_fit: xr.DataTree) -> None:
     ds = recipe(point_fit, BUDGETS)
+    assert json.loads(ds.attrs[names.ATTR_COST_POWERS]) == POWERS.tolist()
     for g in range(2):
         for j, b in enumerate(BUDGETS):
             truth = _truth_optimum(g, b)
@@ -182,7 +208,9 @@ def test_pricing_fit_kappa(point_fit: xr.DataTree) -> None:
     a = recipe(point_fit, [3e4], pricing=pricing, decision=False)
     b = recipe(point_fit, [3e4], kappa={names.ENV: 0.71, names.TRAJ: 0.42}, decision=False)
     np.testing.assert_allclose(a[names.ALLOCATION], b[names.ALLOCATION], rtol=1e-12)
-    truth = _truth_optimum(0, 3e4, PRICES / np.array([0.71, 1.0, 0.42]))
+    # In effective units D = kappa u, monomial m costs w_m prod_i kappa_i^-a_mi: env 4.1 / 0.71,
+    # task 0.18, trajectories 0.02 / (kappa_task kappa_traj) = 0.02 / 0.42.
+    truth = _truth_optimum(0, 3e4, PRICES / np.array([0.71, 1.0, 1.0 * 0.42]))
     np.testing.assert_allclose(
         a[names.ALLOCATION].isel(setting=0, chain=0, draw=0, budget=0), truth.sizes, rtol=1e-10
     )
@@ -198,8 +226,9 @@ def test_interaction_fit_matches_the_interaction_solver() -> None:
     ds = recipe(fit, [3e4], settings=["S0 | grpo | math"])
     coef = laws.amplitude_at_one(AMPLITUDE[0], ALPHA[0], REFERENCE)
     law = allocate.PowerLaw(coef, ALPHA[0], FLOOR[0], 0.15, 0.21, (0, 1))
-    truth = allocate.solve_interaction(law, PRICES, 3e4)
-    assert allocate.kkt_residuals(truth, law, PRICES, 3e4).max() < 1e-9
+    cost = _money()
+    truth = solve_posynomial(law, cost, 3e4)
+    assert kkt_residuals_posynomial(truth, law, cost, 3e4).max() < 1e-9
     got = ds[names.ALLOCATION].isel(chain=0, draw=0, setting=0, budget=0).to_numpy()
     np.testing.assert_allclose(got, truth.sizes, rtol=1e-8)
     np.testing.assert_allclose(
@@ -208,10 +237,15 @@ def test_interaction_fit_matches_the_interaction_solver() -> None:
         rtol=1e-12,
     )
     np.testing.assert_allclose(ds[names.DECISION].isel(setting=0, budget=0), truth.sizes, rtol=1e-4)
-    # Exponents by finite differences for a non-separable law: spend-weighted sum is 1.
+    # Exponents for a non-separable law, against central differences of the truth's optimum
+    # in log B; a 1% larger budget buys 1% more spend: sum_m s_m (a_m . e) = 1.
     e = ds[names.RECIPE_EXPONENT].isel(chain=0, draw=0, setting=0, budget=0).to_numpy()
-    share = PRICES * truth.sizes / 3e4
-    np.testing.assert_allclose(float(share @ e), 1.0, rtol=1e-5)
+    h = 1e-4
+    up = solve_posynomial(law, cost, 3e4 * np.exp(h)).sizes
+    down = solve_posynomial(law, cost, 3e4 * np.exp(-h)).sizes
+    np.testing.assert_allclose(e, (np.log(up) - np.log(down)) / (2 * h), rtol=1e-5)
+    share = cost.terms(truth.sizes) / 3e4
+    np.testing.assert_allclose(float(share @ (POWERS @ e)), 1.0, rtol=1e-5)
 
 
 def _size_fit() -> xr.DataTree:
@@ -247,7 +281,13 @@ def test_priced_model_size_becomes_an_axis() -> None:
     coef = np.append(laws.amplitude_at_one(AMPLITUDE[0], ALPHA[0], REFERENCE), 0.08 * 8.0**0.3)
     alpha = np.append(ALPHA[0], 0.3)
     p4 = np.append(PRICES, 500.0)
-    truth = allocate.solve_additive(coef, alpha, p4, 3e4, 1.0, [np.inf, np.inf, np.inf, 70.0])
+    powers4 = np.eye(4)
+    powers4[:3, :3] = POWERS  # the model size is priced per billion parameters
+    assert json.loads(ds.attrs[names.ATTR_COST_POWERS]) == powers4.tolist()
+    law4, cost4 = allocate.PowerLaw(coef, alpha), Posynomial(p4, powers4)
+    upper4 = np.array([np.inf, np.inf, np.inf, 70.0])
+    truth = solve_posynomial(law4, cost4, 3e4, 1.0, upper4)
+    assert kkt_residuals_posynomial(truth, law4, cost4, 3e4, 1.0, upper4).max() < 1e-9
     got = ds[names.ALLOCATION].isel(chain=0, draw=0, setting=0, budget=0).to_numpy()
     np.testing.assert_allclose(got, truth.sizes, rtol=1e-10)
     np.testing.assert_allclose(ds[names.DECISION].isel(setting=0, budget=0), truth.sizes, rtol=1e-5)
@@ -258,25 +298,44 @@ def test_priced_model_size_becomes_an_axis() -> None:
 # --- baselines, multipliers, the regime switch, iso-budget curves ---------------------------
 
 
+def _chinchilla_units(money: float) -> np.ndarray:
+    """The anchors scaled by the one factor ``s`` that spends ``money``: the money cost of
+    ``s x anchors`` is ``(c_E a_E + c_T a_T) s + c_traj a_T a_traj s^2``, a quadratic in ``s``."""
+    linear = PRICES[0] * REFERENCE[0] + PRICES[1] * REFERENCE[1]
+    square = PRICES[2] * REFERENCE[1] * REFERENCE[2]
+    s = (-linear + np.sqrt(linear**2 + 4 * square * money)) / (2 * square)
+    return REFERENCE * s
+
+
+def _traj_heavy_units(money: float) -> np.ndarray:
+    """env and task at the anchors, the rest of the money to rollouts per task (each one a
+    rollout of every anchor task: c_traj a_T per unit)."""
+    v = REFERENCE.copy()
+    v[2] = (money - PRICES[:2] @ REFERENCE[:2]) / (PRICES[2] * REFERENCE[1])
+    return v
+
+
 def test_baselines_and_compute_multiplier(point_fit: xr.DataTree) -> None:
     ds = recipe(point_fit, [3e4, 1e6])
     law = _truth_law(0)
+    cost = _money()
     for j, b in enumerate((3e4, 1e6)):
         # Chinchilla-style: anchors scaled by one factor to spend the budget.
-        u = REFERENCE * b / float(PRICES @ REFERENCE)
+        u = _chinchilla_units(b)
+        assert float(cost(u)) == pytest.approx(b, rel=1e-12)
         p = float(np.exp(-law.loss(u)))
         got = float(ds[names.SUCCESS_BASELINE].sel(baseline=names.CHINCHILLA)[0, 0, 0, j])
         np.testing.assert_allclose(got, p, rtol=1e-12)
         # Trajectory-heavy: env and task at the anchors, the rest to rollouts.
-        v = REFERENCE.copy()
-        v[2] = (b - PRICES[:2] @ REFERENCE[:2]) / PRICES[2]
+        v = _traj_heavy_units(b)
+        assert float(cost(v)) == pytest.approx(b, rel=1e-12)
         got = float(ds[names.SUCCESS_BASELINE].sel(baseline=names.TRAJ_HEAVY)[0, 0, 0, j])
         np.testing.assert_allclose(got, float(np.exp(-law.loss(v))), rtol=1e-12)
         target = float(ds[names.SUCCESS_DECISION][0, 0, 0, j])
         assert target >= got
         m = float(ds[names.COMPUTE_MULTIPLIER].sel(baseline=names.CHINCHILLA)[0, 0, 0, j])
         assert m > 1.0
-        u = REFERENCE * m * b / float(PRICES @ REFERENCE)
+        u = _chinchilla_units(m * b)
         np.testing.assert_allclose(float(np.exp(-law.loss(u))), target, rtol=1e-9)
         m_traj = float(ds[names.COMPUTE_MULTIPLIER].sel(baseline=names.TRAJ_HEAVY)[0, 0, 0, j])
         # Rollouts alone cannot reach the recipe: env and task terms stay at the anchors.
@@ -285,8 +344,7 @@ def test_baselines_and_compute_multiplier(point_fit: xr.DataTree) -> None:
         if float(np.exp(-law.loss(v_inf))) < target:
             assert m_traj == np.inf
         else:
-            v = REFERENCE.copy()
-            v[2] = (m_traj * b - PRICES[:2] @ REFERENCE[:2]) / PRICES[2]
+            v = _traj_heavy_units(m_traj * b)
             np.testing.assert_allclose(float(np.exp(-law.loss(v))), target, rtol=1e-9)
     js = to_json(ds)
     row = js["results"][0]
@@ -344,8 +402,9 @@ def test_switch_price_with_an_interaction() -> None:
     law = allocate.PowerLaw(coef, np.array([0.41, 0.26, 0.11]), 0.5, 0.15, 0.21, (0, 1))
     lower = np.array([2.0, 1.0, 1.0])
     for factor, at_floor in ((1.001, True), (0.999, False)):
-        p = np.array([switch * factor, 0.18, 0.02])
-        sol = allocate.solve_interaction(law, p, budget, lower)
+        cost = _money(np.array([switch * factor, 0.18, 0.02]))
+        sol = solve_posynomial(law, cost, budget, lower)
+        assert kkt_residuals_posynomial(sol, law, cost, budget, lower).max() < 1e-9
         assert bool(sol.at_lower[0]) == at_floor
 
 
@@ -357,11 +416,25 @@ def _rename_axes(fit: xr.DataTree, axes: list[str]) -> xr.DataTree:
     return tree
 
 
+def _iso_units(grid: np.ndarray, i: int, spend: np.ndarray, budget: float) -> np.ndarray:
+    """Units (share, axis) along an iso-budget curve, by hand: axis ``i`` gets ``share x B``,
+    the others the rest in the proportions of ``spend``; a rollout per task costs
+    ``c_traj u_task``."""
+    others = [k for k in range(3) if k != i]
+    money = np.empty((grid.size, 3))
+    money[:, i] = grid * budget
+    money[:, others] = np.outer(1 - grid, spend[others] / spend[others].sum()) * budget
+    units = money / PRICES
+    units[:, 2] = money[:, 2] / (PRICES[2] * units[:, 1])
+    return units
+
+
 def test_iso_budget_curve_peaks_at_the_recipe(point_fit: xr.DataTree) -> None:
     b = 3e4
     truth = _truth_optimum(0, b)
-    spend = PRICES * truth.sizes
+    spend = _money().terms(truth.sizes)  # each axis's own monomial: c_traj u_T u_traj for traj
     share = spend / b
+    assert share.sum() == pytest.approx(1.0, rel=1e-12)
     grid = np.sort(np.concatenate([np.linspace(0.02, 0.98, 49), share]))
     iso = iso_budget(
         point_fit,
@@ -374,9 +447,16 @@ def test_iso_budget_curve_peaks_at_the_recipe(point_fit: xr.DataTree) -> None:
     p_opt = float(np.exp(-_truth_law(0).loss(truth.sizes)))
     for i, axis in enumerate(AXES):
         c = curve.sel(axis=axis)
+        # Known answer along the whole curve: the units that money buys, by hand; NaN where
+        # they fall below the box (u >= 1).
+        units = _iso_units(grid, i, spend, b)
+        inside = (units >= 1.0).all(axis=1)
+        np.testing.assert_array_equal(np.isnan(c.to_numpy()), ~inside)
+        expected = np.exp(-_truth_law(0).loss(units[inside]))
+        np.testing.assert_allclose(c.to_numpy()[inside], expected, rtol=1e-10)
         assert float(c.max()) <= p_opt + 1e-12
         np.testing.assert_allclose(float(c.sel(share=share[i])), p_opt, rtol=1e-10)
-        assert int(np.argmax(c.to_numpy())) == int(np.searchsorted(grid, share[i]))
+        assert int(np.nanargmax(c.to_numpy())) == int(np.searchsorted(grid, share[i]))
     bands = summarize(iso)
     assert bands[names.ISO_SUCCESS].sizes[names.QUANTILE_DIM] == 3
 
@@ -526,10 +606,29 @@ def test_cli_json_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["budget"] for r in out["results"]] == pytest.approx([2e3, np.sqrt(2e9), 1e6])
+    # The headline is what the data vouch for: the larger budgets' optima lie more than 4x
+    # beyond the swept tasks, so every row is bounded to 4x the largest swept values (and the
+    # user's tighter env <= 384); the unbounded optimum follows where it lies beyond.
+    assert out["headline"] == "bounded to the data"
+    assert out["bounds"] == {"env": [1.0, 384.0], "task": [1.0, 4 * 10240.0], "traj": [2.0, 256.0]}
+    lower = np.array([1.0, 1.0, 2.0])
     for r, b in zip(out["results"], (2e3, np.sqrt(2e9), 1e6), strict=True):
-        truth = _truth_optimum(1, b, upper=np.array([384.0, np.inf, np.inf]))
+        free = _truth_optimum(1, b, upper=np.array([384.0, np.inf, np.inf]), lower=lower)
+        capped = _truth_optimum(1, b, upper=np.array([384.0, 40960.0, 256.0]), lower=lower)
         got = [r["allocation"][a]["median"] for a in AXES]
-        np.testing.assert_allclose(got, truth.sizes, rtol=1e-9)
+        np.testing.assert_allclose(got, capped.sizes, rtol=1e-9)
+        far = np.maximum(free.sizes / SWEPT_MAX, SWEPT_MIN / free.sizes) > 4.0
+        assert r["within_data"] == (not far.any())
+        if far.any():
+            extra = r["extrapolation_recipe"]
+            unbounded = [extra["allocation"][a]["median"] for a in AXES]
+            np.testing.assert_allclose(unbounded, free.sizes, rtol=1e-9)
+            assert extra["extrapolation"]["beyond"] == [
+                a for a, f in zip(AXES, far, strict=True) if f
+            ]
+        else:
+            np.testing.assert_allclose(got, free.sizes, rtol=1e-9)
+    assert [r["within_data"] for r in out["results"]] == [True, False, False]
 
 
 def test_cli_table_and_pricing_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -608,14 +707,27 @@ def test_docstring_examples() -> None:
         assert result.attempted >= 2 and result.failed == 0, module.__name__
 
 
-def test_decision_fractions_pulled_onto_the_budget() -> None:
+def test_decision_units_pulled_onto_the_budget() -> None:
+    """``_onto_budget`` works in log units: a point over the budget (SLSQP's overshoot, or a
+    start anywhere) moves geometrically toward the lower bounds until it spends the budget; a
+    point within it is left alone."""
     from bayesscale.recipe.solve import _onto_budget
 
-    f_lo = np.array([0.1, 0.0, 0.2])
-    f = _onto_budget(np.array([0.3, 0.5, 0.2 + 1e-9]), f_lo)
-    assert f.sum() == pytest.approx(1.0, abs=1e-15) and (f >= f_lo).all()
-    same = np.array([0.2, 0.3, 0.4])
-    np.testing.assert_array_equal(_onto_budget(same, f_lo), same)
+    cost, budget = _money(), 3e4
+    y_lo = np.log(np.array([1.0, 1.0, 2.0]))
+    for units in (_truth_optimum(0, budget).sizes * (1 + 1e-9), np.array([1e4, 1e5, 50.0])):
+        y = np.log(units)
+        assert float(cost(units)) > budget
+        pulled = _onto_budget(y, cost, budget, y_lo)
+        spent = float(cost(np.exp(pulled)))
+        assert spent <= budget and spent == pytest.approx(budget, rel=1e-12)
+        assert (pulled >= y_lo).all()
+        t = (pulled - y_lo) / (y - y_lo)  # one common factor: along the line to the bounds
+        np.testing.assert_allclose(t, t[0], rtol=1e-12)
+        assert 0 < t[0] < 1
+    same = np.log(np.array([200.0, 3000.0, 4.0]))
+    assert float(cost(np.exp(same))) < budget
+    np.testing.assert_array_equal(_onto_budget(same, cost, budget, y_lo), same)
 
 
 def test_recipe_on_an_arviz_style_fit_with_extra_variables(point_fit: xr.DataTree) -> None:
@@ -642,24 +754,57 @@ def test_cli_iso_budget_curves_pass_through_the_decision(
     from bayesscale.cli import main
 
     fit = _save(synthetic_fit(draws=20, chains=2, spread=0.0), tmp_path / "fit.nc")
-    assert main(["recipe", str(fit), "--budget", "3e4,1e6", "--json", "--iso"]) == 0
+    # --warn-beyond 1000: the unbounded recipe is the headline (it lies within 1000x the data)
+    args = ["recipe", str(fit), "--budget", "3e4,1e6", "--json", "--iso"]
+    assert main([*args, "--warn-beyond", "1e3"]) == 0
     out = json.loads(capsys.readouterr().out)
+    assert out["headline"] == "within the data"
     for row in out["results"]:
         g = int(row["setting"][1])
         truth = _truth_optimum(g, row["budget"])
         p_opt = float(np.exp(-_truth_law(g).loss(truth.sizes)))
-        for axis in AXES:
+        spend = np.array([row["decision_spend"][a] for a in AXES])
+        for i, axis in enumerate(AXES):
             curve = row["iso_budget"][axis]
             median = np.array([np.nan if v is None else v for v in curve["median"]])
+            units = _iso_units(np.array(curve["share"]), i, spend, row["budget"])
+            np.testing.assert_array_equal(np.isnan(median), (units < 1.0).any(axis=1))
             # No split along the curve beats the optimum; the grid point nearest the
             # decision's share comes within the grid's resolution of it.
             assert np.nanmax(median) <= p_opt + 1e-9
             assert np.nanmax(median) >= p_opt - 5e-3
+    # The default headline is bounded to 4x the swept range (both budgets' optima lie beyond):
+    # the curves pass through the bounded decision, and are NaN wherever the split leaves the
+    # box, which every split but the decision's does on an axis at its cap.
+    caps = 4.0 * SWEPT_MAX
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["headline"] == "bounded to the data"
+    finite = 0
+    for row in out["results"]:
+        g = int(row["setting"][1])
+        truth = _truth_optimum(g, row["budget"], upper=caps)
+        decision = np.array([row["decision"][a] for a in AXES])
+        np.testing.assert_allclose(decision, truth.sizes, rtol=1e-5)
+        p_opt = float(np.exp(-_truth_law(g).loss(truth.sizes)))
+        spend = np.array([row["decision_spend"][a] for a in AXES])
+        for i, axis in enumerate(AXES):
+            curve = row["iso_budget"][axis]
+            median = np.array([np.nan if v is None else v for v in curve["median"]])
+            units = _iso_units(np.array(curve["share"]), i, spend, row["budget"])
+            inside = ((units >= 1.0) & (units <= caps)).all(axis=1)
+            np.testing.assert_array_equal(np.isnan(median), ~inside)
+            expected = np.exp(-_truth_law(g).loss(units[inside]))
+            np.testing.assert_allclose(median[inside], expected, rtol=1e-9)
+            assert (median[inside] <= p_opt + 1e-9).all()
+            finite += int(inside.sum())
+    assert finite > 0  # rollouts per task below their cap at 3e4
 
 
 # --- how far beyond the data, units, within-data bounds ---------------------------------------
 
 SWEPT_MAX = np.array([256.0, 10240.0, 64.0])  # synthetic_fit's default grids
+SWEPT_MIN = np.array([8.0, 320.0, 2.0])
 
 
 def test_extrapolation_is_the_optimum_over_the_largest_swept_value(wide_fit) -> None:
@@ -680,9 +825,15 @@ def test_extrapolation_is_the_optimum_over_the_largest_swept_value(wide_fit) -> 
             low = entry["swept_min"] / row["decision"][axis]
             assert entry["outside"] == pytest.approx(max(entry["decision_over_max"], low, 1.0))
             assert (axis in extent["beyond"]) == (entry["outside"] > 4.0)
-    # the paper's prices at 1e6 USD buy far beyond the grids; 2e3 USD stays near them
-    assert out["results"][-1]["extrapolation"]["beyond"] == AXES
-    assert "env" not in out["results"][0]["extrapolation"]["beyond"]
+    # Known answers: the axes on which the truth's optimum lies more than 4x outside the grids.
+    # The paper's prices at 1e6 USD buy environments and tasks far beyond them, while rollouts
+    # per task stay inside (each one is a rollout of every task); 2e3 USD stays near them.
+    for row in out["results"]:
+        truth = _truth_optimum(int(row["setting"][1]), row["budget"]).sizes
+        far = np.maximum(truth / SWEPT_MAX, SWEPT_MIN / truth) > 4.0
+        assert row["extrapolation"]["beyond"] == [a for a, f in zip(AXES, far, strict=True) if f]
+    assert out["results"][-1]["extrapolation"]["beyond"] == ["env", "task"]
+    assert out["results"][0]["extrapolation"]["beyond"] == []
 
 
 def test_within_data_equals_explicit_upper_bounds(point_fit) -> None:
@@ -698,7 +849,9 @@ def test_within_data_equals_explicit_upper_bounds(point_fit) -> None:
     assert (capped[names.EXTRAPOLATION] <= 4.0 + 1e-9).all()
     # what the box leaves unspent is said, not hidden
     row = to_json(capped)["results"][-1]
-    assert row["budget_spent"] == pytest.approx(4.1 * 1024 + 0.18 * 40960 + 0.02 * 100)
+    # 1024 environments, 40960 tasks and 100 rollouts of each task: 4.096M trajectories
+    assert row["budget_spent"] == pytest.approx(4.1 * 1024 + 0.18 * 40960 + 0.02 * 40960 * 100)
+    assert row["budget_spent"] < BUDGETS[-1]
 
 
 def test_units_and_trajectories(point_fit) -> None:
@@ -744,9 +897,19 @@ def test_cli_states_units_extrapolation_and_one_number_format(
     assert "trajectories (tasks x rollouts per task)" in text
     assert " !" in text  # rows beyond 4x are marked
     assert "e+" not in text  # one number format: 3 significant digits, k/M/G/T
-    warning = [line for line in captured.err.splitlines() if "warning" in line]
-    assert len(warning) == 1 and "outside the swept range" in warning[0]
-    assert "--within-data 4" in warning[0]
+    # 1e6 USD buys environments and tasks far beyond the swept range: the headline is the
+    # recipe bounded to 4x the data (no warning: it lies within), the unbounded one follows
+    # as a labelled extrapolation, with what to sweep first (a quarter of its sizes).
+    assert "warning" not in captured.err
+    assert text.count("budget 1,000,000 USD  |  bounded to 4x the data") == 2
+    assert text.count("EXTRAPOLATION, not vouched for by the data") == 2
+    assert "within 4x the largest swept values" in text
+    for g in range(2):
+        env, task, _ = _truth_optimum(g, 1e6).sizes
+        assert (
+            f"sweep further first: env to >= {format_number(env / 4, None)} (the sweep reaches "
+            f"256); task to >= {format_number(task / 4, None)} (the sweep reaches 10.2k)"
+        ) in text
     # within the data: no warning, and the bound is stated
     assert main(["recipe", str(fit), "--budget", "1e6", "--within-data", "4"]) == 0
     captured = capsys.readouterr()
@@ -780,7 +943,9 @@ def test_decision_with_draws_below_zero_loss_matches_brute_force() -> None:
     """Draws whose loss falls below 0 have success 1 and no gradient there (``p = exp(-max(L,
     0))``). The decision's optimiser must use that gradient: with the unclipped one it
     stalled at its iteration limit on such posteriors (a preview's far tails). Known answer:
-    the best point of a fine grid over the budget simplex, polished without derivatives."""
+    the best point of a fine grid over the money shares of the three monomials (every way to
+    spend the budget, under the money cost), polished without derivatives; the decision is in
+    purchased units and spends the budget."""
     from scipy import optimize
 
     from bayesscale.recipe.solve import _decision
@@ -791,29 +956,48 @@ def test_decision_with_draws_below_zero_loss_matches_brute_force() -> None:
     coef = AMPLITUDE[0] * REFERENCE ** ALPHA[0] * np.exp(0.3 * rng.standard_normal((S, 3)))
     floor = np.where(rng.random(S) < 0.3, -0.2, FLOOR[0])  # 30% of draws reach L < 0
     law = allocate.PowerLaw(coef, alpha, floor)
+    cost = _money()
     budget, lo, hi = 1e5, np.ones(3), np.full(3, np.inf)
-    assert (law.loss(budget / PRICES / 3 * np.ones(3)) < 0).any()
 
-    def mean_success(f: np.ndarray) -> float:
-        return float(laws.success_from_loss(law.loss(f * budget / PRICES)).mean())
+    def units(f: np.ndarray) -> np.ndarray:
+        """Units that put money shares ``f`` (..., 3) of the budget on env, task and
+        trajectories (a rollout per task costs c_traj u_task), by hand."""
+        env = f[..., 0] * budget / PRICES[0]
+        task = f[..., 1] * budget / PRICES[1]
+        return np.stack([env, task, f[..., 2] * budget / (PRICES[2] * task)], axis=-1)
 
-    start = np.full(3, budget / 3)
-    x, converged = _decision(law, np.ones(3), PRICES, budget, lo, hi, start)
+    def mean_success(u: np.ndarray) -> float:
+        return float(laws.success_from_loss(law.loss(u)).mean())
+
+    even = units(np.full(3, 1 / 3))
+    assert float(cost(even)) == pytest.approx(budget, rel=1e-12)
+    assert (law.loss(even) < 0).any()
+    x, converged = _decision(law, np.ones(3), cost, budget, lo, hi, even)
     assert converged
+    assert (x >= lo).all() and float(cost(x)) <= budget * (1 + 1e-12)
+    assert float(cost(x)) == pytest.approx(budget, rel=1e-9)  # it spends the budget
     grid = np.linspace(1e-4, 1 - 1e-4, 151)
     f1, f2 = np.meshgrid(grid, grid)
     pts = np.stack([f1.ravel(), f2.ravel(), 1 - f1.ravel() - f2.ravel()], axis=-1)
     pts = pts[pts[:, 2] > 1e-4]
-    p = laws.success_from_loss(law.loss(pts[:, None, :] * budget / PRICES)).mean(axis=1)
+    pts = pts[(units(pts) >= 1.0).all(axis=1)]  # inside the box
+    p = laws.success_from_loss(law.loss(units(pts)[:, None, :])).mean(axis=1)
     best = pts[np.argmax(p)]
+
+    def minus_success(v: np.ndarray) -> float:
+        f = np.array([v[0], v[1], 1 - v[0] - v[1]])
+        if (f <= 0).any() or (units(f) < 1.0).any():
+            return 1.0  # outside the box: worse than any allocation inside it
+        return -mean_success(units(f))
+
     polished = optimize.minimize(
-        lambda v: -mean_success(np.array([v[0], v[1], 1 - v[0] - v[1]])),
+        minus_success,
         best[:2],
         method="Nelder-Mead",
         options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 1000},
     )
     brute = max(float(p.max()), -float(polished.fun))
-    assert mean_success(x / budget) >= brute - 1e-9
+    assert mean_success(x) >= brute - 1e-9
 
 
 def test_cli_marks_exponents_the_data_barely_identify(

@@ -277,10 +277,16 @@ def test_recipe_table_matches_the_per_draw_optima(recipe_result: xr.Dataset) -> 
     assert md[2][5] == " ".join(
         [format_number(med, None), f"[{format_number(lo, None)}, {format_number(hi, None)}]"]
     )
-    # the synthetic fit's grids end at 256 environments and 64 rollouts: 100k USD buys far more
+    # the fit's grids end at 256 environments and 64 rollouts per task: 100k USD buys far more
+    # environments; rollouts per task, each a rollout of every task, stay within 4x
     extent = ds[names.EXTRAPOLATION].sel({names.SETTING_DIM: settings[1], names.BUDGET_DIM: 1e5})
-    traj_factor = float(np.median(_flat(extent.sel({names.AXIS_DIM: "traj"}))))
-    assert traj_factor > 4 and f"traj {traj_factor:,.0f}x" in md[2][-1]
+    factor = {a: float(np.median(_flat(extent.sel({names.AXIS_DIM: a})))) for a in names.PAPER_AXES}
+    at = {names.SETTING_DIM: settings[1]}
+    lo = dict(zip(names.PAPER_AXES, ds[names.SWEPT_MIN].sel(at).to_numpy(), strict=True))
+    hi = dict(zip(names.PAPER_AXES, ds[names.SWEPT_MAX].sel(at).to_numpy(), strict=True))
+    outside = {a: max(f, lo[a] / (f * hi[a]), 1.0) for a, f in factor.items()}
+    assert outside["env"] > 4 and outside["task"] <= 4 and outside["traj"] <= 4
+    assert md[2][-1] == f"env {factor['env']:,.0f}x"
     with pytest.raises(TableError, match="budget 3000 is not in the recipe result"):
         recipe_table(ds, budgets=[3e3])
     with pytest.raises(TableError, match="no 'purchased'"):
