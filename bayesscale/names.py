@@ -237,6 +237,7 @@ TRAJECTORIES: Final = "trajectories"  # per draw: purchased tasks x rollouts per
 DECISION_TRAJECTORIES: Final = "decision_trajectories"  # (setting, budget) the decision's
 BEYOND_DATA: Final = "beyond_data"  # (setting, budget) the unbounded recipe lies beyond the data
 ISO_SUCCESS: Final = "iso_budget_success"  # (chain, draw, setting, axis, share)
+ISO_UNITS: Final = "iso_budget_units"  # (setting, axis, share) median effective units bought
 # attributes
 ATTR_COST_MODEL: Final = "cost_model"
 ATTR_COST_KIND: Final = "cost_kind"  # exact | linearised | compute

@@ -247,6 +247,15 @@ def test_recipe_writes_a_sweep_file_that_plan_runs(
     assert [p["algorithms"] for p in raw["grid"]["point"]] == [["ppo"]]
     assert raw["pool"] == str((EXAMPLE.parent / "pool.jsonl").resolve())
 
+    # the spelling, --sweep BASE.toml --out DECISION.toml, writes the same sweep file
+    alias = tmp_path / "alias.toml"
+    spelled = [
+        str(alias) if a == str(out) else ("--out" if a == "--sweep-out" else a) for a in args
+    ]
+    assert main([*spelled, "--setting", RUNNABLE[1]]) == 0
+    capsys.readouterr()
+    assert tomllib.loads(alias.read_text()) == raw
+
 
 SWEEP = ["--sweep", "BASE", "--sweep-out", "OUT"]
 TWO = ["--budget", "1e3,1e4"]  # replaces --budget 1e3

@@ -696,17 +696,31 @@ def test_iso_budget_shades_shares_beyond_the_swept_range(
     prices = json.loads(recipe_result.attrs[names.ATTR_PRICES])
     fig = plot_iso_budget(iso, provenance=provenance(law_fit), recipe=recipe_result, fit=law_fit)
     const = law_fit["constant_data"]
+    grid = iso[names.SHARE_DIM].to_numpy()
     for i, setting in enumerate(SETTINGS[:2]):
+        ref = spend.sel({names.SETTING_DIM: setting})
         for j, axis in enumerate(names.PAPER_AXES):
             ax = fig.axes[i * 3 + j]
             sel = {names.SETTING_DIM: setting, names.AXIS_DIM: axis}
             lo = float(const[names.SWEPT_MIN].sel(sel))
             hi = float(const[names.SWEPT_MAX].sel(sel))
-            # real data: kappa = 1, so the axis's units at share s are s B / c
-            s_lo, s_hi = lo * prices[axis] / budget, hi * prices[axis] / budget
-            expected = ([(0.0, s_lo)] if s_lo > 0 else []) + ([(s_hi, 1.0)] if s_hi < 1 else [])
             spans = sorted(_span(p) for p in _by_gid(ax, "extrapolated"))
-            _same_spans(spans, expected, rtol=1e-9)
+            if axis != names.TRAJ:
+                # real data: kappa = 1, so an axis priced per unit holds s B / c at share s
+                s_lo, s_hi = lo * prices[axis] / budget, hi * prices[axis] / budget
+                rtol = 1e-9  # the units are a power of the share: interpolated exactly
+            else:
+                # rollouts per task at share s: s B / (c_traj u_task), the tasks getting
+                # (1 - s) B times their part of the other axes' reference spend
+                part = float(ref.sel({names.AXIS_DIM: names.TASK})) / float(
+                    ref.sel({names.AXIS_DIM: [names.ENV, names.TASK]}).sum()
+                )
+                scale = prices[names.TASK] / (prices[names.TRAJ] * part)  # u = scale s / (1 - s)
+                s_lo, s_hi = lo / (scale + lo), hi / (scale + hi)
+                rtol = 0.01  # interpolated in log-log between grid points 0.04 apart
+            expected = [(0.0, s_lo)] if s_lo > grid[0] else []
+            expected += [(s_hi, 1.0)] if s_hi < grid[-1] else []
+            _same_spans(spans, expected, rtol=rtol)
     # at this budget env's swept max falls inside the curve: shaded from there on only
     env = fig.axes[0]
     (right,) = [s for s in map(_span, _by_gid(env, "extrapolated")) if s[1] == 1.0]

@@ -233,9 +233,16 @@ def test_results_say_what_they_cannot_support(tmp_path, capsys) -> None:
     assert main(["recipe", str(path), "--budget", "1e8", "--max-draws", "10"]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines()[0] == verdict
-    # the command states the bound in its table (each row's headline), not as a note
+    # the command states the bound in its table (each row's headline) and in a note saying
+    # where the unbounded recipe is; the other notes are the Python caveats', word for word
     assert captured.out.count("budget 100,000,000 USD  |  bounded to 4x the data") == 2
-    assert captured.err.splitlines() == [f"bayesscale recipe: {m}" for m in messages[2:]]
+    bound, *rest = captured.err.splitlines()
+    assert bound == "bayesscale recipe: " + messages[0].replace(
+        "`beyond_data` marks those rows. The unbounded recipe is an extrapolation "
+        "(`vouched=False`)",
+        "the unbounded recipe follows each bounded row as an EXTRAPOLATION",
+    )
+    assert rest == [f"bayesscale recipe: {m}" for m in messages[2:]]
     # the unbounded recipe (vouched=False) is an extrapolation, and warns how far it goes
     with pytest.warns(bs.CaveatWarning) as warned:
         failed.recipe([1e8], max_draws=10, vouched=False)

@@ -126,7 +126,8 @@ def register(subparsers: Any) -> None:
         "--out",
         metavar="RECIPE.nc",
         help="also write the per-draw results to this netCDF file (the table or JSON still goes "
-        "to standard output)",
+        "to standard output); with --sweep, a .toml name is the decision's sweep file "
+        "(--sweep-out)",
     )
     add_force(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -241,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
     from bayesscale.recipe.output import to_json
-    from bayesscale.recipe.vouched import headline_json, vouched_recipe
+    from bayesscale.recipe.vouched import bounded_caveat, headline_json, vouched_recipe
     from bayesscale.report.recipe_text import solver_failures_note
 
     check_prob(args.prob)
@@ -283,6 +284,15 @@ def run(args: argparse.Namespace) -> int:
         warn_beyond,
     )
     within = args.within_data if unbounded is None else warn_beyond
+    if unbounded is not None:
+        _note(
+            bounded_caveat(
+                ds,
+                unbounded,
+                warn_beyond,
+                where="the unbounded recipe follows each bounded row as an EXTRAPOLATION",
+            )
+        )
     summary["fit_diagnostics"] = verdicts
     if args.iso:
         from bayesscale.recipe.iso_budget import add_iso_budget
@@ -420,10 +430,13 @@ def _decision_sweep_request(
     """The checked ``--sweep``/``--sweep-out`` request (base spec read, budget chosen), before
     any work; None without ``--sweep-out``. Misuse exits 2 naming the flag."""
     if args.out is not None and args.out.lower().endswith(".toml"):
-        raise CommandError(
-            f"--out {args.out}: --out writes the per-draw results as netCDF (RECIPE.nc); for the "
-            "decision as a sweep file use --sweep BASE.toml --sweep-out DECISION.toml"
-        )
+        if args.sweep is None or args.sweep_out is not None:
+            raise CommandError(
+                f"--out {args.out}: --out writes the per-draw results as netCDF (RECIPE.nc); "
+                "for the decision as a sweep file use --sweep BASE.toml --out DECISION.toml "
+                "(or --sweep-out DECISION.toml)"
+            )
+        args.sweep_out, args.out = args.out, None  # --sweep BASE.toml --out DECISION.toml
     if args.sweep_out is None:
         if args.sweep is not None:
             raise CommandError(

@@ -86,9 +86,10 @@ def budget_multiplier(
     hi: Array,
     grow: int,
 ) -> Array:
-    """Per draw (S, G): the budget factor ``M`` at which the baseline's loss falls to
-    ``target_loss``: bracketed Newton on ``log M`` (the loss falls as ``M`` grows). ``inf``
-    where even ``1e6 B`` does not reach it."""
+    """Per draw (S, G): the smallest budget factor ``M`` at which the baseline's loss falls to
+    ``target_loss``: bisection on ``log M`` with Newton steps where the loss moves (it falls
+    as ``M`` grows, and is flat where the box clips the baseline). ``inf`` where even ``1e6 B``
+    does not reach it; below 1 where a baseline matches the decision with less money."""
     t_lo = np.full(target_loss.shape, np.log(_MULTIPLIER_RANGE[0]))
     t_hi = np.full(target_loss.shape, np.log(_MULTIPLIER_RANGE[1]))
     kap = kappa[:, None, :]
@@ -104,16 +105,22 @@ def budget_multiplier(
 
     never = f(t_hi)[0] > 0
     below = f(t_lo)[0] <= 0  # even 1e-3 B matches: report the range's end
+    # The smallest factor that reaches the target: the loss falls with M but may be flat
+    # where the box clips the baseline, so bisect on "reached", with Newton steps where the
+    # loss still moves.
     t = 0.5 * (t_lo + t_hi)
-    for _ in range(100):
+    for _ in range(200):
         val, slope = f(t)
-        if np.all((np.abs(val) <= 1e-12 * np.abs(target_loss)) | never | below):
+        reached = val <= 0
+        t_hi = np.where(reached, t, t_hi)
+        t_lo = np.where(reached, t_lo, t)
+        exact = (np.abs(val) <= 1e-12 * np.abs(target_loss)) & (slope < 0)
+        if np.all((t_hi - t_lo < 1e-12) | exact | never | below):
             break
-        t_lo = np.where(val > 0, t, t_lo)
-        t_hi = np.where(val < 0, t, t_hi)
         with np.errstate(divide="ignore", invalid="ignore"):
             newton = t - val / slope
-        inside = np.isfinite(newton) & (newton > t_lo) & (newton < t_hi)
-        t = np.where(val == 0, t, np.where(inside, newton, 0.5 * (t_lo + t_hi)))
+        inside = np.isfinite(newton) & (newton > t_lo) & (newton < t_hi) & (slope < 0)
+        t = np.where(exact, t, np.where(inside, newton, 0.5 * (t_lo + t_hi)))
+    t = np.where(np.abs(f(t)[0]) <= 1e-12 * np.abs(target_loss), t, t_hi)
     m = np.where(below, _MULTIPLIER_RANGE[0], np.exp(t))
     return np.asarray(np.where(never, np.inf, m), dtype=float)

@@ -72,6 +72,7 @@ def iso_budget(
         raise RecipeError("reference spends must be finite and >= 0")
     law = draws.law()
     out = np.full((draws.samples, g, n, grid.size), np.nan)
+    units = np.full((g, n, grid.size), np.nan)
     for i in range(n):
         others = np.delete(np.arange(n), i)
         w = ref[:, others] / np.maximum(ref[:, others].sum(axis=1, keepdims=True), 1e-300)
@@ -83,6 +84,7 @@ def iso_budget(
             inside = ((u >= lo * (1 - 1e-12)) & (u <= hi * (1 + 1e-12))).all(axis=1)
             p = success_of(law, kap[:, None, :] * np.maximum(u, lo))
             out[:, :, i, k] = np.where(inside, p, np.nan)
+            units[:, i, k] = np.median(kap[:, None, i] * u[None, :, i], axis=0)
     n_chain = np.unique(draws.chain).size
     arr = out.reshape(n_chain, -1, *out.shape[1:])
     return xr.Dataset(
@@ -96,7 +98,8 @@ def iso_budget(
                     names.SHARE_DIM,
                 ),
                 arr,
-            )
+            ),
+            names.ISO_UNITS: ((names.SETTING_DIM, names.AXIS_DIM, names.SHARE_DIM), units),
         },
         coords={
             names.SETTING_DIM: list(draws.settings),

@@ -84,35 +84,56 @@ def vouched_recipe(
     return bounded, unbounded
 
 
-def sweep_further(row: dict[str, Any], warn_factor: float) -> list[str]:
-    """For one row of the unbounded recipe's JSON: per axis beyond the data, what the sweep
-    would need to reach for the recipe to lie within ``warn_factor`` of it.
+def sweep_targets(
+    rows: Sequence[dict[str, Any]], warn_factor: float
+) -> dict[str, tuple[float, float, float]]:
+    """Over rows of a recipe's JSON, per axis beyond the data: how far a sweep must reach for
+    every row to lie within ``warn_factor`` of it, ``(needed, swept_min, swept_max)``; a needed
+    value below the swept minimum means sweeping down.
 
-    >>> sweep_further({"extrapolation": {"beyond": ["env"], "axes": {"env": {
-    ...     "swept_max": 256.0, "decision_over_max": 17.0, "swept_min": 8.0}}}}, 4.0)
-    ['env to >= 1.09k (the sweep reaches 256)']
+    >>> sweep_targets([{"extrapolation": {"beyond": ["env"], "axes": {"env": {
+    ...     "swept_max": 256.0, "decision_over_max": 17.0, "swept_min": 8.0}}}}], 4.0)
+    {'env': (1088.0, 8.0, 256.0)}
+    """
+    out: dict[str, tuple[float, float, float]] = {}
+    for row in rows:
+        extent = row.get("extrapolation") or {}
+        for axis in extent.get("beyond", []):
+            e = extent["axes"][axis]
+            factor = e.get("decision_over_max", (e.get("optimum_over_max") or {}).get("median"))
+            if factor is None:
+                continue
+            wanted = float(factor) * float(e["swept_max"])
+            lo, hi = float(e["swept_min"]), float(e["swept_max"])
+            needed = wanted / warn_factor if wanted > hi else wanted * warn_factor
+            if axis in out:
+                old = out[axis][0]
+                needed = max(old, needed) if needed > hi else min(old, needed)
+            out[axis] = (needed, lo, hi)
+    return out
+
+
+def sweep_further_text(targets: dict[str, tuple[float, float, float]]) -> str:
+    """``env to >= 1.09k (the sweep reaches 256)``: one clause per axis, joined by semicolons.
+
+    >>> sweep_further_text({"env": (1088.0, 8.0, 256.0)})
+    'env to >= 1.09k (the sweep reaches 256)'
     """
     from bayesscale.report.tables import format_number
 
-    extent = row.get("extrapolation") or {}
-    out = []
-    for axis in extent.get("beyond", []):
-        e = extent["axes"][axis]
-        factor = e.get("decision_over_max", (e.get("optimum_over_max") or {}).get("median"))
-        if factor is None:
-            continue
-        wanted = float(factor) * float(e["swept_max"])
-        if wanted > e["swept_max"]:
-            out.append(
-                f"{axis} to >= {format_number(wanted / warn_factor, None)} "
-                f"(the sweep reaches {format_number(float(e['swept_max']), None)})"
+    parts = []
+    for axis, (needed, lo, hi) in targets.items():
+        if needed > hi:
+            parts.append(
+                f"{axis} to >= {format_number(needed, None)} "
+                f"(the sweep reaches {format_number(hi, None)})"
             )
         else:
-            out.append(
-                f"{axis} down to <= {format_number(wanted * warn_factor, None)} "
-                f"(the sweep starts at {format_number(float(e['swept_min']), None)})"
+            parts.append(
+                f"{axis} down to <= {format_number(needed, None)} "
+                f"(the sweep starts at {format_number(lo, None)})"
             )
-    return out
+    return "; ".join(parts)
 
 
 def headline_json(
@@ -131,25 +152,30 @@ def headline_json(
         if far is not None and far.get("extrapolation") and far["extrapolation"]["beyond"]:
             row["within_data"] = False
             row["extrapolation_recipe"] = far
-            row["sweep_further"] = sweep_further(far, warn_factor)
+            row["sweep_further"] = sweep_further_text(sweep_targets([far], warn_factor))
         else:
             extent = row.get("extrapolation") or {}
             row["within_data"] = not extent.get("beyond")
     return head
 
 
-def bounded_caveat(bounded: xr.Dataset, unbounded: xr.Dataset, warn_beyond: float) -> str:
+def bounded_caveat(
+    bounded: xr.Dataset,
+    unbounded: xr.Dataset,
+    warn_beyond: float,
+    where: str = "`beyond_data` marks those rows. The unbounded recipe is an extrapolation "
+    "(`vouched=False`)",
+) -> str:
     """The caveat of a bounded headline: how many rows, how far the unbounded recipe went, and
-    what to do."""
+    what to do; ``where`` says where the unbounded recipe is to be found."""
     beyond = bounded[names.BEYOND_DATA]
     worst = rows_worst(unbounded)
     axes = ", ".join(f"{a} {times(f)}" for a, f in worst.items() if f > warn_beyond)
     return (
         f"{int(beyond.sum())} of {beyond.size} (setting, budget) rows of the unbounded recipe "
         f"lie more than {warn_beyond:g}x outside the swept range (the largest swept value "
-        f"times: {axes}); this is the recipe within {warn_beyond:g}x of the data, "
-        "`beyond_data` marks those rows. The unbounded recipe is an extrapolation "
-        "(`vouched=False`): sweep further first, then refit"
+        f"times: {axes}); this is the recipe within {warn_beyond:g}x of the data; {where}: "
+        "sweep further first, then refit"
     )
 
 

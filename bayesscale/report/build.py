@@ -492,7 +492,12 @@ def _recipe_section(
     from bayesscale.law.sensitivity import assess
     from bayesscale.recipe.iso_budget import iso_budget
     from bayesscale.recipe.output import exponent_flags, flag_rows, to_json
-    from bayesscale.recipe.vouched import headline_json, vouched_recipe
+    from bayesscale.recipe.vouched import (
+        headline_json,
+        sweep_further_text,
+        sweep_targets,
+        vouched_recipe,
+    )
     from bayesscale.report.figures import plot_allocation, plot_iso_budget, save_figure
     from bayesscale.report.recipe_text import discount_note, price_unit_note
     from bayesscale.report.tables import recipe_table, with_verdict
@@ -592,14 +597,19 @@ def _recipe_section(
     fig = plot_allocation(ds, provenance=prov, settings=settings, fit=law)
     md.add(_figure(tmp, "allocation", fig, save_figure))
     if unbounded is not None:
-        further = sorted({s for r in results for s in r.get("sweep_further", [])})
+        further = sweep_further_text(
+            sweep_targets(
+                cast(list[dict[str, Any]], cast(dict[str, Any], far)["results"]),
+                options.warn_beyond,
+            )
+        )
         md.add(
             "### Extrapolation: the unbounded recipe (not vouched for by the data)",
             "",
             "The optimum with no bound but the box's, at the same budgets: `!` marks the axes "
             f"more than {options.warn_beyond:g}x outside the swept range. A power law fitted "
             "over the sweep says little there. Sweep further first, then refit: "
-            + ("; ".join(further) if further else "(no axis)")
+            + (further or "(no axis)")
             + ".",
             "",
         )
@@ -707,6 +717,7 @@ def _sensitivity_section(
     middle = float(options.budgets[len(options.budgets) // 2])
     settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()][:MAX_SETTINGS_SHOWN]
     prices = load_prices(str(options.prices)) if options.prices else default_prices()
+    bound = ds.attrs.get("within_data", "none")  # the headline's bounds, for a like comparison
     wide_ds = recipe(
         wide,
         [middle],
@@ -715,6 +726,7 @@ def _sensitivity_section(
         settings=settings,
         max_draws=options.max_recipe_draws,
         multipliers=False,
+        within_data=None if bound == "none" else float(bound),
     )
     rows: list[list[Any]] = []
     for a in axes:

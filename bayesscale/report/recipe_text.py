@@ -219,7 +219,7 @@ def _extrapolation_lines(row: dict[str, Any], cur: str) -> list[str]:
         lines.append(f"     success it predicts: {_interval(far['success_at_own_optimum'])}")
     if row.get("sweep_further"):
         lines.append(
-            "   sweep further first: " + "; ".join(row["sweep_further"]) + ", then refit: more "
+            "   sweep further first: " + row["sweep_further"] + ", then refit: more "
             "budget than the bounded recipe spends buys sizes the law has not seen"
         )
     return lines

@@ -161,8 +161,8 @@ def format_number(x: float | None, digits: int | None = 2, sig: int = 3) -> str:
     ('12.3k', '0.000123', '∞')
     >>> format_number(999_999_999.6, None), format_number(999.6, None)
     ('1.00G', '1.00k')
-    >>> format_number(999.6e12, None), format_number(1.66e16, None)
-    ('1.00e+15', '1.66e+16')
+    >>> format_number(999.6e12, None), format_number(1.66e16, None), format_number(5.55e-17, None)
+    ('1.00e+15', '1.66e+16', '5.55e-17')
     """
     if x is None or (isinstance(x, float) and math.isinf(x)):
         return INFINITY_MD if x is None or x > 0 else "-" + INFINITY_MD
@@ -174,6 +174,8 @@ def format_number(x: float | None, digits: int | None = 2, sig: int = 3) -> str:
     if x == 0:
         return "0"
     x = float(f"{x:.{sig - 1}e}")  # round first: 999,999,999.6 is 1.00G, not 1000M
+    if abs(x) < 1e-4:  # 5.55e-17, not seventeen zeros
+        return f"{x:.{sig - 1}e}"
     if abs(x) >= 1e15:  # past the largest suffix: 1000T would read as a typo
         return f"{x:.{sig - 1}e}"
     suffix = ""

@@ -29,7 +29,6 @@ Example
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Final
 
@@ -39,13 +38,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from bayesscale import names
-from bayesscale.core.intervals import quantiles
 from bayesscale.report.figures.allocation import per_draw, recipe_settings
 from bayesscale.report.figures.marks import (
     EXTRAPOLATED_TEXT,
     axis_range,
+    beyond_spans,
     extrapolated_handle,
-    outside_spans,
     shade_x,
     stamp,
     swept_range,
@@ -56,7 +54,6 @@ from bayesscale.report.figures.style import (
     DEFAULT_KIND,
     DEFAULT_PROBS,
     PALETTE,
-    Array,
     FigureError,
     band_handles,
     check_probs,
@@ -116,9 +113,6 @@ def plot_iso_budget(
         if missing:
             raise FigureError(f"setting(s) {missing} are not in the recipe result")
     swept = swept_range(fit) if recipe is not None else None
-    units_per_share = (
-        _units_per_share(recipe, budget, chosen, axes) if recipe is not None and swept else None
-    )
     shaded = False
     currency = str((recipe.attrs if recipe is not None else {}).get(names.ATTR_CURRENCY, ""))
     with paper_style():
@@ -141,13 +135,17 @@ def plot_iso_budget(
                     s = float(decision.sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis}))
                     ax.axvline(s, color="0.2", lw=0.8, ls=":", gid=DECISION_GID)
                 fitted = axis_range(swept, setting, axis)
-                if fitted is not None and units_per_share is not None:
-                    per_share = units_per_share[i, j]
-                    if np.isfinite(per_share) and per_share > 0:
-                        lo, hi = fitted
-                        spans = outside_spans(0.0, 1.0, lo / per_share, hi / per_share)
-                        shade_x(ax, spans)
-                        shaded = shaded or bool(spans)
+                if fitted is not None and swept is not None and names.ISO_UNITS in iso:
+                    # the axis's units along the curve (money per axis as the cost buys it)
+                    bought = iso[names.ISO_UNITS].sel(
+                        {names.SETTING_DIM: setting, names.AXIS_DIM: axis}
+                    )
+                    spans = [
+                        (0.0 if a == share[0] else a, 1.0 if b == share[-1] else b)
+                        for a, b in beyond_spans(share, bought.to_numpy(), *fitted)
+                    ]  # a span that reaches an end of the share grid reaches the panel's edge
+                    shade_x(ax, spans)
+                    shaded = shaded or bool(spans)
                 ax.set_xlim(0, 1)
                 if i == 0:
                     ax.set_title(axis, fontsize=8)
@@ -175,28 +173,3 @@ def plot_iso_budget(
         if fit is not None:
             stamp(fig, verdict(fit))
     return attach_provenance(fig, provenance)
-
-
-def _units_per_share(
-    recipe: xr.Dataset, budget: float, settings: Sequence[str], axes: Sequence[str]
-) -> Array | None:
-    """(setting, axis): the effective units of the axis per unit share of the budget,
-    ``kappa B / c`` (NaN where no draw buys the axis: no kappa to read); ``None`` when the
-    recipe lacks unit prices or allocations."""
-    try:
-        prices = json.loads(str(recipe.attrs.get(names.ATTR_PRICES, "")))
-        c = np.array([float(prices[a]) for a in axes])
-    except (ValueError, KeyError, TypeError):
-        return None
-    if names.ALLOCATION not in recipe or names.PURCHASED not in recipe:
-        return None
-    budgets = np.asarray(recipe[names.BUDGET_DIM].to_numpy(), dtype=float)
-    k = int(np.flatnonzero(np.isclose(budgets, budget, rtol=1e-9, atol=0))[0])
-    at = {names.BUDGET_DIM: k}
-    order = (names.SETTING_DIM, names.AXIS_DIM)
-    sel = {names.SETTING_DIM: list(settings), names.AXIS_DIM: list(axes)}
-    effective = per_draw(recipe[names.ALLOCATION].isel(at).sel(sel), order)
-    bought = per_draw(recipe[names.PURCHASED].isel(at).sel(sel), order)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        kappa = quantiles(np.where(bought > 0, effective / bought, np.nan), [0.5], axis=0)[0]
-    return np.asarray(kappa * budget / c[None, :], dtype=float)
