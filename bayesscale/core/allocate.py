@@ -774,28 +774,45 @@ def kkt_residuals(
     >>> kkt_residuals(sol, law, 1.0, 100.0).max() < 1e-9
     True
     """
+    return kkt_residuals_at(
+        solution, law, np.asarray(prices, dtype=float), solution.spent, budget, lower, upper
+    )
+
+
+def kkt_residuals_at(
+    solution: Allocation,
+    law: PowerLaw,
+    price: ArrayLike,
+    spent: ArrayLike,
+    budget: ArrayLike,
+    lower: ArrayLike = 1.0,
+    upper: ArrayLike = np.inf,
+) -> KKTResiduals:
+    """Relative KKT residuals (:class:`KKTResiduals`) of ``solution`` for any cost, given its
+    marginal price per axis at the solution, ``dPhi/dD_i`` (..., n), and what it spends: the
+    unit prices for a linear cost (:func:`kkt_residuals`), the gradient of a posynomial
+    (:func:`bayesscale.core.geometric.kkt_residuals_posynomial`)."""
     d = solution.sizes
-    p = np.asarray(prices, dtype=float)
+    p = np.asarray(price, dtype=float)
     bud = np.asarray(budget, dtype=float)
+    out = np.asarray(spent, dtype=float)
     lam = solution.multiplier[..., None]
     g = -law.gradient(d)
     lo = np.broadcast_to(np.asarray(lower, dtype=float), d.shape)
     hi = np.broadcast_to(np.asarray(upper, dtype=float), d.shape)
-    binding = lam > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = g / (lam * p)
-    free = solution.free
     stat = np.where(
-        binding,
+        lam > 0,
         np.where(
-            free,
+            solution.free,
             np.abs(ratio - 1.0),
             np.where(solution.at_lower, np.maximum(ratio - 1.0, 0.0), np.maximum(1.0 - ratio, 0.0)),
         ),
         np.where(solution.at_upper, 0.0, 1.0),  # lambda = 0 is optimal only with all at upper
     )
-    comp = np.where(solution.multiplier > 0, np.abs(bud - solution.spent) / bud, 0.0)
-    over = np.maximum(solution.spent - bud, 0.0) / bud
+    comp = np.where(solution.multiplier > 0, np.abs(bud - out) / bud, 0.0)
+    over = np.maximum(out - bud, 0.0) / bud
     viol = np.maximum(
         np.maximum(lo - d, 0.0) / lo, np.where(np.isfinite(hi), np.maximum(d - hi, 0.0) / hi, 0.0)
     )

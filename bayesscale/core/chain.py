@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 Array = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
 
-_LOG_TOL = 1e-13  # |log(spend / budget)|
+_LOG_TOL = 1e-12  # |log(spend / budget)|: the budget met to 1e-12, relative
 _MAX_ITER = 100
 
 
@@ -75,7 +75,7 @@ def solve_chain(
     of each axis's own monomial), ``llo``, ``lhi`` (log bounds) are (n, r), ``budget`` (r,).
     ``start``: ``(u, x)`` to start from where finite (a neighbouring budget's solution moved
     by its slopes). Returns ``y = log D`` (n, r), ``u = log lambda`` (r,), which columns
-    converged (the budget met to 1e-13 and the parent's equation to 1e-12 of its terms) and,
+    converged (the budget met to 1e-12 and the parent's equation to 1e-12 of its terms) and,
     per column, the slopes ``(du, dx) / d log B`` at the solution (2, r), for a continuation
     in the budget. Columns whose budget buys every upper bound must not be passed."""
     n, r = k.shape

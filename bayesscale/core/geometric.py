@@ -62,6 +62,7 @@ from bayesscale.core.allocate import (
     BoolArray,
     KKTResiduals,
     PowerLaw,
+    kkt_residuals_at,
     solve_additive,
     solve_general,
     validate_box,
@@ -156,35 +157,7 @@ def kkt_residuals_posynomial(
     True
     """
     d = solution.sizes
-    bud = np.asarray(budget, dtype=float)
-    lam = solution.multiplier[..., None]
-    g = -law.gradient(d)
-    price = cost.gradient(d)
-    lo = np.broadcast_to(np.asarray(lower, dtype=float), d.shape)
-    hi = np.broadcast_to(np.asarray(upper, dtype=float), d.shape)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = g / (lam * price)
-    stat = np.where(
-        lam > 0,
-        np.where(
-            solution.free,
-            np.abs(ratio - 1.0),
-            np.where(solution.at_lower, np.maximum(ratio - 1.0, 0.0), np.maximum(1.0 - ratio, 0.0)),
-        ),
-        np.where(solution.at_upper, 0.0, 1.0),
-    )
-    spent = cost(d)
-    comp = np.where(solution.multiplier > 0, np.abs(bud - spent) / bud, 0.0)
-    over = np.maximum(spent - bud, 0.0) / bud
-    viol = np.maximum(
-        np.maximum(lo - d, 0.0) / lo, np.where(np.isfinite(hi), np.maximum(d - hi, 0.0) / hi, 0.0)
-    )
-    return KKTResiduals(
-        stationarity=np.max(stat, axis=-1),
-        complementarity=np.asarray(comp, dtype=float),
-        budget=np.asarray(over, dtype=float),
-        bounds=np.max(viol, axis=-1),
-    )
+    return kkt_residuals_at(solution, law, cost.gradient(d), cost(d), budget, lower, upper)
 
 
 def local_exponents_posynomial(
@@ -574,6 +547,12 @@ def _solve_chain_sweep(
                 *chain,
                 start=start,
             )
+            if isinstance(cols, slice) and done.all():  # the usual case: no gathering
+                y[j][:, cols] = yc
+                lam[j, cols] = np.exp(uc)
+                ok[j, cols] = True
+                u_prev[cols], x_prev[cols], slope[:, cols] = uc, yc[chain[1]], sl
+                return
             cols = np.arange(int(part[0]), int(part[-1]) + 1) if live.all() else part[live]
             c = cols[done]
             y[j][:, c] = yc[:, done]
@@ -604,12 +583,12 @@ def _solve_chain_sweep(
         at_lo[bad_j, :, bad_l] = sub.at_lower
         at_hi[bad_j, :, bad_l] = sub.at_upper
         fallbacks = sub.fallbacks
-    sizes = np.clip(np.exp(y), lo_l, hi_l)
-    spent = np.einsum(
-        "mb,bml->bl",
-        np.ones((m, nb)),
-        w[None] * np.exp(np.einsum("mn,bnl->bml", cost.powers, np.log(sizes))),
-    )
+    y = np.minimum(np.maximum(y, llo), lhi)
+    sizes = np.exp(y)
+    spent = np.zeros((nb, lines))
+    for mono in range(m):  # the cost of what is bought, monomial by monomial
+        power = sum(cost.powers[mono, i] * y[:, i] for i in np.flatnonzero(cost.powers[mono]))
+        spent += w[mono] * np.exp(power)
     rest = tuple(s for i, s in enumerate(lead) if i != d)
 
     def place(x: NDArray[Any], per_axis: bool) -> NDArray[Any]:
