@@ -119,6 +119,11 @@ def test_report_from_saved_fits_has_every_part(saved_fits, full_report) -> None:
     assert (out / "fits" / "law.nc").read_bytes()
     recipe = json.loads((out / "recipe.json").read_text())
     assert sorted({r["budget"] for r in recipe["results"]}) == pytest.approx([1e3, 1e4, 1e5])
+    # which rows stay within the held-out runs' reach: said in the text, marked in the JSON
+    assert "**What the held-out check covers.**" in text
+    marks = [r["within_heldout_reach"] for r in recipe["results"]]
+    assert all(isinstance(m, bool) for m in marks)
+    assert f"{sum(marks)} of {len(marks)} rows stay within that reach" in text
     bounded = [r for r in recipe["results"] if r["within_data"] is False]
     assert bounded and recipe["headline"] == "bounded to the data"
     for r in bounded:  # the headline row stays within 4x; the unbounded one it replaced did not

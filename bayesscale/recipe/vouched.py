@@ -188,3 +188,28 @@ def rows_worst(ds: xr.Dataset) -> dict[str, float]:
         over = ds[names.EXTRAPOLATION].median((names.CHAIN_DIM, names.DRAW_DIM))
     top = over.max((names.SETTING_DIM, names.BUDGET_DIM))
     return {str(a): float(top.sel({names.AXIS_DIM: a})) for a in top[names.AXIS_DIM].to_numpy()}
+
+
+def mark_heldout_reach(rows: Sequence[dict[str, Any]], reach: dict[str, float]) -> list[str]:
+    """Mark each row of a recipe's JSON ``within_heldout_reach``: whether, on every axis the
+    held-out runs reach (``reach``: axis -> their largest size over the largest swept value),
+    the decision (else the per-draw optimum's median) stays within that reach. Returns, for
+    the rows that do not, ``setting at budget (axis factor x > reach x, ...)``.
+
+    >>> rows = [{"setting": "s", "budget": 1e3, "extrapolation": {"beyond": [], "axes": {
+    ...     "traj": {"swept_max": 64.0, "swept_min": 2.0, "decision_over_max": 3.0}}}}]
+    >>> mark_heldout_reach(rows, {"traj": 2.0}), rows[0]["within_heldout_reach"]
+    (['s at 1,000 (traj 3x > 2x)'], False)
+    """
+    outside: list[str] = []
+    for row in rows:
+        extent = row.get("extrapolation") or {}
+        over = []
+        for axis, e in extent.get("axes", {}).items():
+            factor = e.get("decision_over_max", (e.get("optimum_over_max") or {}).get("median"))
+            if axis in reach and factor is not None and beyond(float(factor), reach[axis]):
+                over.append(f"{axis} {times(float(factor))} > {times(reach[axis])}")
+        row["within_heldout_reach"] = not over
+        if over:
+            outside.append(f"{row['setting']} at {row['budget']:,.0f} ({', '.join(over)})")
+    return outside

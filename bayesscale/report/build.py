@@ -56,6 +56,7 @@ from bayesscale.sampling.config import FitConfig
 DEFAULT_BUDGETS = (1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6)
 REPORT_FILE = "report.md"
 MAX_SETTINGS_SHOWN = 4  # settings drawn in the recipe figures (the tables list all)
+MAX_ROWS_NAMED = 6  # rows named in a sentence of the report before "and N more"
 SENSITIVITY_FIT = "law_wider_prior.nc"
 
 
@@ -318,7 +319,7 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     # --- the recipe ------------------------------------------------------------------------
     step(f"the recipe at {len(options.budgets)} budgets")
     prov = provenance(law) if pricing is None else provenance(law, pricing)
-    ds = _recipe_section(options, tmp, law, pricing, verdicts, prov, md)
+    ds = _recipe_section(options, tmp, law, pricing, verdicts, prov, md, heldout)
 
     # --- prior sensitivity -------------------------------------------------------------------
     if wide_spec is not None:
@@ -487,13 +488,17 @@ def _recipe_section(
     verdicts: dict[str, Diagnostics],
     prov: Any,
     md: _Sections,
+    heldout: tuple[Any, pd.DataFrame] | None = None,
 ) -> xr.Dataset:
+    from bayesscale.checks.heldout import extent_summary
     from bayesscale.core.prices import default_prices, load_prices
+    from bayesscale.data.extrapolation import times
     from bayesscale.law.sensitivity import assess
     from bayesscale.recipe.iso_budget import iso_budget
     from bayesscale.recipe.output import exponent_flags, flag_rows, to_json
     from bayesscale.recipe.vouched import (
         headline_json,
+        mark_heldout_reach,
         sweep_further_text,
         sweep_targets,
         vouched_recipe,
@@ -519,6 +524,14 @@ def _recipe_section(
         to_json(ds, options.prob, options.warn_beyond), far, options.warn_beyond
     )
     summary["fit_diagnostics"] = {k: v.to_dict() for k, v in verdicts.items()}
+    reach = None if heldout is None else extent_summary(heldout[1], options.warn_beyond)
+    outside_reach = (
+        None
+        if reach is None
+        else mark_heldout_reach(
+            cast(list[dict[str, Any]], summary["results"]), reach["largest_over_max"]
+        )
+    )
     flags = exponent_flags(assess(law, fit_spec(law)))  # kept in the fit by the law section
     flag_rows(summary, flags)
     headline = "; ".join(
@@ -579,6 +592,26 @@ def _recipe_section(
         exponent_flags=flags,
     )
     _tables(tmp, "recipe", [("all", with_verdict(every, headline or None))])
+    if reach is not None and outside_reach is not None:
+        held = ", ".join(f"{a} {times(f)}" for a, f in reach["largest_over_max"].items())
+        md.add(
+            f"**What the held-out check covers.** The held-out runs reach, per axis, this many "
+            f"times the largest swept value: {held}. {len(results) - len(outside_reach)} of "
+            f"{len(results)} rows stay within that reach on every axis"
+            + (
+                "; beyond it (the law untested there): "
+                + "; ".join(outside_reach[:MAX_ROWS_NAMED])
+                + (
+                    f"; and {len(outside_reach) - MAX_ROWS_NAMED} more"
+                    if len(outside_reach) > MAX_ROWS_NAMED
+                    else ""
+                )
+                + " (`within_heldout_reach` in `recipe.json`)."
+                if outside_reach
+                else "."
+            ),
+            "",
+        )
     md.add(
         f"Shown: {len(settings)} of {ds.sizes[names.SETTING_DIM]} settings at "
         f"{len(shown)} of {len(options.budgets)} budgets; every setting and budget: "
