@@ -217,7 +217,7 @@ CHINCHILLA: Final = "chinchilla"  # every axis scaled by one common factor from 
 # per-draw outputs (chain, draw, setting, budget[, axis|baseline])
 ALLOCATION: Final = "allocation"  # per-draw optimal sizes D* (effective units the law sees)
 PURCHASED: Final = "purchased"  # per-draw optimal units bought (D* / kappa)
-SPEND_SHARE: Final = "spend_share"  # (c_i/kappa_i) D_i / budget
+SPEND_SHARE: Final = "spend_share"  # money on the axis's own monomial / budget
 SHADOW_PRICE: Final = "shadow_price"  # lambda: loss reduction per unit of money at the optimum
 SUCCESS_OPTIMUM: Final = "success_at_optimum"  # p at the draw's own optimum
 RECIPE_EXPONENT: Final = "recipe_exponent"  # local e_i = dlog D_i / dlog B

@@ -186,7 +186,9 @@ def test_budget_sweep_continuation_matches_the_whole_system() -> None:
     budgets = np.geomspace(50.0, 1e9, 24)  # the top budgets buy every upper bound
     hi = np.array([384.0, 1e5, 256.0])
     swept = solve_posynomial(law, MONEY, budgets, 1.0, hi)
-    plain = solve_posynomial(law, MONEY, budgets, 1.0, hi, sweep=False)
+    plain = solve_posynomial(law, MONEY, budgets, 1.0, hi, method="newton")
+    blocks = solve_posynomial(law, MONEY, budgets, 1.0, hi, sweep=False)  # chain, no sweep
+    np.testing.assert_allclose(blocks.sizes, plain.sizes, rtol=1e-8)
     assert swept.sizes.shape == (60, 24, 3)
     np.testing.assert_allclose(swept.sizes, plain.sizes, rtol=1e-8)
     np.testing.assert_allclose(swept.multiplier, plain.multiplier, rtol=1e-7, atol=1e-300)
@@ -202,3 +204,26 @@ def test_budget_sweep_continuation_matches_the_whole_system() -> None:
             assert float(row.loss(swept.sizes[i, j])) <= best + 1e-6 * abs(best)
     with pytest.raises(ValueError, match="too small to buy the lower bounds"):
         solve_posynomial(law, MONEY, np.geomspace(1.0, 1e4, 10), 1.0, hi)
+
+
+def test_the_linearised_convention_is_a_fixed_point_that_spends_the_budget() -> None:
+    """The paper's convention: linear prices equal to each monomial's marginal price at the
+    optimum (rollouts per task at c_traj D_T*). At the fixed point the additive optimum under
+    those prices spends exactly the money, and is not the exact optimum."""
+    from bayesscale.recipe.solve import linearised_allocation
+
+    rng = np.random.default_rng(8)
+    law, budgets = _random_problems(rng, 50)
+    budgets = np.maximum(budgets, 1e3)
+    ones, inf = np.ones(3), np.full(3, np.inf)
+    sol, prices = linearised_allocation(law, MONEY, budgets, ones, inf, np.full(3, 10.0))
+    d = sol.sizes
+    np.testing.assert_allclose(prices[:, 0], 4.1)
+    np.testing.assert_allclose(prices[:, 1], 0.18)
+    np.testing.assert_allclose(prices[:, 2], 0.02 * d[:, 1], rtol=1e-9)  # c_traj D_T*
+    np.testing.assert_allclose(MONEY(d), budgets, rtol=1e-9)
+    again = allocate.solve_additive(law.coef, law.alpha, prices, budgets)
+    np.testing.assert_allclose(again.sizes, d, rtol=1e-9)
+    exact = solve_posynomial(law, MONEY, budgets)
+    assert (law.loss(exact.sizes) <= law.loss(d) + 1e-12).all()
+    assert (law.loss(exact.sizes) < law.loss(d) - 1e-9).mean() > 0.5  # not the optimum

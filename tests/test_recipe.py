@@ -1027,3 +1027,20 @@ def test_cli_marks_exponents_the_data_barely_identify(
     captured = capsys.readouterr()
     assert "barely identify" not in captured.err and "after an axis" not in captured.out
     assert "‡" not in captured.out and "†" not in captured.out
+
+
+def test_linearised_recipe_exponents_follow_the_fixed_point() -> None:
+    """Under the paper's convention the rollout price c_traj D_T* moves with the budget: the
+    recipe's exponents are the derivatives of the whole fixed point, not of an additive
+    optimum at frozen prices."""
+    fit = synthetic_fit(draws=8, chains=1, spread=0.0)
+    budgets = np.array([1e3, 1e4])
+    ds = recipe(fit, budgets, cost_model="linearised")
+    assert names.DECISION not in ds
+    h = 1e-3
+    up = recipe(fit, budgets * np.exp(h), cost_model="linearised")[names.ALLOCATION]
+    down = recipe(fit, budgets * np.exp(-h), cost_model="linearised")[names.ALLOCATION]
+    fd = (np.log(up.to_numpy()) - np.log(down.to_numpy())) / (2 * h)
+    np.testing.assert_allclose(ds[names.RECIPE_EXPONENT].to_numpy(), fd, atol=1e-5)
+    # the money it spends is the budget (the fixed point's prices sum to the exact cost)
+    np.testing.assert_allclose(ds[names.SPEND_SHARE].sum(names.AXIS_DIM), 1.0, rtol=1e-9)

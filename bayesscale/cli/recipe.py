@@ -238,6 +238,7 @@ def parse_bounds(text: str) -> dict[str, tuple[float | None, float | None]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bayesscale import names
     from bayesscale.core.prices import load_prices
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
@@ -282,6 +283,7 @@ def run(args: argparse.Namespace) -> int:
         to_json(ds, args.prob, warn_beyond),
         None if unbounded is None else to_json(unbounded, args.prob, warn_beyond),
         warn_beyond,
+        ds.get(names.BEYOND_DATA),
     )
     within = args.within_data if unbounded is None else warn_beyond
     if unbounded is not None:
@@ -341,7 +343,7 @@ def _run_compute(
         if value
     ]
     if money_only:
-        raise CommandError(f"{', '.join(money_only)} apply to the additive (money) cost only")
+        raise CommandError(f"{', '.join(money_only)} apply to the money cost only")
     law = LawFit.load(args.fit)
     verdicts = _fit_diagnostics(args, law, None)
     ds = compute_recipe(

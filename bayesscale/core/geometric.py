@@ -620,6 +620,7 @@ def solve_posynomial(
     *,
     workers: int | None = None,
     sweep: bool = True,
+    method: str = "auto",
 ) -> Allocation:
     """Minimise ``law.loss(D)`` s.t. ``cost(D) <= budget``, ``lower <= D <= upper``, exactly.
 
@@ -627,7 +628,10 @@ def solve_posynomial(
     (draws x settings x budgets). The ``multiplier`` is ``lambda``, loss per unit of money (0
     where the budget buys every upper bound). Infeasible budgets (below the cost of the lower
     bounds) raise ``ValueError``. Problems Newton's method does not settle are re-solved one by
-    one by SLSQP from Newton's point; the result's ``fallbacks`` counts them.
+    one by SLSQP from Newton's point; the result's ``fallbacks`` counts them. ``method``:
+    ``"auto"`` takes the chain path (:mod:`bayesscale.core.chain`) where the cost has its
+    shape and the law is separable, with a continuation along a budget sweep unless
+    ``sweep=False``; ``"newton"`` always solves the whole KKT system (an independent check).
 
     >>> law = PowerLaw(np.array([1.0, 1.0, 1.0]), np.array([0.4, 0.3, 0.1]))
     >>> cost = Posynomial(np.array([4.1, 0.18, 0.02]), np.array([[1, 0, 0], [0, 1, 0], [0, 1, 1]]))
@@ -658,7 +662,9 @@ def solve_posynomial(
         np.shape(lo)[:-1] if np.ndim(lo) else (),
         np.shape(hi)[:-1] if np.ndim(hi) else (),
     )
-    chain = chain_shape(cost.powers) if law.pair is None else None
+    if method not in ("auto", "newton"):
+        raise ValueError(f"method must be 'auto' or 'newton', got {method!r}")
+    chain = chain_shape(cost.powers) if law.pair is None and method == "auto" else None
     if chain is not None and sweep:
         along = _sweep_dim(lead, bud, (coef, alpha, cost.weights, lo, hi))
         if along is not None:

@@ -164,7 +164,11 @@ class DecisionSweep:
                 + (", pool cap)" if a in p.capped else ")")
                 for a in self.axes
             )
-            lines.append(f"  {p.setting}: {sizes}; costs {p.cost:,.2f} {self.currency}")
+            lines.append(f"  {p.setting}: {sizes}; its data cost {p.cost:,.2f} {self.currency}")
+        lines.append(
+            f"  (the data the decision buys; each run generates [alignment] cells = {self.cells:,}"
+            " x rollouts trajectories, priced as GPU time by `bayesscale next`)"
+        )
         if path is not None:
             lines.append(f"next: bayesscale plan {path} --out SWEEP_DIR")
         return "\n".join(lines) + "\n"

@@ -8,7 +8,8 @@ Two baselines, in purchased units ``u`` under the money cost ``Phi`` (a posynomi
   ``Phi = A_0 + A_1 u_g`` and ``u_g = (B - A_0) / A_1``, capped at its upper bound;
 * ``chinchilla``: every axis scaled from its anchor by one common factor ``s`` (as Chinchilla
   scales N and D together): ``Phi(s u_0) = sum_m T_m s^(deg_m) = B``, solved by Newton in
-  ``log s``, then clipped to the box.
+  ``log s``, then clipped to the box (NaN where raising an axis to its lower bound would
+  spend more than ``B``).
 
 :func:`budget_multiplier` finds, per draw, the budget factor at which a baseline's loss falls
 to a target (the decision's).
@@ -59,6 +60,10 @@ def baseline_units(
         raw = s[..., None] * anchor
         u = np.clip(raw, lo, hi)
         du = np.where((raw > lo) & (raw < hi), raw / slope[..., None], 0.0)
+        # an axis raised to its lower bound costs more than the common factor bought: that
+        # is no longer a comparison at equal money
+        over = cost(u) > money * (1 + 1e-9)
+        u[over] = np.nan
         return u, du
     uses = cost.powers[:, grow] > 0
     if (cost.powers[uses, grow] != 1).any():
@@ -103,24 +108,25 @@ def budget_multiplier(
         loss = np.where(np.isnan(u).any(axis=-1), np.inf, loss)
         return loss - target_loss, slope
 
-    never = f(t_hi)[0] > 0
-    below = f(t_lo)[0] <= 0  # even 1e-3 B matches: report the range's end
+    tol = 1e-12 * np.abs(target_loss)
+    never = f(t_hi)[0] > tol
+    below = f(t_lo)[0] <= tol  # even 1e-3 B matches: report the range's end
     # The smallest factor that reaches the target: the loss falls with M but may be flat
     # where the box clips the baseline, so bisect on "reached", with Newton steps where the
     # loss still moves.
     t = 0.5 * (t_lo + t_hi)
     for _ in range(200):
         val, slope = f(t)
-        reached = val <= 0
+        reached = val <= tol
         t_hi = np.where(reached, t, t_hi)
         t_lo = np.where(reached, t_lo, t)
-        exact = (np.abs(val) <= 1e-12 * np.abs(target_loss)) & (slope < 0)
+        exact = (np.abs(val) <= tol) & (slope < 0)
         if np.all((t_hi - t_lo < 1e-12) | exact | never | below):
             break
         with np.errstate(divide="ignore", invalid="ignore"):
             newton = t - val / slope
         inside = np.isfinite(newton) & (newton > t_lo) & (newton < t_hi) & (slope < 0)
         t = np.where(exact, t, np.where(inside, newton, 0.5 * (t_lo + t_hi)))
-    t = np.where(np.abs(f(t)[0]) <= 1e-12 * np.abs(target_loss), t, t_hi)
+    t = np.where(np.abs(f(t)[0]) <= tol, t, t_hi)
     m = np.where(below, _MULTIPLIER_RANGE[0], np.exp(t))
     return np.asarray(np.where(never, np.inf, m), dtype=float)

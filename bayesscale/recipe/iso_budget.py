@@ -1,4 +1,5 @@
-"""Iso-budget curves: success along the budget line of two axes, the third at its optimum.
+"""Iso-budget curves: success as one axis's share of the budget moves, the rest split in fixed
+proportions.
 
 >>> from bayesscale.recipe.synthetic import synthetic_fit
 >>> ds = iso_budget(synthetic_fit(draws=20, spread=0.0), 1e5, ("env", "task"))  # doctest: +SKIP

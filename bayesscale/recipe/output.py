@@ -154,7 +154,6 @@ def to_json(
         "allocation_solver_fallbacks": int(ds.attrs.get("allocation_solver_fallbacks", 0)),
         "currency": ds.attrs.get(names.ATTR_CURRENCY),
         "unit_prices": json.loads(ds.attrs.get(names.ATTR_PRICES, "{}")),
-        "cost_powers": json.loads(ds.attrs.get("cost_powers", "null")),
         "kappa": ds.attrs.get(names.ATTR_KAPPA_SOURCE),
         "bounds": json.loads(ds.attrs.get("bounds", "{}")),
         "anchors": json.loads(ds.attrs.get("anchors", "{}")),
@@ -164,6 +163,12 @@ def to_json(
         "within_data": _json_attr(ds.attrs.get("within_data", "none")),
         "extrapolation_warn_factor": warn_factor,
         "results": rows,
+        # the compute recipe's powers (the money cost's are money_cost_powers)
+        **(
+            {"cost_powers": json.loads(ds.attrs["cost_powers"])}
+            if "cost_powers" in ds.attrs
+            else {}
+        ),
     }
 
 

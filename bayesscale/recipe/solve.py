@@ -123,7 +123,8 @@ def _decision(
     y = _onto_budget(np.clip(res.x, y_lo, y_hi), cost, budget, y_lo)
     if not res.success and fun(y0)[0] < fun(y)[0]:
         y = y0
-    return np.asarray(np.exp(y), dtype=float), bool(res.success or res.status == 8)
+    # exp(log u) can overshoot a bound by an ulp: the decision stays in the box it was asked in
+    return np.clip(np.exp(y), lo, hi), bool(res.success or res.status == 8)
 
 
 def _onto_budget(y: Array, cost: Posynomial, budget: float, y_lo: Array) -> Array:
@@ -155,14 +156,15 @@ def linearised_allocation(
     ``p -> p(D*(p))`` (damped in ``log p``). Every monomial is linear in its own axis, so at the
     fixed point ``sum_i p_i D*_i = Phi(D*)``: the linearised recipe spends the same money.
     Returns the allocation and the linear prices (..., n). ``start``: sizes to linearise at
-    first (the anchors)."""
+    first (the anchors, or a neighbouring budget's solution), broadcast with the bounds."""
     a = cost.powers
     off = a - np.eye(a.shape[0])
 
     def prices_at(d: Array) -> Array:
         return np.asarray(cost.weights * np.exp(np.log(d) @ off.T), dtype=float)
 
-    log_p = np.log(prices_at(np.broadcast_to(start, np.broadcast_shapes(lo.shape, hi.shape))))
+    start = np.asarray(start, dtype=float)
+    log_p = np.log(prices_at(np.broadcast_to(start, np.broadcast_shapes(start.shape, lo.shape))))
     sol = None
     for _ in range(200):
         sol = allocate.solve_interaction(law, np.exp(log_p), budgets, lo, hi)
@@ -255,10 +257,8 @@ def recipe(
     linear = bool(np.array_equal(cost.powers, np.eye(n)))
     if cost_model == COST_LINEARISED:
         start = (kap * anchor)[:, None, None, :]
-        sol, lin_price = linearised_allocation(
-            batched, eff_cost, budgets_arr, eff_lo, eff_hi, start
-        )
-        expo = _linear_exponents(batched, lin_price, budgets_arr, eff_lo, eff_hi, sol)
+        sol, _ = linearised_allocation(batched, eff_cost, budgets_arr, eff_lo, eff_hi, start)
+        expo = _linearised_exponents(batched, eff_cost, budgets_arr, eff_lo, eff_hi, sol, start)
     elif linear:
         eff_price = eff_cost.weights
         sol = allocate.solve_interaction(batched, eff_price, budgets_arr, eff_lo, eff_hi)
@@ -399,6 +399,24 @@ def _linear_exponents(
     h = 1e-4
     up = allocate.solve_interaction(law, prices, budgets * np.exp(h), lo, hi)
     down = allocate.solve_interaction(law, prices, budgets * np.exp(-h), lo, hi)
+    return np.asarray((np.log(up.sizes) - np.log(down.sizes)) / (2 * h), dtype=float)
+
+
+def _linearised_exponents(
+    law: allocate.PowerLaw,
+    cost: Posynomial,
+    budgets: Array,
+    lo: Array,
+    hi: Array,
+    sol: allocate.Allocation,
+    start: Array,
+) -> Array:
+    """Local exponents of the linearised convention, by central differences in log B of the
+    whole fixed point: its prices move with the budget (the rollout price is ``c_traj D_T*``),
+    so the additive closed form at fixed prices would not be the recipe's exponent."""
+    h = 1e-4
+    up, _ = linearised_allocation(law, cost, budgets * np.exp(h), lo, hi, sol.sizes)
+    down, _ = linearised_allocation(law, cost, budgets * np.exp(-h), lo, hi, sol.sizes)
     return np.asarray((np.log(up.sizes) - np.log(down.sizes)) / (2 * h), dtype=float)
 
 

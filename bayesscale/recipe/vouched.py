@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.data.extrapolation import WARN_FACTOR, beyond, outside, times
+from bayesscale.data.extrapolation import WARN_FACTOR, beyond, times
 from bayesscale.recipe.solve import recipe
 
 HEADLINE_WITHIN = "within the data"
@@ -30,9 +30,10 @@ HEADLINE_EXTRAPOLATION = "extrapolation"
 
 
 def rows_beyond(ds: xr.Dataset, factor: float) -> xr.DataArray:
-    """(setting, budget): whether the decision (else the per-draw optimum's median) lies more
-    than ``factor`` times outside the swept range on some axis. All False when the fit stores
-    no swept range."""
+    """(setting, budget): whether the decision (else the per-draw optimum's median) asks for
+    more than ``factor`` times the largest swept value of some axis: what a cap at ``factor``
+    times the data changes. (A recipe below the swept minimum is no cap's business; the
+    extrapolation notes flag it.) All False when the fit stores no swept range."""
     if names.SWEPT_MAX not in ds:
         first = {names.CHAIN_DIM: 0, names.DRAW_DIM: 0}
         return xr.zeros_like(ds[names.SHADOW_PRICE].isel(first, drop=True), dtype=bool)
@@ -40,9 +41,7 @@ def rows_beyond(ds: xr.Dataset, factor: float) -> xr.DataArray:
         over = ds[names.DECISION_EXTRAPOLATION]
     else:
         over = ds[names.EXTRAPOLATION].median((names.CHAIN_DIM, names.DRAW_DIM))
-    size = over * ds[names.SWEPT_MAX]
-    far = xr.apply_ufunc(outside, size, ds[names.SWEPT_MIN], ds[names.SWEPT_MAX])
-    return xr.apply_ufunc(beyond, far, factor).any(names.AXIS_DIM)
+    return xr.apply_ufunc(beyond, over, factor).any(names.AXIS_DIM)
 
 
 def vouched_recipe(
@@ -54,13 +53,14 @@ def vouched_recipe(
 ) -> tuple[xr.Dataset, xr.Dataset | None]:
     """The headline recipe and, where it differs, the unbounded one.
 
-    Runs :func:`~bayesscale.recipe.solve.recipe` unbounded; if any (setting, budget) row lies
-    more than ``warn_beyond`` times outside the swept range, runs it again with every axis
-    capped at ``warn_beyond`` times its largest swept value and returns
-    ``(bounded, unbounded)``, else ``(unbounded, None)``. A ``within_data`` in ``options`` is
-    the user's own cap: then the recipe runs once, as asked. The headline's attrs say which
-    (``headline``), and its variable ``beyond_data`` (setting, budget) marks the rows whose
-    unbounded recipe lies beyond the data.
+    Runs :func:`~bayesscale.recipe.solve.recipe` unbounded; if the decision of some (setting,
+    budget) row asks for more than ``warn_beyond`` times the largest swept value of an axis,
+    runs it again with every axis capped there and returns ``(headline, unbounded)``: the
+    headline holds the bounded recipe in those rows and the unbounded one (its draws
+    untouched by any cap) in the others; else ``(unbounded, None)``. A ``within_data`` in
+    ``options`` is the user's own cap: then the recipe runs once, as asked. The headline's
+    attrs say which (``headline``), and its variable ``beyond_data`` (setting, budget) marks
+    the bounded rows.
     """
     if options.get("within_data") is not None:
         ds = recipe(fit, budgets, **options)
@@ -68,20 +68,26 @@ def vouched_recipe(
         return ds, None
     options.pop("within_data", None)
     unbounded = recipe(fit, budgets, **options)
-    beyond = rows_beyond(unbounded, warn_beyond)
-    unbounded[names.BEYOND_DATA] = beyond
-    if not bool(beyond.any()):
+    far = rows_beyond(unbounded, warn_beyond)
+    unbounded[names.BEYOND_DATA] = far
+    if not bool(far.any()):
         unbounded.attrs["headline"] = HEADLINE_WITHIN
         return unbounded, None
     bounded = recipe(fit, budgets, within_data=warn_beyond, **options)
-    bounded[names.BEYOND_DATA] = beyond
-    bounded.attrs["headline"] = (
-        f"{HEADLINE_WITHIN}: every axis at most {warn_beyond:g}x its largest swept value, "
-        f"because {int(beyond.sum())} of {beyond.size} (setting, budget) rows of the unbounded "
-        "recipe lie further out"
+    head = bounded.copy()
+    for name, var in bounded.data_vars.items():
+        dims = set(var.dims)
+        if {names.SETTING_DIM, names.BUDGET_DIM} <= dims and name in unbounded:
+            head[name] = unbounded[name].where(~far, var)
+    head[names.BEYOND_DATA] = far
+    head.attrs["headline"] = (
+        f"{HEADLINE_WITHIN}: in {int(far.sum())} of {far.size} (setting, budget) rows the "
+        f"unbounded decision asks for more than {warn_beyond:g}x the largest swept value of "
+        f"an axis, and those rows are the recipe with every axis at most {warn_beyond:g}x it; "
+        "the others are the unbounded recipe"
     )
     unbounded.attrs["headline"] = HEADLINE_EXTRAPOLATION
-    return bounded, unbounded
+    return head, unbounded
 
 
 def sweep_targets(
@@ -137,19 +143,26 @@ def sweep_further_text(targets: dict[str, tuple[float, float, float]]) -> str:
 
 
 def headline_json(
-    head: dict[str, Any], unbounded: dict[str, Any] | None, warn_factor: float
+    head: dict[str, Any],
+    unbounded: dict[str, Any] | None,
+    warn_factor: float,
+    bounded_rows: xr.DataArray | None = None,
 ) -> dict[str, Any]:
-    """The JSON summary of the headline recipe, each row marked ``within_data`` (whether the
-    unbounded recipe stays within ``warn_factor`` of the data); rows where it does not carry
-    the unbounded row as ``extrapolation_recipe`` and ``sweep_further``: what to sweep first.
-    Modifies and returns ``head``."""
+    """The JSON summary of the headline recipe, each row marked ``within_data`` (whether it
+    stays within ``warn_factor`` of the swept range on every axis). The rows that
+    ``bounded_rows`` (the headline's ``beyond_data``) marks carry the unbounded row as
+    ``extrapolation_recipe`` and ``sweep_further``: what to sweep first. Modifies and returns
+    ``head``."""
     others = {}
     if unbounded is not None:
         others = {(r["setting"], r["budget"]): r for r in unbounded["results"]}
     head["headline"] = HEADLINE_WITHIN if unbounded is None else "bounded to the data"
     for row in head["results"]:
+        capped = bounded_rows is not None and bool(
+            bounded_rows.sel({names.SETTING_DIM: row["setting"], names.BUDGET_DIM: row["budget"]})
+        )
         far = others.get((row["setting"], row["budget"]))
-        if far is not None and far.get("extrapolation") and far["extrapolation"]["beyond"]:
+        if capped and far is not None:
             row["within_data"] = False
             row["extrapolation_recipe"] = far
             row["sweep_further"] = sweep_further_text(sweep_targets([far], warn_factor))
@@ -172,9 +185,9 @@ def bounded_caveat(
     worst = rows_worst(unbounded)
     axes = ", ".join(f"{a} {times(f)}" for a, f in worst.items() if f > warn_beyond)
     return (
-        f"{int(beyond.sum())} of {beyond.size} (setting, budget) rows of the unbounded recipe "
-        f"lie more than {warn_beyond:g}x outside the swept range (the largest swept value "
-        f"times: {axes}); this is the recipe within {warn_beyond:g}x of the data; {where}: "
+        f"in {int(beyond.sum())} of {beyond.size} (setting, budget) rows the unbounded recipe "
+        f"asks for more than {warn_beyond:g}x the largest swept value of an axis (up to: "
+        f"{axes}); those rows are the recipe within {warn_beyond:g}x of the data; {where}: "
         "sweep further first, then refit"
     )
 

@@ -521,7 +521,10 @@ def _recipe_section(
     within = options.within_data if unbounded is None else options.warn_beyond
     far = None if unbounded is None else to_json(unbounded, options.prob, options.warn_beyond)
     summary = headline_json(
-        to_json(ds, options.prob, options.warn_beyond), far, options.warn_beyond
+        to_json(ds, options.prob, options.warn_beyond),
+        far,
+        options.warn_beyond,
+        ds.get(names.BEYOND_DATA),
     )
     summary["fit_diagnostics"] = {k: v.to_dict() for k, v in verdicts.items()}
     reach = None if heldout is None else extent_summary(heldout[1], options.warn_beyond)
