@@ -108,7 +108,7 @@ def test_cli_compute_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str], wi
     assert main([*args, "--out", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
     assert main([*args, "--prices", str(tmp_path / "p.toml")]) == 2
-    assert "additive (money) cost only" in capsys.readouterr().err
+    assert "apply to the money cost only" in capsys.readouterr().err
     assert main(["recipe", str(fit), "--budget", "1e5", "--powers", "env=1"]) == 2
     assert "--cost compute only" in capsys.readouterr().err
     assert main([*args]) == 0
