@@ -49,10 +49,10 @@ PRICES_FILE = Path(__file__).resolve().parents[2] / "models" / "prices.toml"
 DEFAULT_PRICES: dict[str, float] = {names.ENV: 4.10, names.TASK: 0.18, names.TRAJ: 0.02}
 DEFAULT_CURRENCY = "USD"
 _TOP_KEYS = ("currency", "prices", "cost")
-TRAJ_PER_TASK = (
-    "tasks"  # trajectories = tasks x rollouts per task (a task lives in one environment)
-)
-TRAJ_PER_CELL = "cells"  # trajectories = environments x tasks x rollouts per task
+# How many trajectories an allocation buys: tasks x rollouts per task (each task lives in one
+# environment), or environments x tasks x rollouts per task (every task in every environment).
+TRAJ_PER_TASK = "tasks"
+TRAJ_PER_CELL = "cells"
 TRAJECTORY_RULES = (TRAJ_PER_TASK, TRAJ_PER_CELL)
 
 

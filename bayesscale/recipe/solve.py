@@ -86,7 +86,8 @@ def _decision(
 
     SLSQP in ``y = log u`` (the budget constraint ``log Phi <= log B`` is then convex), with
     the objective and its gradient from one pass over the draws, started at ``start`` (the
-    median of the per-draw optimal purchases, scaled onto the budget). Status 8 (no descent
+    median of the per-draw optimal purchases, pulled back onto the budget where it costs
+    more). Status 8 (no descent
     left at machine precision) counts as converged; on any other failure the better of
     SLSQP's point and the start is returned.
     """
