@@ -228,12 +228,7 @@ def run(args: argparse.Namespace) -> int:
                 "algorithms and domain"
             )
         split = split_holdout(read_pool(spec.pool), spec)
-        from bayesscale import names
-
-        pool_size = {
-            names.N_ENVS: split.train[names.ENV_ID].nunique(),
-            names.N_TASKS: split.train[names.TASK_ID].nunique(),
-        }
+        pool_size = sweep_file.train_caps(split)  # one read of the pool, for trials too
         max_sizes = {a: float(pool_size[c]) for a, c in columns.items() if c in pool_size}
         cells = float(spec.cells)  # [alignment] cells: the run's total over its updates
         if trials is None:

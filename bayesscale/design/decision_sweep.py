@@ -66,6 +66,7 @@ import numpy as np
 import xarray as xr
 
 from bayesscale import names
+from bayesscale.core.geometric import Posynomial
 from bayesscale.design import sweep_file
 from bayesscale.design.next_runs import DesignError, axis_columns, setting_keys
 from bayesscale.verl.sweep import AXIS_COLUMNS, SweepSpec, parse_sweep_spec
@@ -221,10 +222,9 @@ def money(ds: xr.Dataset, sizes: Mapping[str, float]) -> float:
     weights = np.array([float(prices.get(a, math.nan)) for a in axes])
     stored = json.loads(ds.attrs.get(names.ATTR_COST_POWERS, "null"))
     powers = np.eye(len(axes)) if stored is None else np.asarray(stored, dtype=float)
-    if powers.shape != (len(axes), len(axes)):
+    if powers.shape != (len(axes), len(axes)) or np.isnan(weights).any():
         return math.nan
-    units = np.array([float(sizes[a]) for a in axes])
-    return float(np.sum(weights * np.prod(units**powers, axis=1)))
+    return float(Posynomial(weights, powers)([float(sizes[a]) for a in axes]))
 
 
 def pick_budget(budgets: Sequence[float], chosen: float | None = None) -> float:

@@ -152,7 +152,12 @@ def pool_caps(spec: SweepSpec) -> dict[str, int]:
     from bayesscale.verl.plan import split_holdout
     from bayesscale.verl.pool import read_pool
 
-    split = split_holdout(read_pool(spec.pool), spec)
+    return train_caps(split_holdout(read_pool(spec.pool), spec))
+
+
+def train_caps(split: Any) -> dict[str, int]:
+    """The environment and task ids of a pool's training split (``split.train``, from
+    :func:`~bayesscale.verl.plan.split_holdout`), by column: what :func:`pool_caps` returns."""
     return {
         names.N_ENVS: int(split.train[names.ENV_ID].nunique()),
         names.N_TASKS: int(split.train[names.TASK_ID].nunique()),
