@@ -39,7 +39,7 @@ Example
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import xarray as xr
@@ -259,7 +259,10 @@ def recipe(
     if cost_model == COST_LINEARISED:
         start = (kap * anchor)[:, None, None, :]
         sol, _ = linearised_allocation(batched, eff_cost, budgets_arr, eff_lo, eff_hi, start)
-        expo = _linearised_exponents(batched, eff_cost, budgets_arr, eff_lo, eff_hi, sol, start)
+        expo = _central_exponents(
+            lambda b: linearised_allocation(batched, eff_cost, b, eff_lo, eff_hi, sol.sizes)[0],
+            budgets_arr,
+        )
     elif linear:
         eff_price = eff_cost.weights
         sol = allocate.solve_interaction(batched, eff_price, budgets_arr, eff_lo, eff_hi)
@@ -397,27 +400,15 @@ def _linear_exponents(
     differences in log B with the interaction."""
     if law.pair is None:
         return allocate.local_exponents_additive(sol, law.alpha, prices)
-    h = 1e-4
-    up = allocate.solve_interaction(law, prices, budgets * np.exp(h), lo, hi)
-    down = allocate.solve_interaction(law, prices, budgets * np.exp(-h), lo, hi)
-    return np.asarray((np.log(up.sizes) - np.log(down.sizes)) / (2 * h), dtype=float)
+    return _central_exponents(lambda b: allocate.solve_interaction(law, prices, b, lo, hi), budgets)
 
 
-def _linearised_exponents(
-    law: allocate.PowerLaw,
-    cost: Posynomial,
-    budgets: Array,
-    lo: Array,
-    hi: Array,
-    sol: allocate.Allocation,
-    start: Array,
-) -> Array:
-    """Local exponents of the linearised convention, by central differences in log B of the
-    whole fixed point: its prices move with the budget (the rollout price is ``c_traj D_T*``),
-    so the additive closed form at fixed prices would not be the recipe's exponent."""
+def _central_exponents(solve_at: Callable[[Array], allocate.Allocation], budgets: Array) -> Array:
+    """``e = d log D / d log B`` by central differences (step 1e-4 in ``log B``) of the
+    allocation ``solve_at(B)``: for laws and conventions the closed forms do not cover (the
+    interaction; the linearised convention, whose prices move with the budget)."""
     h = 1e-4
-    up, _ = linearised_allocation(law, cost, budgets * np.exp(h), lo, hi, sol.sizes)
-    down, _ = linearised_allocation(law, cost, budgets * np.exp(-h), lo, hi, sol.sizes)
+    up, down = solve_at(budgets * np.exp(h)), solve_at(budgets * np.exp(-h))
     return np.asarray((np.log(up.sizes) - np.log(down.sizes)) / (2 * h), dtype=float)
 
 

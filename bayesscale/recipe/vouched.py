@@ -37,11 +37,21 @@ def rows_beyond(ds: xr.Dataset, factor: float) -> xr.DataArray:
     if names.SWEPT_MAX not in ds:
         first = {names.CHAIN_DIM: 0, names.DRAW_DIM: 0}
         return xr.zeros_like(ds[names.SHADOW_PRICE].isel(first, drop=True), dtype=bool)
+    return xr.apply_ufunc(beyond, _over_max(ds), factor).any(names.AXIS_DIM)
+
+
+def _over_max(ds: xr.Dataset) -> xr.DataArray:
+    """(setting, budget, axis): the decision (else the per-draw optimum's median) over the
+    largest swept value."""
     if names.DECISION_EXTRAPOLATION in ds:
-        over = ds[names.DECISION_EXTRAPOLATION]
-    else:
-        over = ds[names.EXTRAPOLATION].median((names.CHAIN_DIM, names.DRAW_DIM))
-    return xr.apply_ufunc(beyond, over, factor).any(names.AXIS_DIM)
+        return ds[names.DECISION_EXTRAPOLATION]
+    return ds[names.EXTRAPOLATION].median((names.CHAIN_DIM, names.DRAW_DIM))
+
+
+def _row_over_max(entry: dict[str, Any]) -> float | None:
+    """The same for one axis of a row of a recipe's JSON (``extrapolation.axes[axis]``)."""
+    factor = entry.get("decision_over_max", (entry.get("optimum_over_max") or {}).get("median"))
+    return None if factor is None else float(factor)
 
 
 def vouched_recipe(
@@ -106,10 +116,10 @@ def sweep_targets(
         extent = row.get("extrapolation") or {}
         for axis in extent.get("beyond", []):
             e = extent["axes"][axis]
-            factor = e.get("decision_over_max", (e.get("optimum_over_max") or {}).get("median"))
+            factor = _row_over_max(e)
             if factor is None:
                 continue
-            wanted = float(factor) * float(e["swept_max"])
+            wanted = factor * float(e["swept_max"])
             lo, hi = float(e["swept_min"]), float(e["swept_max"])
             needed = wanted / warn_factor if wanted > hi else wanted * warn_factor
             if axis in out:
@@ -195,11 +205,7 @@ def bounded_caveat(
 def rows_worst(ds: xr.Dataset) -> dict[str, float]:
     """Per axis, the largest factor over the swept maximum that the decision (else the
     per-draw optimum's median) reaches over every row."""
-    if names.DECISION_EXTRAPOLATION in ds:
-        over = ds[names.DECISION_EXTRAPOLATION]
-    else:
-        over = ds[names.EXTRAPOLATION].median((names.CHAIN_DIM, names.DRAW_DIM))
-    top = over.max((names.SETTING_DIM, names.BUDGET_DIM))
+    top = _over_max(ds).max((names.SETTING_DIM, names.BUDGET_DIM))
     return {str(a): float(top.sel({names.AXIS_DIM: a})) for a in top[names.AXIS_DIM].to_numpy()}
 
 
@@ -219,9 +225,9 @@ def mark_heldout_reach(rows: Sequence[dict[str, Any]], reach: dict[str, float]) 
         extent = row.get("extrapolation") or {}
         over = []
         for axis, e in extent.get("axes", {}).items():
-            factor = e.get("decision_over_max", (e.get("optimum_over_max") or {}).get("median"))
-            if axis in reach and factor is not None and beyond(float(factor), reach[axis]):
-                over.append(f"{axis} {times(float(factor))} > {times(reach[axis])}")
+            factor = _row_over_max(e)
+            if axis in reach and factor is not None and beyond(factor, reach[axis]):
+                over.append(f"{axis} {times(factor)} > {times(reach[axis])}")
         row["within_heldout_reach"] = not over
         if over:
             outside.append(f"{row['setting']} at {row['budget']:,.0f} ({', '.join(over)})")
