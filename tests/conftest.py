@@ -90,6 +90,7 @@ LONGEST_FIRST = (
     "test_docs.py",
     "test_calibration.py",
     "test_verl_cli.py",
+    "test_verl_example_loop.py",
     "test_sensitivity.py",
     "test_compare.py",
 )

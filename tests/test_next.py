@@ -24,6 +24,7 @@ from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION, load_fit, save_
 from bayesscale.data.observations import Table, frame_sha256, validate
 from bayesscale.data.spec import parse_spec
 from bayesscale.design import preposterior as pp
+from bayesscale.design import sweep_file
 from bayesscale.design.costs import Costs, CostsError, load_costs, parse_costs
 from bayesscale.design.next_runs import (
     DesignError,
@@ -36,6 +37,7 @@ from bayesscale.design.next_runs import (
     simulated_rows,
     to_json,
     value_and_mcse,
+    where_text,
     with_concentration,
 )
 from bayesscale.design.sweep_file import next_sweep_text, toml_text
@@ -447,6 +449,86 @@ def test_next_plan_launch_dry_run_on_the_bundled_example(
     assert main([*args[:-4], "--json", "--anchors", "swept", "--anchor", "env=4"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["anchor_rule"] == "swept" and {a["env"] for a in doc["anchors"].values()} == {4}
+
+
+def _copies_pool(path: Path, statements: int) -> Path:
+    """A crossed pool of 20 environment ids in 10 structures (``eK`` and ``eK+10`` differ only
+    by a content seed) and 150 task ids in ``statements`` statements (``tK`` is statement
+    ``K % statements``, by its embedding), in verl's columns."""
+    with path.open("w") as fh:
+        for t in range(150):
+            for e in range(20):
+                row = {
+                    "task_id": f"t{t:03d}",
+                    "env_id": f"e{e:02d}",
+                    "world_id": f"w{e % 5}",
+                    "prompt": [{"role": "user", "content": f"task {t % statements}"}],
+                    "data_source": "synthetic/copies",
+                    "reward_model": {"style": "rule", "ground_truth": str(t % statements)},
+                    "tools": [{"name": f"tool{e % 10}"}],
+                    "state_schema": {"memory": "list"},
+                    "transition": "deterministic",
+                    "verifier": {"kind": "exact"},
+                    "content_seed": e // 10,
+                    "embedding": [float(t % statements == j) for j in range(statements)],
+                }
+                fh.write(json.dumps(row) + "\n")
+    return path
+
+
+def test_next_sizes_are_the_distinct_units_plan_realises(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Against a pool whose ids repeat units (20 environment ids in 10 structures, 150 task ids
+    in 6 statements), next caps its sizes at the distinct units, as plan counts them: plan then
+    realises every chosen size as that many distinct environments and tasks (more ids would be
+    copies, and plan would map them to the same counts). The fit swept 8-128 tasks, so every
+    run, at 6 tasks, lies below the swept min, and its why says so."""
+    pool = _copies_pool(tmp_path / "pool.jsonl", statements=6)
+    text = EXAMPLE.read_text().replace('"pool.jsonl"', json.dumps(str(pool)))
+    text = text.replace('model = "all-MiniLM-L6-v2"', "")  # the pool's embedding column
+    base = tmp_path / "base.toml"
+    base.write_text(text)
+    caps = sweep_file.pool_caps(load_sweep_spec(base))
+    assert caps == {names.N_ENVS: 10, names.N_TASKS: 6}  # not the 20 and 135 training ids
+
+    fit, nxt = example_fit(tmp_path / "fit.nc"), tmp_path / "next.toml"
+    args = ["next", str(fit), "--budget", "3000", "--runs", "6", "--sweep", str(base),
+            "--simulations", "16", "--max-draws", "40", "--min-ess", "0"]  # fmt: skip
+    assert main([*args, "--json", "--out", str(nxt)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {c["sizes"]["task"] for c in doc["candidates"]} == {6}
+    assert max(c["sizes"]["env"] for c in doc["candidates"]) == 10
+    assert all(c["below_swept_min"] == pytest.approx(6 / 8) for c in doc["candidates"])
+    assert all("(below the swept min (0.75x)" in r["why"] for r in doc["chosen"])
+    assert not any("inside the swept range" in r["why"] for r in doc["chosen"])
+
+    sweep = tmp_path / "sw"
+    assert main(["plan", str(nxt), "--out", str(sweep)]) == 0
+    assert "more ids than distinct units" not in capsys.readouterr().err
+    manifest = mf.read_manifest(sweep)
+    assert (manifest[names.N_ENVS] == manifest[names.ENV_IDS]).all()
+    assert (manifest[names.N_TASKS] == manifest[names.TASK_IDS]).all()
+    chosen = {(r["sizes"]["env"], r["sizes"]["task"], r["sizes"]["traj"]) for r in doc["chosen"]}
+    planned = set(
+        manifest[[names.N_ENVS, names.N_TASKS, names.ROLLOUTS]].itertuples(index=False, name=None)
+    )
+    assert planned == chosen
+
+
+def test_where_a_candidate_lies() -> None:
+    swept = SweptRange(
+        ("env", "task"), ("S",), np.array([[8.0, 320.0]]), np.array([[64.0, 1280.0]])
+    )
+    anchors = np.array([[64.0, 135.0]])  # tasks held below the swept min (a pool's cap)
+    cands = candidate_grid(["S"], ("env", "task"), swept, anchors, 2.0, 2.0)
+    env = {c.sizes[0]: c for c in cands if c.axis == "env"}
+    assert env[8].below == pytest.approx(135 / 320) and env[8].beyond < 1
+    assert where_text(env[8]) == "below the swept min (0.422x)"
+    assert where_text(env[128]) == "below the swept min (0.422x) and 2x swept max"
+    task = {c.sizes[1]: c for c in cands if c.axis == "task"}
+    assert where_text(task[320]) == "inside the swept range" and task[320].below == 1.0
+    assert where_text(task[2560]) == "2x swept max"
 
 
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     trials = args.trials
     spec = None
     if args.sweep is not None:
-        from bayesscale.verl.plan import split_holdout
+        from bayesscale.verl.plan import count_units, split_holdout
         from bayesscale.verl.pool import read_pool
         from bayesscale.verl.sweep import load_sweep_spec
 
@@ -227,8 +227,11 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.sweep}: none of the fit's settings {settings} matches its models, "
                 "algorithms and domain"
             )
-        split = split_holdout(read_pool(spec.pool), spec)
-        pool_size = sweep_file.train_caps(split)  # one read of the pool, for trials too
+        pool = read_pool(spec.pool)  # one read of the pool, for trials too
+        split = split_holdout(pool, spec)
+        # distinct environments and tasks, as plan counts them: sizes within these are the
+        # n_envs / n_tasks plan realises (more ids would only add copies)
+        pool_size = sweep_file.train_caps(split, count_units(pool, spec.count))
         max_sizes = {a: float(pool_size[c]) for a, c in columns.items() if c in pool_size}
         cells = float(spec.cells)  # [alignment] cells: the run's total over its updates
         if trials is None:

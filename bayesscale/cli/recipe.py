@@ -144,7 +144,8 @@ def register(subparsers: Any) -> None:
         help="write the decision as a sweep file that `bayesscale plan` accepts: BASE.toml with "
         "its grid replaced by one [[grid.point]] per setting it runs (settings it does not run "
         "are left out and listed), sizes rounded to whole numbers (nearest, at least 1) and "
-        "environments and tasks capped, with a warning, at what its pool holds for training; "
+        "environments and tasks capped, with a warning, at the distinct ones its pool holds for "
+        "training (as plan counts them); "
         "needs --sweep (--out stays the per-draw netCDF)",
     )
     p.add_argument(

@@ -13,8 +13,10 @@ held-out optimum.
   (``skipped``); with ``strict=True`` (settings the user named) one the base spec cannot run
   is an error, and so is having none to write.
 * **Whole numbers**: each axis is rounded to the nearest whole number (halves up), at least 1;
-  environments and tasks are then capped at what the base spec's pool holds for training
-  (:func:`bayesscale.design.sweep_file.pool_caps`, the caps ``next`` puts on its candidates).
+  environments and tasks are then capped at the distinct ones the base spec's pool holds for
+  training, counted as ``plan`` counts them
+  (:func:`bayesscale.design.sweep_file.pool_caps`, the caps ``next`` puts on its candidates),
+  so that the sizes written are the ``n_envs`` / ``n_tasks`` ``plan`` realises.
   A capped axis is listed per point (``capped``) and said (:meth:`DecisionSweep.notes`),
   never silently. A column ``plan`` needs that the fit has no axis for takes the base spec's
   anchor (``filled``).
@@ -101,7 +103,7 @@ class DecisionSweep:
     seeds: tuple[int, ...]
     skipped: tuple[str, ...]
     filled: dict[str, int]
-    caps: dict[str, float]  # axis -> the most ids the pool holds for training
+    caps: dict[str, float]  # axis -> the distinct units the pool holds for training
     cells: int  # the base spec's [alignment] cells
     text: str
 
@@ -262,8 +264,9 @@ def decision_sweep(
 ) -> DecisionSweep:
     """The decision of the recipe ``ds`` (of ``fit``) at ``budget`` (default: its only one)
     as a sweep file extending ``spec`` (see the module docstring). ``caps``: column
-    (``n_envs``, ``n_tasks``) -> the most ids a run may select (default: what ``spec``'s pool
-    holds for training, :func:`~bayesscale.design.sweep_file.pool_caps`, read from the pool);
+    (``n_envs``, ``n_tasks``) -> the largest size a run may have (default: the distinct units
+    ``spec``'s pool holds for training, :func:`~bayesscale.design.sweep_file.pool_caps`, read
+    from the pool);
     ``strict``: a setting of ``ds`` that ``spec`` cannot run is an error rather
     than left out; ``note``: comment lines at the top of the file. Raises
     :class:`~bayesscale.design.next_runs.DesignError` on what cannot be written."""

@@ -106,6 +106,7 @@ class Candidate:
     sizes: tuple[int, ...]
     axis: str  # the axis varied from the anchors, or "decision"
     beyond: float  # max over axes of size / largest swept size (<= 1: inside the data)
+    below: float = 1.0  # min over axes of size / smallest swept size (< 1: below the data)
 
 
 @dataclass(frozen=True)
@@ -383,7 +384,16 @@ def candidate_grid(
         if (setting, s) in seen:
             return
         seen.add((setting, s))
-        out.append(Candidate(setting, s, axis, float(np.max(np.asarray(s) / sel.hi[g]))))
+        size = np.asarray(s, dtype=float)
+        out.append(
+            Candidate(
+                setting,
+                s,
+                axis,
+                float(np.max(size / sel.hi[g])),
+                float(np.min(size / sel.lo[g])),
+            )
+        )
 
     for g, setting in enumerate(settings):
         for i, axis in enumerate(axes):
@@ -1066,9 +1076,28 @@ def _notes(
     return notes
 
 
+def where_text(c: Candidate) -> str:
+    """Where a candidate lies against the setting's swept range: ``inside the swept range``,
+    ``4x swept max``, ``below the swept min (0.42x)`` (an axis held under the data, e.g. by the
+    pool's caps), or both.
+
+    >>> where_text(Candidate("S", (8, 320), "env", 1.0, 1.0))
+    'inside the swept range'
+    >>> where_text(Candidate("S", (64, 135), "env", 2.0, 135 / 320))
+    'below the swept min (0.422x) and 2x swept max'
+    """
+    parts = []
+    if c.below < 1 - 1e-9:
+        parts.append(f"below the swept min ({c.below:.3g}x)")
+    if c.beyond > 1 + 1e-9:
+        parts.append(f"{c.beyond:.3g}x swept max")
+    return " and ".join(parts) or "inside the swept range"
+
+
 def _why(c: Candidate, v: Valued, target: str, targets: Sequence[str], axes: Sequence[str]) -> str:
-    """Which axis and setting the run varies, and which part of the target it informs most."""
-    where = "inside the swept range" if c.beyond <= 1 + 1e-9 else f"{c.beyond:.3g}x swept max"
+    """Which axis and setting the run varies, where it lies, and which part of the target it
+    informs most."""
+    where = where_text(c)
     what = "the recipe's decision point" if c.axis == DECISION_AXIS else f"{c.axis} axis"
     k = int(np.argmax(v.by_target))
     if target == TARGET_DECISION:
@@ -1180,6 +1209,7 @@ def to_json(result: NextRuns) -> dict[str, object]:
             "sizes": sizes(c),
             "axis": c.axis,
             "beyond_swept_max": c.beyond,
+            "below_swept_min": c.below,
             "value": v.value,
             "value_raw": v.raw,
             "value_se": _number(v.se),

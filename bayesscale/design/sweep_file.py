@@ -145,22 +145,31 @@ def grid_point(
 
 
 def pool_caps(spec: SweepSpec) -> dict[str, int]:
-    """How many environment ids (``n_envs``) and task ids (``n_tasks``) the base spec's pool
-    holds for training (after its held-out split): the most a run of it can select. Per axis
+    """How many distinct environments (``n_envs``) and tasks (``n_tasks``) the base spec's pool
+    holds for training (after its held-out split), counted as ``plan`` counts them (the spec's
+    ``[count]``: structural signatures, near-duplicate-merged statements): the largest sizes a
+    run of it can have. ``plan`` selects ids one of every distinct unit before a second of any,
+    so a size within these caps, written as a ``[[grid.point]]``, is the ``n_envs`` /
+    ``n_tasks`` it realises; more ids than that add copies, not units. Per axis
     (``max_sizes`` of :func:`~bayesscale.design.next_runs.next_runs`):
     ``{a: caps[c] for a, c in columns.items() if c in caps}``."""
-    from bayesscale.verl.plan import split_holdout
+    from bayesscale.verl.plan import count_units, split_holdout
     from bayesscale.verl.pool import read_pool
 
-    return train_caps(split_holdout(read_pool(spec.pool), spec))
+    pool = read_pool(spec.pool)
+    return train_caps(split_holdout(pool, spec), count_units(pool, spec.count))
 
 
-def train_caps(split: Any) -> dict[str, int]:
-    """The environment and task ids of a pool's training split (``split.train``, from
-    :func:`~bayesscale.verl.plan.split_holdout`), by column: what :func:`pool_caps` returns."""
+def train_caps(split: Any, units: Any) -> dict[str, int]:
+    """The distinct environments and tasks of a pool's training split (``split.train``, from
+    :func:`~bayesscale.verl.plan.split_holdout`; ``units`` from
+    :func:`~bayesscale.verl.plan.count_units` on the same pool), by column: what
+    :func:`pool_caps` returns."""
+    from bayesscale.verl.plan import n_distinct
+
     return {
-        names.N_ENVS: int(split.train[names.ENV_ID].nunique()),
-        names.N_TASKS: int(split.train[names.TASK_ID].nunique()),
+        names.N_ENVS: n_distinct(split.train[names.ENV_ID].unique().tolist(), units.env_unit),
+        names.N_TASKS: n_distinct(split.train[names.TASK_ID].unique().tolist(), units.task_unit),
     }
 
 

@@ -14,9 +14,11 @@ from an ``Embedder`` (``bayesscale.verl.embed.MiniLM``: all-MiniLM-L6-v2 in NumP
 
     cos_dist(u, v) = 1 − u·v / (‖u‖‖v‖)
 
->>> result = count_pool(read_pool("data/verl_example/pool.jsonl"))  # doctest: +SKIP
+>>> from bayesscale.verl.embed import load_model
+>>> model = load_model("all-MiniLM-L6-v2")  # doctest: +SKIP
+>>> result = count_pool(read_pool("data/verl_example/pool.jsonl"), embedder=model.encode)  # doctest: +SKIP
 >>> result.law_counts()  # doctest: +SKIP
-{'n_tasks': 150, 'n_envs': 10, 'n_worlds': 5}
+{'n_tasks': 150, 'n_envs': 20, 'n_worlds': 5}
 """
 
 from __future__ import annotations

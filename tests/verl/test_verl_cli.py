@@ -127,10 +127,11 @@ def test_count_with_minilm_after_setup(capsys: pytest.CaptureFixture[str]) -> No
     pool = REPO / "data/verl_example/pool.jsonl"
     assert main(["count", str(pool), "--model", "all-MiniLM-L6-v2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    # make_pool.py: 5 worlds x 2 structures, each in 2 content seeds; 150 templated tasks that
-    # the paper's rule merges into 17 statements (docs/verl.md)
-    assert result["law"] == {"n_tasks": 17, "n_envs": 10, "n_worlds": 5}
+    # make_pool.py: 5 worlds x 4 structures, each its own signature; 150 different questions
+    # that the paper's rule keeps apart (docs/verl.md section 6)
+    assert result["law"] == {"n_tasks": 150, "n_envs": 20, "n_worlds": 5}
     assert (result["tasks"]["ids"], result["envs"]["ids"]) == (150, 20)
+    assert result["tasks"]["merged_groups"] == [] and result["envs"]["same_signature"] == []
 
 
 def test_count_minilm_missing_gives_the_pinned_command(

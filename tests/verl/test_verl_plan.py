@@ -177,13 +177,15 @@ def test_example_sweep_plans(tmp_path: Path) -> None:
     manifest = result.manifest
     assert len(manifest) == 13 * 2 * 3
     assert result.report["holdout"]["val_cells"] == 15 * 20
-    # make_pool.py: 20 env ids = 5 worlds x 2 structures x 2 content seeds; the env axis
-    # counts structures, so its 16-id points have 10 environments, as `bayesscale count` says
-    assert manifest[names.ENV_IDS].max() == 16 and manifest[names.N_ENVS].max() == 10
-    small = manifest[manifest[names.ENV_IDS] <= 8]
-    assert (small[names.N_ENVS] == small[names.ENV_IDS]).all()
-    assert result.report["pool"]["distinct_envs"] == 10
-    assert (manifest[names.N_TASKS] <= result.report["pool"]["distinct_tasks"]).all()
+    # make_pool.py: 20 environments (5 worlds x 4 structures) and 150 tasks, all distinct:
+    # every grid point's ids are as many distinct environments and tasks, nothing is warned
+    assert manifest[names.ENV_IDS].max() == 16 and manifest[names.TASK_IDS].max() == 128
+    assert (manifest[names.N_ENVS] == manifest[names.ENV_IDS]).all()
+    assert (manifest[names.N_TASKS] == manifest[names.TASK_IDS]).all()
+    pool, holdout = result.report["pool"], result.report["holdout"]
+    assert (pool["distinct_envs"], pool["distinct_tasks"]) == (20, 150)
+    assert (holdout["train_distinct_envs"], holdout["train_distinct_tasks"]) == (20, 135)
+    assert holdout["same_unit_in_training"] == [] and result.report["counting"]["ids_differ"] == []
 
 
 def test_manifest_counts_distinct_units() -> None:
