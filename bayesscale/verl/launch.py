@@ -145,6 +145,8 @@ class RayBackend:
         return self.cluster_gpus()[1]
 
     def submit(self, job_id: str, command: Command, run_dir: Path) -> str:
+        # verl's file logger opens $VERL_FILE_LOGGER_PATH without creating its folder
+        _log_dir(command, run_dir).mkdir(parents=True, exist_ok=True)
         client = self.client()
         for attempt in range(self.submit_tries):
             try:
@@ -184,7 +186,7 @@ class LocalBackend:
         return float("inf")
 
     def submit(self, job_id: str, command: Command, run_dir: Path) -> str:
-        log_dir = Path(command.env.get(LOGGER_ENV, run_dir / "x")).parent
+        log_dir = _log_dir(command, run_dir)
         log_dir.mkdir(parents=True, exist_ok=True)
         with (log_dir / "stdout.log").open("wb") as out:
             proc = subprocess.run(
@@ -196,6 +198,11 @@ class LocalBackend:
                 check=False,
             )
         return mf.SUCCEEDED if proc.returncode == 0 else mf.FAILED
+
+
+def _log_dir(command: Command, run_dir: Path) -> Path:
+    """The attempt's folder: where its verl log (``$VERL_FILE_LOGGER_PATH``) goes."""
+    return Path(command.env.get(LOGGER_ENV, run_dir / "x")).parent
 
 
 @dataclass

@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
     time.sleep(float(control.get("sleep", 0)))
     fail = run in control.get("fail_first", []) and "attempt-1" in str(log_path)
     acc = min(0.95, 0.1 + 0.03 * math.log2(envs * tasks * rollouts))
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # as verl's FileLogger: the launcher must have made the folder
     with open(log_path, "wb", buffering=0) as fh:
         for step in range(0, steps + 1):
             data: dict = {}
