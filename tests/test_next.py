@@ -761,3 +761,17 @@ def test_a_started_batch_can_be_worth_more_than_both_greedy_batches(
     assert started.target_after < 0.9 * greedy.target_after
     with pytest.raises(DesignError, match="first_picks must be >= 0"):
         next_runs(toy_fit, 2e4, first_picks=-1, **options)
+
+
+# --- suggested for tests/test_next.py (needs the sweep_file.py part of the patch) ---
+def test_next_sweep_keeps_a_relative_entrypoint(tmp_path: Path) -> None:
+    """The base spec's ./ and ../ entrypoint words stay pointed where the base spec meant."""
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    text = EXAMPLE.read_text().replace('pool = "', f'pool = "{EXAMPLE.parent.resolve()}/', 1)
+    text = text.replace("[verl]\n", '[verl]\nentrypoint = "python3 ./train.py"\n', 1)
+    (lab / "sweep.toml").write_text(text)
+    base = load_sweep_spec(lab / "sweep.toml")
+    point = {"n_envs": 4, "n_tasks": 16, "rollouts": 8, "seeds": [3], "label": "next:traj"}
+    spec = parse_sweep_spec(next_sweep_text(base, [point]), "next.toml", tmp_path / "other")
+    assert spec.verl.entrypoint == f"python3 {lab.resolve() / 'train.py'}"

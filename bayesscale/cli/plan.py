@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bayesscale import names
-    from bayesscale.verl.plan import plan_sweep
+    from bayesscale.verl.plan import holdout_summary, plan_sweep
     from bayesscale.verl.sweep import load_sweep_spec
 
     spec = load_sweep_spec(args.spec)
@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {axis:<5} grid {points}")
     hold = report["holdout"]
     print(
-        f"  held out {len(hold['held_out'])} {hold['by']}(s): {hold['val_cells']} val cells; "
-        f"training pool {hold['train_envs']} env ids ({hold['train_distinct_envs']} distinct) x "
+        f"  {holdout_summary(hold)}; training pool {hold['train_envs']} env ids "
+        f"({hold['train_distinct_envs']} distinct) x "
         f"{hold['train_tasks']} task ids ({hold['train_distinct_tasks']} distinct)"
     )
     print(
@@ -90,11 +90,14 @@ def run(args: argparse.Namespace) -> int:
         )
     leaky = hold["same_unit_in_training"]
     if leaky:
+        what = {
+            names.TASK: "statement",
+            "task+env": "statement (a task) or structural signature (an env)",
+        }.get(hold["by"], "structural signature")
         print(
             f"bayesscale plan: warning: {len(leaky)} held-out {hold['by']} id(s) share their "
-            f"{'statement' if hold['by'] == names.TASK else 'structural signature'} with a "
-            f"training id (e.g. {leaky[0]!r}): the held-out set is not novel on that axis; "
-            "plan.json 'holdout' lists them",
+            f"{what} with a training id (e.g. {leaky[0]!r}): the held-out set is not novel on "
+            "that axis; plan.json 'holdout' lists them",
             file=sys.stderr,
         )
     print(f"next: bayesscale launch {result.sweep_dir} --ray-address http://HEAD:8265 (or --local)")

@@ -6,8 +6,9 @@ counting, verl settings) and replaces its ``[grid]`` with one ``[[grid.point]]``
 (:mod:`bayesscale.verl.sweep`). Seeds start after the base spec's largest seed (its
 ``[[grid.point]]`` seeds included), so the new runs' ids never collide with the old sweep's when
 ingested into the same observation table. Paths in the base spec (the pool, a ``[count] model``
-folder) are made absolute. ``bayesscale recipe --sweep-out`` writes its decision with the same
-pieces (``bayesscale.design.decision_sweep``).
+folder, the ``./`` and ``../`` words of the ``[verl] entrypoint``) are made absolute.
+``bayesscale recipe --sweep-out`` writes its decision with the same pieces
+(``bayesscale.design.decision_sweep``).
 
 Example
 -------
@@ -214,6 +215,8 @@ def next_sweep_text(
     raw["pool"] = str(Path(spec.pool).resolve())
     if spec.count.model is not None and spec.count.model != MINILM:
         raw.setdefault("count", {})["model"] = str(Path(spec.count.model).resolve())
+    if "entrypoint" in raw.get("verl", {}):  # its ./ and ../ words, made absolute
+        raw["verl"]["entrypoint"] = spec.verl.entrypoint
     raw["grid"] = {"point": points}
     head = "".join(f"# {line}\n" for line in note.splitlines()) if note else ""
     return head + toml_text(raw)

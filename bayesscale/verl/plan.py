@@ -7,7 +7,11 @@ tasks are therefore a subset of a larger run's, on every axis.
 
 Held-out split (``[holdout] by``): ``task`` holds out whole task ids, ``env`` whole
 environments, ``world`` every environment of the held-out worlds; every cell touching a
-held-out unit goes to the validation set and never to training.
+held-out unit goes to the validation set and never to training. ``task+env`` holds out a set
+of task ids and a set of environment ids (each as many as ``task`` or ``env`` would hold out):
+the validation cells are the held tasks in the held environments, training keeps the training
+tasks in the training environments, and a cell with exactly one held unit (a held task in a
+training environment, a training task in a held environment) is set aside, in neither.
 
 What a grid point counts: the spec's grid values are how many environment and task **ids** a
 run selects; ``n_envs`` and ``n_tasks`` in the manifest (and so in ingested observations) are
@@ -35,10 +39,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
+import tomllib
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,20 +56,44 @@ from bayesscale import names
 from bayesscale.verl import manifest as mf
 from bayesscale.verl.count import CountResult, count_pool
 from bayesscale.verl.pool import Pool, PoolError, read_pool
-from bayesscale.verl.sweep import AXIS_COLUMNS, CountSettings, SweepSpec, holdout_count, safe_token
+from bayesscale.verl.sweep import (
+    AXIS_COLUMNS,
+    TASK_ENV,
+    CountSettings,
+    SpecError,
+    SweepSpec,
+    holdout_count,
+    safe_token,
+)
 
 VAL_FILE = "data/val.parquet"
 WORLD = "world"
+# [holdout] by -> the pool columns whose units it holds out
+HOLDOUT_COLUMNS = {
+    names.TASK: (names.TASK_ID,),
+    names.ENV: (names.ENV_ID,),
+    WORLD: (names.WORLD_ID,),
+    TASK_ENV: (names.TASK_ID, names.ENV_ID),
+}
+_UNIT = {names.TASK_ID: names.TASK, names.ENV_ID: names.ENV, names.WORLD_ID: WORLD}
 
 
 @dataclass(frozen=True)
 class Split:
-    """Training cells, validation cells and the held-out unit ids (all from one pool)."""
+    """Training cells, validation cells and the held-out unit ids (all from one pool).
+
+    ``held_out`` lists every held-out id (``task+env``: the tasks, then the environments);
+    ``held`` the same per pool column. ``set_aside`` counts the cells with exactly one held
+    unit (``task+env`` only: a held task in a training environment or a training task in a
+    held one), which neither train nor validate.
+    """
 
     train: pd.DataFrame
     val: pd.DataFrame
     by: str
     held_out: tuple[str, ...]
+    held: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    set_aside: int = 0
 
 
 @dataclass(frozen=True)
@@ -81,29 +112,94 @@ class PlanResult:
 
 
 def split_holdout(pool: Pool, spec: SweepSpec) -> Split:
-    """Hold out whole tasks, environments or worlds; their cells never reach training."""
+    """Hold out whole tasks, environments or worlds, or tasks and environments together
+    (``task+env``); held-out cells never reach training.
+
+    Each column's held ids are a seeded choice (``selection_seed``) of
+    :func:`~bayesscale.verl.sweep.holdout_count` of its ids; ``task+env`` chooses the tasks
+    first, then the environments. Validation takes the cells whose every column is held,
+    training the cells with none held (``max_val_cells`` then samples the validation cells).
+    Raises :class:`~bayesscale.verl.pool.PoolError` when a column lacks training ids or, for
+    ``task+env``, when no validation or no training cell remains."""
     frame = pool.frame
     by = spec.holdout.by
-    column = {names.TASK: names.TASK_ID, names.ENV: names.ENV_ID, WORLD: names.WORLD_ID}[by]
-    if column not in frame.columns:
-        raise PoolError(
-            f"{pool.source}: [holdout] by = {by!r} needs column {column!r}, which the pool lacks"
-        )
-    units = np.array(sorted(frame[column].unique()))
-    k = holdout_count(len(units), spec.holdout)
-    if k >= len(units):
-        raise PoolError(
-            f"{pool.source}: column {column!r}: holding out {k} of {len(units)} {by} id(s) "
-            "leaves nothing to train on; lower [holdout] fraction/count"
-        )
+    columns = HOLDOUT_COLUMNS[by]
     rng = np.random.default_rng([spec.selection_seed, 0])
-    held = tuple(sorted(units[rng.permutation(len(units))[:k]].tolist()))
-    is_val = frame[column].isin(held)
+    held: dict[str, tuple[str, ...]] = {}
+    for column in columns:
+        if column not in frame.columns:
+            raise PoolError(
+                f"{pool.source}: [holdout] by = {by!r} needs column {column!r}, "
+                "which the pool lacks"
+            )
+        units = np.array(sorted(frame[column].unique()))
+        k = holdout_count(len(units), spec.holdout)
+        if k >= len(units):
+            raise PoolError(
+                f"{pool.source}: column {column!r}: holding out {k} of {len(units)} "
+                f"{_UNIT[column]} id(s) leaves nothing to train on; lower [holdout] "
+                "fraction/count"
+            )
+        held[column] = tuple(sorted(units[rng.permutation(len(units))[:k]].tolist()))
+    touched = [frame[column].isin(held[column]).to_numpy() for column in columns]
+    is_val = np.logical_and.reduce(touched)
+    is_train = ~np.logical_or.reduce(touched)
+    if len(columns) > 1:
+        _check_crossed(pool, by, held, int(is_val.sum()), int(is_train.sum()))
     val = frame[is_val]
     if spec.holdout.max_val_cells is not None and len(val) > spec.holdout.max_val_cells:
         keep = np.sort(rng.permutation(len(val))[: spec.holdout.max_val_cells])
         val = val.iloc[keep]
-    return Split(frame[~is_val].reset_index(drop=True), val.reset_index(drop=True), by, held)
+    return Split(
+        frame[is_train].reset_index(drop=True),
+        val.reset_index(drop=True),
+        by,
+        tuple(i for column in columns for i in held[column]),
+        held,
+        int((~is_val & ~is_train).sum()),
+    )
+
+
+def _check_crossed(
+    pool: Pool, by: str, held: Mapping[str, tuple[str, ...]], n_val: int, n_train: int
+) -> None:
+    """Refuse a crossed held-out split without validation or training cells."""
+    ids = " and ".join(
+        f"{len(held[c])} held {_UNIT[c]}(s) (column {c!r}, e.g. {list(held[c][:3])})" for c in held
+    )
+    if not n_val:
+        raise PoolError(
+            f"{pool.source}: [holdout] by = {by!r}: no validation cell remains: the {ids} "
+            "share no cell; hold out more (fraction/count) or choose another selection_seed"
+        )
+    if not n_train:
+        raise PoolError(
+            f"{pool.source}: [holdout] by = {by!r}: nothing is left to train on: no cell pairs "
+            f"a training {' with a training '.join(_UNIT[c] for c in held)} (columns "
+            f"{list(held)}) once the {ids} are held out; lower [holdout] fraction/count"
+        )
+
+
+def holdout_summary(holdout: Mapping[str, Any]) -> str:
+    """One line on the held-out split of a plan report (``report["holdout"]``).
+
+    >>> holdout_summary({"by": "task", "held_out": ["t1", "t2"], "val_cells": 40})
+    'held out 2 task(s): 40 val cells'
+    >>> ids = {"task_id": ["t1", "t2"], "env_id": ["e1"]}
+    >>> print(holdout_summary({"by": "task+env", "held_ids": ids, "val_cells": 2,
+    ...                        "set_aside_cells": 28}))  # doctest: +NORMALIZE_WHITESPACE
+    held out 2 task(s) x 1 env(s): 2 val cells (held tasks in held envs), 28 cells set aside
+    (held tasks in training envs, training tasks in held envs)
+    """
+    val = f"{holdout['val_cells']} val cells"
+    if holdout["by"] != TASK_ENV:
+        return f"held out {len(holdout['held_out'])} {holdout['by']}(s): {val}"
+    ids = holdout["held_ids"]
+    return (
+        f"held out {len(ids[names.TASK_ID])} task(s) x {len(ids[names.ENV_ID])} env(s): "
+        f"{val} (held tasks in held envs), {holdout['set_aside_cells']} cells set aside "
+        "(held tasks in training envs, training tasks in held envs)"
+    )
 
 
 def count_units(pool: Pool, settings: CountSettings | None = None) -> CountResult:
@@ -370,15 +466,18 @@ def build_plan(
                         }
                     )
     manifest = pd.DataFrame(rows)
-    held_column, held_unit = (
-        (names.TASK_ID, units.task_unit)
-        if split.by == names.TASK
-        else (names.ENV_ID, units.env_unit)
-    )
-    train_units = {held_unit.get(i, i) for i in split.train[held_column].unique()}
-    duplicated_in_training = sorted(
-        str(i) for i in split.val[held_column].unique() if held_unit.get(i, i) in train_units
-    )
+    # held-out ids whose task statement / structural signature also trains: the tasks of a
+    # task (or task+env) holdout, the environments of the others
+    checked = [names.TASK_ID] if split.by == names.TASK else [names.ENV_ID]
+    if split.by == TASK_ENV:
+        checked = [names.TASK_ID, names.ENV_ID]
+    duplicated_in_training = []
+    for held_column in checked:
+        held_unit = units.task_unit if held_column == names.TASK_ID else units.env_unit
+        train_units = {held_unit.get(i, i) for i in split.train[held_column].unique()}
+        duplicated_in_training += sorted(
+            str(i) for i in split.val[held_column].unique() if held_unit.get(i, i) in train_units
+        )
     differ = [
         dp
         for dp in (data_points[k] for k in sorted(data_points))
@@ -399,7 +498,10 @@ def build_plan(
         "holdout": {
             "by": split.by,
             "held_out": list(split.held_out),
+            "held_ids": {column: list(ids) for column, ids in split.held.items()},
             "val_cells": len(split.val),
+            # task+env: cells with exactly one held unit, in neither training nor validation
+            "set_aside_cells": split.set_aside,
             "val_sources": {
                 str(k): int(v)
                 for k, v in split.val[names.DATA_SOURCE].value_counts().sort_index().items()
@@ -408,7 +510,6 @@ def build_plan(
             "train_tasks": len(orders.tasks),
             "train_distinct_envs": n_distinct(orders.envs, units.env_unit),
             "train_distinct_tasks": n_distinct(orders.tasks, units.task_unit),
-            # held-out ids whose task statement / structural signature also trains
             "same_unit_in_training": duplicated_in_training,
         },
         "counting": {
@@ -562,10 +663,58 @@ def plan_sweep(spec: SweepSpec, sweep_dir: str | Path, overwrite: bool = False) 
     pool = read_pool(spec.pool)
     manifest, files, report = build_plan(spec, pool)
     report["pool"]["sha256"] = _sha256(Path(spec.pool))
-    spec_text = spec.text.replace(
-        next((line for line in spec.text.splitlines() if line.strip().startswith("pool")), "\0"),
-        f"pool = {json.dumps(str(Path(spec.pool).resolve()))}",
-        1,
+    target = write_sweep(
+        sweep_dir, manifest, files, report, spec_copy_text(spec), overwrite=overwrite
     )
-    target = write_sweep(sweep_dir, manifest, files, report, spec_text, overwrite=overwrite)
     return PlanResult(target, manifest, report)
+
+
+def spec_copy_text(spec: SweepSpec) -> str:
+    """The spec as the sweep directory keeps it (``sweep.toml``): its text with the pool path
+    and the ``[verl] entrypoint`` (its ``./`` and ``../`` words) made absolute, as parsed from
+    the spec's folder, so that ``launch`` reads the same from the sweep directory, from any
+    working directory. Raises :class:`~bayesscale.verl.sweep.SpecError` when either is not
+    written on one line of its own."""
+    if not spec.text:
+        return spec.text
+    pool = str(Path(spec.pool).resolve())
+    expected = tomllib.loads(spec.text)
+    text = _set_key_line(spec.text, "", "pool", pool)
+    expected["pool"] = pool
+    verl = expected.get("verl")
+    if isinstance(verl, dict) and verl.get("entrypoint", spec.verl.entrypoint) != (
+        spec.verl.entrypoint
+    ):
+        text = _set_key_line(text, "verl", "entrypoint", spec.verl.entrypoint)
+        verl["entrypoint"] = spec.verl.entrypoint
+    try:
+        same = tomllib.loads(text) == expected
+    except tomllib.TOMLDecodeError:  # a value over several lines, cut after its first
+        same = False
+    if not same:
+        raise SpecError(
+            f"{spec.source}: cannot record the absolute pool path and [verl] entrypoint in the "
+            f"sweep's copy of the spec; write each on one line of its own, as "
+            'pool = "..." (before any table) and entrypoint = "..." (under [verl])'
+        )
+    return text
+
+
+_TABLE = re.compile(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(#.*)?$")
+
+
+def _set_key_line(text: str, table: str, key: str, value: str) -> str:
+    """``text`` with the first line ``key = …`` of ``[table]`` (``""``: before any table)
+    replaced by ``key = "value"``; unchanged where there is none."""
+    lines = text.splitlines(keepends=True)
+    current = ""
+    assign = re.compile(rf"\s*{re.escape(key)}\s*=")
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("["):
+            header = _TABLE.match(line)
+            current = header.group(1) if header else "\0"  # [[array]] or quoted: not ours
+        elif current == table and assign.match(line):
+            end = line[len(line.rstrip("\r\n")) :]
+            lines[i] = f"{key} = {json.dumps(value)}{end}"
+            break
+    return "".join(lines)

@@ -51,7 +51,7 @@ Example spec::
     updates = 1000
 
     [holdout]
-    by = "task"                    # task | env | world
+    by = "task"                    # task | env | world | task+env
     fraction = 0.1                 # or: count = 50
     selection_seed = 0
 
@@ -67,7 +67,7 @@ Example spec::
     rollout_name = "vllm"
     val_n = 1
     ppo_mini_batch_size = 256
-    entrypoint = "python3 -m verl.trainer.main_ppo"
+    entrypoint = "python3 -m verl.trainer.main_ppo"   # ./ and ../ words: relative to this file
     extra_overrides = ["data.max_prompt_length=2048"]
 
 >>> spec = load_sweep_spec("data/verl_example/sweep.toml")  # doctest: +SKIP
@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,8 @@ DEFAULT_SPAN = 32
 DEFAULT_CELLS = 256_000
 DEFAULT_UPDATES = 1_000
 ALGORITHMS = {"grpo": "grpo", "ppo": "gae"}  # our name -> verl algorithm.adv_estimator
-HOLDOUT_BY = (names.TASK, names.ENV, "world")
+TASK_ENV = f"{names.TASK}+{names.ENV}"  # held tasks x held environments
+HOLDOUT_BY = (names.TASK, names.ENV, "world", TASK_ENV)
 DEFAULT_ENTRYPOINT = "python3 -m verl.trainer.main_ppo"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -316,7 +318,7 @@ def parse_sweep_spec(text: str, source: str = "<spec>", base: Path | None = None
 
     count_settings = _count_settings(top, source, base)
 
-    verl = _verl_settings(top, source)
+    verl = _verl_settings(top, source, base)
     _no_leftovers(top, source, allowed_top)
 
     pool_path = Path(pool)
@@ -437,8 +439,9 @@ def _count_settings(top: dict[str, Any], source: str, base: Path) -> CountSettin
     return count_settings
 
 
-def _verl_settings(top: dict[str, Any], source: str) -> VerlSettings:
-    """``[verl]``: the trainer settings every run shares."""
+def _verl_settings(top: dict[str, Any], source: str, base: Path) -> VerlSettings:
+    """``[verl]``: the trainer settings every run shares (``entrypoint`` words that start
+    with ``./`` or ``../`` made absolute against ``base``)."""
     vt = dict(_take(top, "verl", dict, source, {}))
     where = f"{source}: [verl]"
     default = VerlSettings()
@@ -462,7 +465,9 @@ def _verl_settings(top: dict[str, Any], source: str) -> VerlSettings:
             where,
             "ppo_mini_batch_size",
         ),
-        entrypoint=_take(vt, "entrypoint", str, where, default.entrypoint),
+        entrypoint=resolve_entrypoint(
+            _take(vt, "entrypoint", str, where, default.entrypoint), base, where
+        ),
         project_name=_take(vt, "project_name", str, where, None),
         extra_overrides=tuple(extra),
     )
@@ -475,6 +480,40 @@ def _verl_settings(top: dict[str, Any], source: str) -> VerlSettings:
         ],
     )  # fmt: skip
     return verl
+
+
+def resolve_entrypoint(entrypoint: str, base: Path, where: str = "[verl]") -> str:
+    """The command line with every word that starts with ``./`` or ``../`` made absolute
+    against ``base`` (the spec's folder, its links followed; the word's own path is kept, so
+    a virtual environment's ``bin/python`` link stays the one named); other words as given.
+    Unchanged when no word is relative; raises :class:`SpecError` for a line ``shlex`` cannot
+    split or one without a word.
+
+    >>> resolve_entrypoint("../venv/bin/python ./train.py -m x", Path("/lab/specs"))
+    '/lab/venv/bin/python /lab/specs/train.py -m x'
+    """
+    try:
+        words = shlex.split(entrypoint)
+    except ValueError as exc:
+        raise SpecError(
+            f"{where}: key 'entrypoint' is not a command line ({exc}): {entrypoint!r}"
+        ) from None
+    if not words:
+        raise SpecError(f"{where}: key 'entrypoint' is empty; name the command that trains")
+    resolved = [_from_base(w, base) if w.startswith(("./", "../")) else w for w in words]
+    return entrypoint if resolved == words else shlex.join(resolved)
+
+
+def _from_base(word: str, base: Path) -> str:
+    """``word`` (``./…`` or ``../…``) as an absolute path from ``base``: its leading ``.``
+    and ``..`` parts walk from the real folder, the rest is appended as written."""
+    here = base.resolve()
+    parts = word.split("/")
+    while parts and parts[0] in (".", ".."):
+        if parts.pop(0) == "..":
+            here = here.parent
+    rest = "/".join(parts)
+    return str(here / rest) if rest else str(here)
 
 
 def _grid_point_list(

@@ -200,3 +200,21 @@ def test_launch_on_ray_via_cli(
         main(["launch", str(small_sweep), "--ray-address", "http://127.0.0.1:9", "--run", run]) == 2
     )
     assert "cannot reach the Ray job API" in capsys.readouterr().err
+
+
+# --- suggested for tests/verl/test_verl_cli.py (needs the cli/plan.py part of the patch) ---
+def test_plan_prints_a_task_and_env_holdout(
+    small_spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """by = "task+env": the summary line counts held tasks and envs and the cells set aside."""
+    small_spec.write_text(
+        small_spec.read_text().replace('by = "task"\ncount = 3', 'by = "task+env"\ncount = 2')
+    )
+    assert main(["plan", str(small_spec), "--out", str(tmp_path / "sw")]) == 0
+    out, err = capsys.readouterr()
+    assert (
+        "  held out 2 task(s) x 2 env(s): 4 val cells (held tasks in held envs), 52 cells set "
+        "aside (held tasks in training envs, training tasks in held envs); training pool 8 env "
+        "ids (8 distinct) x 18 task ids (18 distinct)\n"
+    ) in out
+    assert err == ""

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from verl_testlib import REPO, SMALL_SPEC, crossed_pool, duplicated_pool
+from verl_testlib import FAKE_VERL, REPO, SMALL_SPEC, crossed_pool, duplicated_pool, write_jsonl
 
 from bayesscale import names
 from bayesscale.verl import manifest as mf
-from bayesscale.verl.plan import build_plan, plan_sweep
+from bayesscale.verl.launch import LocalBackend, commands_of, launch
+from bayesscale.verl.plan import (
+    build_plan,
+    holdout_summary,
+    plan_sweep,
+    spec_copy_text,
+    split_holdout,
+)
 from bayesscale.verl.pool import PoolError, check_pool
-from bayesscale.verl.sweep import load_sweep_spec, parse_sweep_spec
+from bayesscale.verl.sweep import SpecError, SweepSpec, load_sweep_spec, parse_sweep_spec
 
 
 def ids(frame: pd.DataFrame, key: str) -> set[str]:
@@ -243,3 +252,156 @@ def test_failed_write_leaves_nothing(
         plan_sweep(spec, tmp_path / "new")
     assert not (tmp_path / "new").exists()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".new")]
+
+
+def task_env_spec(held: str = "count = 2", extra: str = "") -> SweepSpec:
+    return parse_sweep_spec(
+        SMALL_SPEC.format(pool="p.jsonl").replace(
+            'by = "task"\ncount = 3', f'by = "task+env"\n{held}\n{extra}'
+        )
+    )
+
+
+def test_holdout_by_task_and_env() -> None:
+    """Validation is held tasks x held envs; a cell with one held unit goes nowhere."""
+    pool = check_pool(crossed_pool(10, 20), "p.jsonl")
+    manifest, files, report = build_plan(task_env_spec(), pool)
+    hold = report["holdout"]
+    tasks, envs = hold["held_ids"][names.TASK_ID], hold["held_ids"][names.ENV_ID]
+    assert (len(tasks), len(envs)) == (2, 2) and hold["held_out"] == tasks + envs
+    val = files["data/val.parquet"]
+    assert ids(val, names.TASK_ID) == set(tasks) and ids(val, names.ENV_ID) == set(envs)
+    assert hold["val_cells"] == len(val) == 2 * 2 and set(manifest[names.VAL_SIZE]) == {4}
+    assert hold["set_aside_cells"] == 2 * 8 + 18 * 2  # held task x training env, and back
+    assert (hold["train_tasks"], hold["train_envs"]) == (18, 8)
+    for path, frame in files.items():
+        if path.startswith("data/train"):
+            assert not ids(frame, names.TASK_ID) & set(tasks)
+            assert not ids(frame, names.ENV_ID) & set(envs)
+    assert holdout_summary(hold) == (
+        "held out 2 task(s) x 2 env(s): 4 val cells (held tasks in held envs), 52 cells set "
+        "aside (held tasks in training envs, training tasks in held envs)"
+    )
+    # each column's ids by the rule of its own mode: the tasks are those `by = "task"` holds
+    split = split_holdout(pool, task_env_spec())
+    again = split_holdout(pool, task_env_spec())  # deterministic
+    assert again.held == split.held and again.val.equals(split.val)
+    assert split.set_aside == 52 and len(split.train) == 18 * 8
+    by_task = parse_sweep_spec(SMALL_SPEC.format(pool="p.jsonl").replace("count = 3", "count = 2"))
+    assert split_holdout(pool, by_task).held_out == tuple(tasks)
+    other = split_holdout(pool, task_env_spec(extra="selection_seed = 7"))
+    assert other.held != split.held
+    # fraction: ceil(0.1 x 20) tasks and ceil(0.1 x 10) env; max_val_cells caps val
+    split = split_holdout(pool, task_env_spec("fraction = 0.1", "max_val_cells = 1"))
+    assert [len(v) for v in split.held.values()] == [2, 1] and len(split.val) == 1
+    assert split.set_aside == 2 * 9 + 18 * 1 and len(split.train) == 18 * 9
+    # the plan reports ids of both kinds whose statement / signature also trains
+    dup = check_pool(duplicated_pool(10, 20, structures=4, statements=7), "p.jsonl")
+    for seed in (0, 1):
+        hold = build_plan(task_env_spec(extra=f"selection_seed = {seed}"), dup)[2]["holdout"]
+        tasks, envs = hold["held_ids"][names.TASK_ID], hold["held_ids"][names.ENV_ID]
+        statements = {k % 7 for k in range(20) if f"t{k:04d}" not in tasks}
+        structures = {k % 4 for k in range(10) if f"e{k:03d}" not in envs}
+        assert hold["same_unit_in_training"] == [
+            t for t in tasks if int(t[1:]) % 7 in statements
+        ] + [e for e in envs if int(e[1:]) % 4 in structures]
+
+
+def test_holdout_by_task_and_env_never_leaks() -> None:
+    """Over seeds and sparse pools: each cell trains, validates or is set aside, by how many
+    held units it has; no training file holds a held task or env."""
+    for seed in range(6):
+        frame = crossed_pool(12, 24)
+        if seed % 2:  # sparse: some tasks miss some environments
+            frame = frame.sample(frac=0.7, random_state=seed).sort_index()
+        pool = check_pool(frame, "p.jsonl")
+        spec = task_env_spec("fraction = 0.25", f"selection_seed = {seed}")
+        split = split_holdout(pool, spec)
+        tasks, envs = set(split.held[names.TASK_ID]), set(split.held[names.ENV_ID])
+        assert (len(tasks), len(envs)) == (6, 3)
+        held = frame[names.TASK_ID].isin(tasks).astype(int) + frame[names.ENV_ID].isin(envs)
+        assert len(split.train) == int((held == 0).sum())
+        assert split.set_aside == int((held == 1).sum())
+        assert len(split.val) == int((held == 2).sum()) > 0
+        assert set(split.val[names.TASK_ID]) <= tasks and set(split.val[names.ENV_ID]) <= envs
+        assert not set(split.train[names.TASK_ID]) & tasks
+        assert not set(split.train[names.ENV_ID]) & envs
+        if seed % 2 == 0:
+            manifest, files, report = build_plan(spec, pool)
+            assert report["holdout"]["held_ids"] == {k: list(v) for k, v in split.held.items()}
+            for path in manifest[names.TRAIN_PATH].unique():
+                train = pd.DataFrame(list(files[path][names.EXTRA_INFO]))
+                assert not set(train[names.TASK_ID]) & tasks
+                assert not set(train[names.ENV_ID]) & envs
+
+
+def test_holdout_by_task_and_env_refusals() -> None:
+    """No val cell (held tasks and envs never meet), nothing to train on, too many held."""
+    full = crossed_pool(10, 20)
+    split = split_holdout(check_pool(full, "p.jsonl"), task_env_spec())
+    tasks, envs = split.held[names.TASK_ID], split.held[names.ENV_ID]
+    in_tasks, in_envs = full[names.TASK_ID].isin(tasks), full[names.ENV_ID].isin(envs)
+    apart = check_pool(full[~(in_tasks & in_envs)], "p.jsonl")
+    with pytest.raises(
+        PoolError,
+        match=r"p.jsonl: \[holdout\] by = 'task\+env': no validation cell remains: the 2 held "
+        r"task\(s\) \(column 'task_id'.* and 2 held env\(s\) \(column 'env_id'.* share no cell",
+    ):
+        split_holdout(apart, task_env_spec())
+    untrained = check_pool(full[in_tasks | in_envs], "p.jsonl")
+    with pytest.raises(
+        PoolError,
+        match=r"p.jsonl: \[holdout\] by = 'task\+env': nothing is left to train on: no cell "
+        r"pairs a training task with a training env \(columns \['task_id', 'env_id'\]\)",
+    ):
+        split_holdout(untrained, task_env_spec())
+    with pytest.raises(
+        PoolError, match=r"p.jsonl: column 'env_id': holding out 10 of 10 env id\(s\)"
+    ):
+        split_holdout(check_pool(full, "p.jsonl"), task_env_spec("count = 10"))
+
+
+def test_spec_copy_keeps_relative_entrypoint_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spec at lab/sweep.toml with entrypoint "../venv/bin/python ./train.py": the sweep's
+    copy records the absolute words, and launch runs them from any working directory."""
+    lab, elsewhere = tmp_path / "lab", tmp_path / "elsewhere"
+    lab.mkdir()
+    elsewhere.mkdir()
+    (tmp_path / "venv").symlink_to(Path(sys.executable).parents[1], target_is_directory=True)
+    shutil.copy(FAKE_VERL, lab / "train.py")
+    write_jsonl(crossed_pool(10, 20), lab / "pool.jsonl")
+    text = SMALL_SPEC.format(pool="pool.jsonl") + (
+        '# the trainer\nentrypoint = "../venv/bin/python ./train.py"  # beside the spec\n'
+    )
+    (lab / "sweep.toml").write_text(text)
+    monkeypatch.chdir(lab)
+    spec = load_sweep_spec("sweep.toml")
+    sweep = plan_sweep(spec, tmp_path / "sweeps" / "s").sweep_dir
+    monkeypatch.chdir(elsewhere)
+    real = tmp_path.resolve()
+    expected = [str(real / "venv/bin/python"), str(real / "lab/train.py")]
+    copy = (sweep / mf.SPEC_COPY).read_text()
+    assert f'entrypoint = "{" ".join(expected)}"\n' in copy and "# the trainer\n" in copy
+    assert f'pool = "{real / "lab/pool.jsonl"}"\n' in copy
+    commands = commands_of(sweep)
+    assert all(list(c.argv[:2]) == expected for c in commands.values())
+    run = next(iter(commands))
+    assert launch(sweep, LocalBackend(), runs=[run], poll_s=0).submitted
+    assert mf.read_manifest(sweep).set_index(names.RUN_ID).at[run, names.STATUS] == mf.SUCCEEDED
+
+
+def test_spec_copy_refuses_what_it_cannot_rewrite(tmp_path: Path) -> None:
+    """An entrypoint over several lines cannot be rewritten line by line: said, not garbled."""
+    write_jsonl(crossed_pool(10, 20), tmp_path / "pool.jsonl")
+    text = SMALL_SPEC.format(pool="pool.jsonl") + 'entrypoint = """\npython3 ./train.py"""\n'
+    (tmp_path / "sweep.toml").write_text(text)
+    spec = load_sweep_spec(tmp_path / "sweep.toml")
+    assert spec.verl.entrypoint == f"python3 {tmp_path.resolve() / 'train.py'}"
+    with pytest.raises(SpecError, match=r"sweep.toml: cannot record .* entrypoint = "):
+        spec_copy_text(spec)
+    assert not (tmp_path / "sweep").exists()
+    with pytest.raises(SpecError):
+        plan_sweep(spec, tmp_path / "sweep")
+    assert not (tmp_path / "sweep").exists()

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+import sys
+from pathlib import Path
+
 import pytest
 
 from bayesscale import names
-from bayesscale.verl.sweep import SpecError, geometric_grid, parse_sweep_spec
+from bayesscale.verl.sweep import (
+    DEFAULT_ENTRYPOINT,
+    TASK_ENV,
+    SpecError,
+    geometric_grid,
+    load_sweep_spec,
+    parse_sweep_spec,
+)
 
 BASE = 'pool = "p.jsonl"\n[[models]]\npath = "Qwen/Qwen3-8B"\nparams_b = 8\n'
 
@@ -44,6 +56,9 @@ def test_grid_spans_the_ratio() -> None:
         ("[count]\nthreshold = nan\n", r"key 'threshold' must be a finite number, got nan"),
         ("[count]\nmodel = 'm'\nembedding_column = 'v'\n", r"\[count\]: give 'model' or"),
         ("[count]\nembeding_column = 'v'\n", r"\[count\]: unknown key\(s\) \['embeding_column'\]"),
+        ("[holdout]\nby = 'task,env'\n", r"\[holdout\]: key 'by' must be one of .*'task\+env'"),
+        ("[verl]\nentrypoint = 'python3 \"x.py'\n", r"\[verl\]: key 'entrypoint' is not a command"),
+        ("[verl]\nentrypoint = ' '\n", r"\[verl\]: key 'entrypoint' is empty"),
     ],
 )
 def test_errors_name_the_key(extra: str, message: str) -> None:
@@ -61,3 +76,42 @@ def test_algorithms_and_models_checked() -> None:
         parse_sweep_spec('algorithms = ["dpo"]\n' + BASE)
     with pytest.raises(SpecError, match=r"at least one \[\[models\]\]"):
         parse_sweep_spec('pool = "p.jsonl"\n')
+
+
+def test_holdout_by_task_and_env_parses() -> None:
+    spec = parse_sweep_spec(BASE + '[holdout]\nby = "task+env"\ncount = 2\n')
+    assert spec.holdout.by == TASK_ENV == "task+env" and spec.holdout.count == 2
+
+
+def test_entrypoint_words_relative_to_the_spec(tmp_path: Path) -> None:
+    """``./`` and ``../`` words are made absolute against the spec's folder (the folder's
+    links followed, the word's own path kept: a venv's bin/python link stays that link);
+    other words, and an entrypoint without such words, are left exactly as written."""
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    venv = tmp_path / ".venv-verl" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    (tmp_path / "link").symlink_to(lab)
+    entry = "../.venv-verl/bin/python ./train.py -m x tests/verl/fake_verl.py 'a=./b' './my dir/'"
+    (lab / "sweep.toml").write_text(BASE + f"[verl]\nentrypoint = {json.dumps(entry)}\n")
+    for spec_path in (lab / "sweep.toml", tmp_path / "link" / "sweep.toml"):
+        words = shlex.split(load_sweep_spec(spec_path).verl.entrypoint)
+        real = tmp_path.resolve()
+        assert words == [
+            str(real / ".venv-verl/bin/python"),  # not the interpreter it links to
+            str(real / "lab/train.py"),
+            "-m",
+            "x",
+            "tests/verl/fake_verl.py",
+            "a=./b",
+            str(real / "lab/my dir"),
+        ]
+    assert parse_sweep_spec(BASE).verl.entrypoint == DEFAULT_ENTRYPOINT
+    kept = "python3  'tests/verl/fake_verl.py'"  # no relative word: the string as written
+    assert (
+        parse_sweep_spec(BASE + f'[verl]\nentrypoint = "{kept}"\n', base=lab).verl.entrypoint
+        == kept
+    )
+    here = parse_sweep_spec(BASE + '[verl]\nentrypoint = "./t.py"\n').verl.entrypoint
+    assert here == str(Path.cwd().resolve() / "t.py")  # no base: the working directory
