@@ -33,8 +33,8 @@ report: setup
 		--out $(OUT)/report
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check bayesscale tests benchmarks data notebooks docs/conf.py docs/_ext
-	$(VENV)/bin/ruff format --check bayesscale tests benchmarks data notebooks docs/conf.py docs/_ext
+	$(VENV)/bin/ruff check bayesscale tests benchmarks data lab notebooks docs/conf.py docs/_ext
+	$(VENV)/bin/ruff format --check bayesscale tests benchmarks data lab notebooks docs/conf.py docs/_ext
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

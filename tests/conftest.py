@@ -77,6 +77,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # first, which sent the notebooks (5 tests, 96 s) last. A stale list costs time, never a
 # result; files not listed follow in their usual order.
 LONGEST_FIRST = (
+    "test_lab_loop.py",
     "test_notebooks.py",
     "test_report.py",
     "test_fit.py",
@@ -91,6 +92,7 @@ LONGEST_FIRST = (
     "test_calibration.py",
     "test_verl_cli.py",
     "test_verl_example_loop.py",
+    "test_lab_train.py",
     "test_sensitivity.py",
     "test_compare.py",
 )

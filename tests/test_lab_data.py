@@ -1,0 +1,44 @@
+"""The lab's bundled observations (docs/lab.md): what lab/sweep.toml and lab/heldout.toml
+planned, ingested, in the format the law reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bayesscale import names
+from bayesscale.data.observations import load_observations
+from bayesscale.data.spec import load_spec
+from bayesscale.verl.sweep import AXIS_COLUMNS, load_sweep_spec
+
+REPO = Path(__file__).resolve().parents[1]
+LAB = REPO / "data" / "lab"
+
+
+def test_the_observations_are_the_planned_sweep() -> None:
+    spec = load_sweep_spec(REPO / "lab" / "sweep.toml")
+    table = load_observations(LAB / "observations.csv", load_spec()).frame
+    assert len(table) == 90
+    assert set(table[names.MODEL]) == {m.name for m in spec.models}
+    assert set(table[names.SEED]) == set(spec.seeds)
+    assert (table[names.TRIALS] == 600).all()  # every held task in every held environment
+    for axis in spec.axes:
+        assert set(spec.grid_points(axis)) <= set(table[AXIS_COLUMNS[axis]]), axis
+    params = {m.name: m.params_b for m in spec.models}
+    assert (table[names.PARAMS_B] == table[names.MODEL].map(params)).all()
+    keys = [names.MODEL, names.N_ENVS, names.N_TASKS, names.ROLLOUTS, names.SEED]
+    assert not table.duplicated(keys).any()
+
+
+def test_the_heldout_runs_lie_2x_to_4x_beyond_the_sweep() -> None:
+    sweep = load_observations(LAB / "observations.csv", load_spec()).frame
+    held = load_observations(LAB / "heldout.csv", load_spec()).frame
+    spec = load_sweep_spec(REPO / "lab" / "heldout.toml")
+    assert len(held) == len(spec.explicit_points) * len(spec.models) * len(spec.seeds) == 24
+    columns = [names.N_ENVS, names.N_TASKS, names.ROLLOUTS]
+    beyond = (held[columns] / sweep[columns].max()).max(axis=1)
+    assert set(beyond.round(6)) == {2.0, 4.0}
+    rate = held[names.SUCCESSES] / held[names.TRIALS]
+    assert rate.between(0.05, 0.95).all()  # neither floor nor ceiling: a useful range
+    assert pd.Series(sweep[names.SUCCESSES] / sweep[names.TRIALS]).between(0.05, 0.95).all()
