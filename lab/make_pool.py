@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from bayesscale.atomic import write_atomically
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from world import Environment, Lab, Task
@@ -103,19 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make_pool: {args.out} exists; pass --force to replace it", file=sys.stderr)
         return 2
     frame = build_pool(args.envs, args.tasks, args.seed, args.max_similarity)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=args.out.parent, suffix=".tmp")
-    os.close(fd)
-    try:
+
+    def write(tmp: Path) -> None:
         if args.out.suffix == ".jsonl":
             frame.to_json(tmp, orient="records", lines=True)
         else:
             frame.to_parquet(tmp, index=False)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep the bundled file from others
-        os.replace(tmp, args.out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+
+    write_atomically(args.out, write, overwrite=args.force)
     print(f"wrote {args.out}: {args.envs} environments x {args.tasks} tasks = {len(frame)} cells")
     return 0
 

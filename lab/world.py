@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import cached_property
 
 INTENTS: dict[str, tuple[str, ...]] = {
     "heat": ("heat", "warm", "bake", "toast", "roast", "boil", "simmer", "scorch"),
@@ -298,12 +299,17 @@ class Lab:
             )
         return out
 
+    @cached_property
+    def object_order(self) -> list[str]:
+        """Every object, in this lab's seeded order: the first are the commonest (Zipf)."""
+        objects = [o for objs in CATEGORIES.values() for o in objs]
+        return random.Random(f"lab-object-order-{self.seed}").sample(objects, len(objects))
+
     def draw_step(self, rng: random.Random) -> Step:
         intent = rng.choice(list(INTENTS))
         verbs = INTENTS[intent]
         verb = rng.choices(verbs, weights=_zipf_weights(len(verbs)))[0]
-        objects = [o for objs in CATEGORIES.values() for o in objs]
-        order = random.Random(f"lab-object-order-{self.seed}").sample(objects, len(objects))
+        order = self.object_order
         obj = rng.choices(order, weights=_zipf_weights(len(order)))[0]
         return Step(intent, verb, rng.choice(ADJECTIVES), obj, rng.choice(PLACES))
 

@@ -466,11 +466,11 @@ def build_plan(
                         }
                     )
     manifest = pd.DataFrame(rows)
-    # held-out ids whose task statement / structural signature also trains: the tasks of a
-    # task (or task+env) holdout, the environments of the others
-    checked = [names.TASK_ID] if split.by == names.TASK else [names.ENV_ID]
-    if split.by == TASK_ENV:
-        checked = [names.TASK_ID, names.ENV_ID]
+    # held-out ids whose task statement / structural signature also trains, per held column
+    # (a world holdout's by its environments)
+    checked = [
+        names.ENV_ID if column == names.WORLD_ID else column for column in HOLDOUT_COLUMNS[split.by]
+    ]
     duplicated_in_training = []
     for held_column in checked:
         held_unit = units.task_unit if held_column == names.TASK_ID else units.env_unit

@@ -18,7 +18,7 @@ environment: 3,000 task-environment cells in verl's vocabulary (prompt as a chat
   Two data sources: ``synthetic/math`` and ``synthetic/code`` (the Python, algorithm and
   programming topics).
 
-Run: ``python data/verl_example/make_pool.py`` (rewrites pool.jsonl next to it).
+Run: ``.venv/bin/python data/verl_example/make_pool.py`` (rewrites pool.jsonl next to it).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import json
 import math
 from fractions import Fraction
 from pathlib import Path
+
+from bayesscale.atomic import write_atomically
 
 WORLDS = ("calc", "ledger", "shop", "sheet", "units")
 MATH, CODE = "synthetic/math", "synthetic/code"
@@ -431,30 +433,35 @@ def tasks() -> list[dict]:
 
 
 def main() -> None:
-    path = Path(__file__).with_name("pool.jsonl")
-    with path.open("w", encoding="utf-8") as fh:
-        for task in tasks():
-            for env in environments():
-                system = f"You act in environment {env['env_id']}. Tools: " + ", ".join(
-                    t["name"] for t in env["tools"]
-                )
-                row = {
-                    "task_id": task["task_id"],
-                    "env_id": env["env_id"],
-                    "world_id": env["world_id"],
-                    "prompt": [
-                        {"role": "system", "content": system},
-                        {"role": "user", "content": task["question"]},
-                    ],
-                    "data_source": task["data_source"],
-                    "reward_model": {"style": "rule", "ground_truth": task["answer"]},
-                    "extra_info": {"question": task["question"], "topic": task["topic"]},
-                    "tools": env["tools"],
-                    "state_schema": env["state_schema"],
-                    "transition": env["transition"],
-                    "verifier": env["verifier"],
-                }
-                fh.write(json.dumps(row, sort_keys=True) + "\n")
+    envs = environments()
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for task in tasks():
+                for env in envs:
+                    system = f"You act in environment {env['env_id']}. Tools: " + ", ".join(
+                        t["name"] for t in env["tools"]
+                    )
+                    row = {
+                        "task_id": task["task_id"],
+                        "env_id": env["env_id"],
+                        "world_id": env["world_id"],
+                        "prompt": [
+                            {"role": "system", "content": system},
+                            {"role": "user", "content": task["question"]},
+                        ],
+                        "data_source": task["data_source"],
+                        "reward_model": {"style": "rule", "ground_truth": task["answer"]},
+                        "extra_info": {"question": task["question"], "topic": task["topic"]},
+                        "tools": env["tools"],
+                        "state_schema": env["state_schema"],
+                        "transition": env["transition"],
+                        "verifier": env["verifier"],
+                    }
+                    fh.write(json.dumps(row, sort_keys=True) + "\n")
+
+    # the bundled pool is this script's output: rewritten whole, never half
+    write_atomically(Path(__file__).with_name("pool.jsonl"), write, overwrite=True)
 
 
 if __name__ == "__main__":
