@@ -222,6 +222,7 @@ SHADOW_PRICE: Final = "shadow_price"  # lambda: loss reduction per unit of money
 SUCCESS_OPTIMUM: Final = "success_at_optimum"  # p at the draw's own optimum
 RECIPE_EXPONENT: Final = "recipe_exponent"  # local e_i = dlog D_i / dlog B
 SUCCESS_DECISION: Final = "success_at_decision"  # p of the single decision, per draw
+BASELINE_UNITS: Final = "baseline_units"  # (budget, baseline, axis) a baseline's purchased units
 SUCCESS_BASELINE: Final = "success_at_baseline"  # p of a baseline allocation, per draw
 SUCCESS_GAIN: Final = "success_gain"  # p(decision) - p(baseline), per draw
 COMPUTE_MULTIPLIER: Final = "compute_multiplier"  # budget factor a baseline needs to match
@@ -242,6 +243,8 @@ ISO_UNITS: Final = "iso_budget_units"  # (setting, axis, share) median effective
 ATTR_COST_MODEL: Final = "cost_model"
 ATTR_COST_KIND: Final = "cost_kind"  # exact | linearised | compute
 ATTR_COST_POWERS: Final = "cost_powers_json"  # the money cost's monomials (axis x axis)
+ATTR_COST_WEIGHTS: Final = "cost_weights_json"  # the money cost's weights (one per monomial)
+ATTR_FIXED_CELLS: Final = "fixed_cells"  # cells per run of [cost] trajectories = "fixed-cells"
 ATTR_CURRENCY: Final = "currency"
 ATTR_PRICES: Final = "unit_prices_json"
 ATTR_KAPPA_SOURCE: Final = "kappa_source"

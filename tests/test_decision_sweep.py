@@ -119,8 +119,69 @@ def test_the_decision_becomes_one_point_per_runnable_setting() -> None:
     assert len(many.to_json()["skipped"]) == 19
     # within what the pool holds: nothing capped, nothing said about caps
     small = decision_sweep(ds, fit, base, 300.0, caps={"n_envs": 1000, "n_tasks": 10_000})
-    assert not any(p.capped for p in small.points) and "warning" not in "".join(small.notes())
+    assert not any(p.capped for p in small.points)
+    assert [n.split(":")[0] for n in small.notes()] == ["warning", "note"]  # pricing; left out
     assert "# the recipe's decision at budget 300 USD" in small.text
+
+
+def test_a_decision_priced_per_task_is_said_to_misprice_the_runs_it_writes() -> None:
+    """Each run of a sweep trains on [alignment] cells x rollouts trajectories: a recipe that
+    priced tasks x rollouts is warned; one priced with the sweep's cells is not; one priced
+    with other cells is refused."""
+    fit = example_fit()
+    base = load_sweep_spec(EXAMPLE)  # [alignment] cells = 1024
+    caps = {"n_envs": 1000, "n_tasks": 10_000}
+    per_task = decision_sweep(recipe(fit, [300.0], multipliers=False), fit, base, caps=caps)
+    warning = per_task.notes()[0]
+    assert warning.startswith("warning: the recipe priced trajectories per task")
+    assert 'trajectories = "fixed-cells" and cells = 1024' in warning
+    fixed = parse_prices('[cost]\ntrajectories = "fixed-cells"\ncells = 1024')
+    ds = recipe(fit, [300.0], prices=fixed, multipliers=False)
+    assert ds.attrs[names.ATTR_FIXED_CELLS] == 1024
+    out = decision_sweep(ds, fit, base, caps=caps)
+    assert not any(n.startswith("warning") for n in out.notes())
+    for p in out.points:  # money: 4.10 E + 0.18 T + 0.02 x 1,024 x R
+        e, t, r = (p.sizes[a] for a in ("env", "task", "traj"))
+        assert p.cost == pytest.approx(4.10 * e + 0.18 * t + 0.02 * 1024 * r)
+    assert ds[names.DECISION_TRAJECTORIES].values == pytest.approx(
+        1024 * ds[names.DECISION].sel(axis="traj").values
+    )
+    other = parse_prices('[cost]\ntrajectories = "fixed-cells"\ncells = 2048')
+    ds = recipe(fit, [300.0], prices=other, multipliers=False)
+    with pytest.raises(
+        DesignError, match=r"fixes 2048 cells per run .* \[alignment\] cells = 1024"
+    ):
+        decision_sweep(ds, fit, base, caps=caps)
+
+
+def test_baselines_are_written_beside_the_decision_at_equal_money() -> None:
+    fit = example_fit(RUNNABLE[:1])
+    base = load_sweep_spec(EXAMPLE)
+    fixed = parse_prices('[cost]\ntrajectories = "fixed-cells"\ncells = 1024')
+    ds = recipe(fit, [600.0], prices=fixed, multipliers=False)
+    out = decision_sweep(ds, fit, base, caps={"n_envs": 1000, "n_tasks": 10_000}, baselines=True)
+    labels = [p.label for p in out.points]
+    assert labels == ["recipe:600", "traj_heavy:600", "chinchilla:600"]
+    spec = parse_sweep_spec(out.text, "decision.toml", Path("."))
+    assert [p.label for p in spec.explicit_points] == labels
+    assert "# the recipe's decision and its baselines at budget 600 USD" in out.text
+    units = ds[names.BASELINE_UNITS].sel(budget=600.0)
+    for p in out.points[1:]:
+        asked = units.sel(baseline=p.label.split(":")[0])
+        assert p.asked == pytest.approx({a: float(asked.sel(axis=a)) for a in out.axes})
+        # equal money before rounding to whole units: 600 USD
+        e, t, r = (p.asked[a] for a in ("env", "task", "traj"))
+        assert 4.10 * e + 0.18 * t + 0.02 * 1024 * r == pytest.approx(600.0)
+    heavy = out.points[1].sizes  # the anchors (4, 32, 4) but rollouts
+    assert (heavy["env"], heavy["task"]) == (4, 32) and heavy["traj"] > 4
+    # at the anchors' own cost the Chinchilla baseline is the anchors, and so is traj_heavy:
+    # one point, both labels
+    anchor_cost = 4.10 * 4 + 0.18 * 32 + 0.02 * 1024 * 4
+    ds = recipe(fit, [anchor_cost], prices=fixed, multipliers=False)
+    out = decision_sweep(ds, fit, base, caps={"n_envs": 1000, "n_tasks": 10_000}, baselines=True)
+    assert [p.label for p in out.points][1:] == [
+        f"traj_heavy:{anchor_cost:g}+chinchilla:{anchor_cost:g}"
+    ]
 
 
 def test_seeds_follow_every_seed_of_the_base_and_other_choices() -> None:
@@ -256,6 +317,16 @@ def test_recipe_writes_a_sweep_file_that_plan_runs(
     capsys.readouterr()
     assert tomllib.loads(alias.read_text()) == raw
 
+    # --with-baselines: the two baselines at the same budget too, planned as their own runs
+    assert main([*args, "--force", "--setting", RUNNABLE[1], "--with-baselines"]) == 0
+    assert "written by `bayesscale recipe " in out.read_text()
+    assert "--with-baselines --sweep " in out.read_text().splitlines()[0]
+    labels = [p["label"] for p in tomllib.loads(out.read_text())["grid"]["point"]]
+    # at 3,000 USD the decision and the Chinchilla baseline both hit the pool's caps (20
+    # environments, 135 tasks) and the 4x-of-the-data bound on rollouts: one run, both labels
+    assert labels == ["recipe:3000+chinchilla:3000", "traj_heavy:3000"]
+    capsys.readouterr()
+
 
 SWEEP = ["--sweep", "BASE", "--sweep-out", "OUT"]
 TWO = ["--budget", "1e3,1e4"]  # replaces --budget 1e3
@@ -268,6 +339,7 @@ TWO = ["--budget", "1e3,1e4"]  # replaces --budget 1e3
         (["--sweep-out", "OUT"], "--sweep-out needs --sweep BASE.toml"),
         (["--seeds", "2"], "--seeds applies to --sweep-out only"),
         (["--decision-budget", "1e3"], "--decision-budget applies to --sweep-out only"),
+        (["--with-baselines"], "--with-baselines applies to --sweep-out only"),
         (["--out", "r.toml"], "--out r.toml: --out writes the per-draw results as netCDF"),
         (
             [*SWEEP, *TWO],

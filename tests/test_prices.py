@@ -110,3 +110,45 @@ def test_toml_reader_docstring_examples() -> None:
 
     result = doctest.testmod(bayesscale.tomlfile, raise_on_error=False)
     assert result.attempted >= 2 and result.failed == 0
+
+
+def test_fixed_cells_prices_rollouts_as_cells_times_rollouts() -> None:
+    """A sweep's run trains on [alignment] cells whatever its environments and tasks: with
+    trajectories = "fixed-cells" the rollout axis costs c_traj x cells per rollout."""
+    from bayesscale.core.prices import money_cost
+    from bayesscale.report.recipe_text import price_unit_note
+
+    p = parse_prices('[cost]\ntrajectories = "fixed-cells"\ncells = 2048')
+    assert (p.trajectories, p.cells) == ("fixed-cells", 2048)
+    cost = money_cost(AXES, ["n_envs", "n_tasks", "rollouts"], p)
+    assert float(cost([24, 256, 8])) == pytest.approx(4.10 * 24 + 0.18 * 256 + 0.02 * 2048 * 8)
+    summary = {
+        "unit_prices": dict(zip(AXES, p.for_axes(AXES).tolist(), strict=True)),
+        "money_cost_powers": cost.powers.tolist(),
+        "money_cost_weights": cost.weights.tolist(),
+    }
+    assert price_unit_note(summary) == (
+        "the traj price is per trajectory (one rollout of one task): a run trains on 2,048 "
+        "task-environment cells, so an allocation buys 2,048 x traj trajectories"
+    )
+    # overriding prices keeps the rule and its cells
+    assert p.with_overrides({"env": 3.0}, "<x>").cells == 2048
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('[cost]\ntrajectories = "fixed-cells"', "needs cells = the number"),
+        ('[cost]\ntrajectories = "fixed-cells"\ncells = 0', "cells: must be a whole number >= 1"),
+        ('[cost]\ntrajectories = "fixed-cells"\ncells = 2.5', "cells: must be a whole number"),
+        (
+            '[cost]\ntrajectories = "tasks"\ncells = 8',
+            'cells is only used with trajectories = "fixed-cells"',
+        ),
+        ("[cost]\ncells = 8", "cells is only used with"),
+        ("[cost]\nrows = 8", r"unknown key\(s\) \['rows'\]"),
+    ],
+)
+def test_bad_cost_table_is_refused_naming_the_key(text: str, match: str) -> None:
+    with pytest.raises(PricesError, match=match):
+        parse_prices(text, source="p.toml")

@@ -894,7 +894,8 @@ def test_cli_states_units_extrapolation_and_one_number_format(
     text = captured.out
     assert "intervals: median [80% equal-tailed]" in text
     assert "traj = rollouts per task" in text and "x swept max" in text
-    assert "trajectories (tasks x rollouts per task)" in text
+    assert "each task in one environment: trajectories = tasks x rollouts per task" in text
+    assert "   trajectories: optimum " in text
     assert " !" in text  # rows beyond 4x are marked
     assert "e+" not in text  # one number format: 3 significant digits, k/M/G/T
     # 1e6 USD buys environments and tasks far beyond the swept range: the headline is the

@@ -39,7 +39,8 @@ DESCRIPTION = (
     "axis with credible intervals, the single decision that maximises expected success, local "
     "recipe exponents, and comparisons with trajectory-heavy and Chinchilla-style allocations. "
     "Money is what is bought (--cost exact, the default): c_env u_env + c_task u_task + "
-    "c_traj u_task u_traj, a trajectory being one rollout of one task, solved exactly per draw "
+    "c_traj u_task u_traj, a trajectory being one rollout of one task ([cost] trajectories in a "
+    'prices file: "cells" or "fixed-cells" for other counts), solved exactly per draw '
     "(a geometric program). --cost linearised is the paper's convention for reproduction (an "
     "additive cost whose traj price is c_traj times the optimum's tasks); --cost compute "
     "allocates a compute budget c prod_i D_i^m_i instead (FLOPs grow with each axis to the "
@@ -161,6 +162,12 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="with --sweep-out: seeds per decision run, numbered after BASE.toml's largest "
         f"seed (default {DECISION_SEEDS}, the paper's protocol)",
+    )
+    p.add_argument(
+        "--with-baselines",
+        action="store_true",
+        help="with --sweep-out: also write the trajectory-heavy and Chinchilla-style baselines "
+        "at the same budget, to run the decision against them at equal money",
     )
     p.set_defaults(func=run)
 
@@ -447,7 +454,11 @@ def _decision_sweep_request(
             )
         given = [
             f
-            for f, v in (("--decision-budget", args.decision_budget), ("--seeds", args.seeds))
+            for f, v in (
+                ("--decision-budget", args.decision_budget),
+                ("--seeds", args.seeds),
+                ("--with-baselines", args.with_baselines or None),
+            )
             if v is not None
         ]
         if given:
@@ -494,6 +505,7 @@ def _decision_sweep_request(
         "budget": budget,
         "seeds": seeds,
         "strict": bool(args.setting),
+        "baselines": args.with_baselines,
         "note": _decision_sweep_note(args, budget),
     }
 
@@ -511,6 +523,8 @@ def _decision_sweep_note(args: argparse.Namespace, budget: float) -> str:
         words += ["--decision-budget", f"{budget:g}"]
     if args.seeds is not None:
         words += ["--seeds", str(args.seeds)]
+    if args.with_baselines:
+        words.append("--with-baselines")
     words += ["--sweep", args.sweep, "--sweep-out", args.sweep_out]
     return f"written by `{shlex.join(words)}`"
 
@@ -533,6 +547,7 @@ def _write_decision_sweep(
         caps=request["caps"],
         strict=request["strict"],
         note=request["note"],
+        baselines=request["baselines"],
     )
     text = sweep.text
     write_atomically(out, lambda tmp: tmp.write_text(text, encoding="utf-8"), request["force"])

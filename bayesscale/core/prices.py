@@ -9,8 +9,11 @@ is one rollout of one task, so the rollouts-per-task axis ``D_tau`` is bought as
 
 in purchased units ``u``; the law sees ``D_i = kappa_i u_i`` (``kappa_i`` the discount of
 synthetic data, 1 for real data). With ``trajectories = "cells"`` every task is posed in
-every environment and the trajectory term is ``c_traj u_E u_T u_tau``. Every other axis is
-priced per unit. :func:`money_cost` builds this posynomial for a fit's axes. The defaults
+every environment and the trajectory term is ``c_traj u_E u_T u_tau``. With
+``trajectories = "fixed-cells"`` and ``cells = C`` a run trains on ``C`` task-environment cells
+whatever its environments and tasks (a sweep's ``[alignment] cells``,
+:mod:`bayesscale.verl.plan`), so it makes ``C u_tau`` trajectories and the term is
+``c_traj C u_tau``. Every other axis is priced per unit. :func:`money_cost` builds this posynomial for a fit's axes. The defaults
 are the paper's, $4.10 per environment, $0.18 per task and $0.02 per trajectory, bundled in
 ``models/prices.toml``; a user file overrides them axis by axis::
 
@@ -53,7 +56,10 @@ _TOP_KEYS = ("currency", "prices", "cost")
 # environment), or environments x tasks x rollouts per task (every task in every environment).
 TRAJ_PER_TASK = "tasks"
 TRAJ_PER_CELL = "cells"
-TRAJECTORY_RULES = (TRAJ_PER_TASK, TRAJ_PER_CELL)
+# ... or a fixed number of cells per run, C x rollouts (a sweep's [alignment] cells = C).
+TRAJ_FIXED_CELLS = "fixed-cells"
+TRAJECTORY_RULES = (TRAJ_PER_TASK, TRAJ_PER_CELL, TRAJ_FIXED_CELLS)
+_COST_KEYS = ("trajectories", "cells")
 
 
 class PricesError(ValueError):
@@ -70,6 +76,22 @@ class Prices:
     explicit: frozenset[str] = field(default_factory=frozenset)
     source: str = "defaults"
     trajectories: str = TRAJ_PER_TASK
+    cells: int | None = None  # with trajectories = "fixed-cells": the cells a run trains on
+
+    def trajectory_rule(self) -> str:
+        """How trajectories are counted, in words.
+
+        >>> Prices(unit={}, trajectories="fixed-cells", cells=2048).trajectory_rule()
+        'a run trains on 2,048 task-environment cells: trajectories = 2,048 x rollouts per cell'
+        """
+        if self.trajectories == TRAJ_FIXED_CELLS:
+            return (
+                f"a run trains on {self.cells:,} task-environment cells: trajectories = "
+                f"{self.cells:,} x rollouts per cell"
+            )
+        if self.trajectories == TRAJ_PER_CELL:
+            return "every task in every environment: trajectories = envs x tasks x rollouts"
+        return "each task in one environment: trajectories = tasks x rollouts per task"
 
     def check_axes(self, axes: Sequence[str]) -> None:
         """Raise if a user-set price names an axis the fit does not have, or an axis of the
@@ -106,6 +128,7 @@ class Prices:
             explicit=self.explicit | frozenset(checked),
             source=source,
             trajectories=self.trajectories,
+            cells=self.cells,
         )
 
 
@@ -135,13 +158,27 @@ def parse_prices(text: str, source: str = "<string>", base: Prices | None = None
     cost = raw.get("cost", {})
     if not isinstance(cost, dict):
         raise PricesError(f"{source}: [cost] must be a table")
-    unknown = sorted(set(cost) - {"trajectories"})
+    unknown = sorted(set(cost) - set(_COST_KEYS))
     if unknown:
-        raise PricesError(f"{source}: [cost]: unknown key(s) {unknown}; known: ['trajectories']")
+        raise PricesError(f"{source}: [cost]: unknown key(s) {unknown}; known: {list(_COST_KEYS)}")
     rule = cost.get("trajectories", base.trajectories)
     if rule not in TRAJECTORY_RULES:
         raise PricesError(
             f"{source}: [cost] trajectories: must be one of {list(TRAJECTORY_RULES)}, got {rule!r}"
+        )
+    cells = cost.get("cells", base.cells if rule == base.trajectories else None)
+    if rule == TRAJ_FIXED_CELLS:
+        if cells is None:
+            raise PricesError(
+                f'{source}: [cost] trajectories = "{TRAJ_FIXED_CELLS}" needs cells = the number '
+                "of task-environment cells a run trains on (a sweep's [alignment] cells)"
+            )
+        if isinstance(cells, bool) or not isinstance(cells, int) or cells < 1:
+            raise PricesError(f"{source}: [cost] cells: must be a whole number >= 1, got {cells!r}")
+    elif "cells" in cost:
+        raise PricesError(
+            f'{source}: [cost] cells is only used with trajectories = "{TRAJ_FIXED_CELLS}" '
+            f"(trajectories here: {rule!r})"
         )
     return Prices(
         unit=out.unit,
@@ -149,23 +186,32 @@ def parse_prices(text: str, source: str = "<string>", base: Prices | None = None
         explicit=out.explicit,
         source=source,
         trajectories=rule,
+        cells=cells if rule == TRAJ_FIXED_CELLS else None,
     )
 
 
 def money_cost(axes: Sequence[str], columns: Sequence[str], prices: Prices) -> Posynomial:
     """The money a purchase costs, in purchased units of ``axes`` (counting ``columns``): one
     monomial per axis, monomial ``i`` buying axis ``i`` at its unit price, except that the
-    rollouts-per-task axis is bought as trajectories, ``c_traj u_T u_tau`` (times ``u_E`` with
-    ``trajectories = "cells"``), where the fit has a task (and environment) axis.
+    rollouts-per-task axis is bought as trajectories: ``c_traj u_T u_tau`` (times ``u_E`` with
+    ``trajectories = "cells"``), where the fit has a task (and environment) axis, or
+    ``c_traj C u_tau`` with ``trajectories = "fixed-cells"``.
 
     >>> cost = money_cost(["env", "task", "traj"], ["n_envs", "n_tasks", "rollouts"], default_prices())
     >>> cost.powers.tolist()
     [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 1.0]]
+    >>> fixed = parse_prices('[cost]\\ntrajectories = "fixed-cells"\\ncells = 2048')
+    >>> cost = money_cost(["env", "task", "traj"], ["n_envs", "n_tasks", "rollouts"], fixed)
+    >>> cost.weights.round(9).tolist(), cost.powers.tolist()  # 0.02 x 2,048 per rollout
+    ([4.1, 0.18, 40.96], [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     """
     weights = prices.for_axes(axes)
     powers = np.eye(len(axes))
     cols = list(columns)
-    if names.ROLLOUTS in cols and names.N_TASKS in cols:
+    if prices.trajectories == TRAJ_FIXED_CELLS:
+        if names.ROLLOUTS in cols:
+            weights[cols.index(names.ROLLOUTS)] *= float(prices.cells or 1)
+    elif names.ROLLOUTS in cols and names.N_TASKS in cols:
         r = cols.index(names.ROLLOUTS)
         powers[r, cols.index(names.N_TASKS)] = 1.0
         if prices.trajectories == TRAJ_PER_CELL and names.N_ENVS in cols:

@@ -89,6 +89,7 @@ class DecisionPoint:
     sizes: dict[str, int]
     capped: dict[str, int] = field(default_factory=dict)
     cost: float = math.nan  # what the written sizes cost under the recipe's money cost
+    label: str = ""  # the manifest's sweep_axis: "recipe:<budget>", a baseline's, or several
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class DecisionSweep:
     caps: dict[str, float]  # axis -> the distinct units the pool holds for training
     cells: int  # the base spec's [alignment] cells
     text: str
+    priced_cells: float | None = None  # the cells per run the recipe's cost assumed, if fixed
 
     def bounds_hint(self) -> str:
         """``env=1:20,task=1:135``: the recipe bounds that keep a decision within the pool."""
@@ -115,6 +117,14 @@ class DecisionSweep:
         """One line per thing the user must know: capped axes (``warning:``), settings left
         out, columns taken from the base spec, sizes ``plan`` cannot align."""
         out = []
+        if self.priced_cells is None:
+            out.append(
+                f"warning: the recipe priced trajectories per task (tasks x rollouts, or every "
+                f"task in every environment), but each run of the base sweep trains on "
+                f"[alignment] cells = {self.cells:,}: its trajectories are {self.cells:,} x "
+                f"rollouts. For a decision priced as these runs are, put [cost] trajectories = "
+                f'"fixed-cells" and cells = {self.cells} in the prices file (--prices)'
+            )
         for p in self.points:
             if p.capped:
                 what = ", ".join(
@@ -167,10 +177,12 @@ class DecisionSweep:
                 + (", pool cap)" if a in p.capped else ")")
                 for a in self.axes
             )
-            lines.append(f"  {p.setting}: {sizes}; its data cost {p.cost:,.2f} {self.currency}")
+            lines.append(
+                f"  {p.setting} [{p.label}]: {sizes}; costs {p.cost:,.2f} {self.currency} "
+                "under the recipe's money cost"
+            )
         lines.append(
-            f"  (the data the decision buys; each run generates [alignment] cells = {self.cells:,}"
-            " x rollouts trajectories, priced as GPU time by `bayesscale next`)"
+            f"  (each run generates [alignment] cells = {self.cells:,} x rollouts trajectories)"
         )
         if path is not None:
             lines.append(f"next: bayesscale plan {path} --out SWEEP_DIR")
@@ -185,6 +197,7 @@ class DecisionSweep:
             "points": [
                 {
                     "setting": p.setting,
+                    "label": p.label,
                     "asked": p.asked,
                     "sizes": {self.columns[a]: n for a, n in p.sizes.items()},
                     "capped": {self.columns[a]: n for a, n in p.capped.items()},
@@ -221,7 +234,12 @@ def money(ds: xr.Dataset, sizes: Mapping[str, float]) -> float:
     where an axis has no price."""
     axes = [str(a) for a in ds[names.AXIS_DIM].to_numpy()]
     prices = json.loads(ds.attrs.get(names.ATTR_PRICES, "{}"))
-    weights = np.array([float(prices.get(a, math.nan)) for a in axes])
+    weights = np.array(
+        json.loads(ds.attrs[names.ATTR_COST_WEIGHTS])
+        if names.ATTR_COST_WEIGHTS in ds.attrs
+        else [float(prices.get(a, math.nan)) for a in axes],
+        dtype=float,
+    )
     stored = json.loads(ds.attrs.get(names.ATTR_COST_POWERS, "null"))
     powers = np.eye(len(axes)) if stored is None else np.asarray(stored, dtype=float)
     if powers.shape != (len(axes), len(axes)) or np.isnan(weights).any():
@@ -261,6 +279,7 @@ def decision_sweep(
     caps: Mapping[str, float] | None = None,
     strict: bool = False,
     note: str = "",
+    baselines: bool = False,
 ) -> DecisionSweep:
     """The decision of the recipe ``ds`` (of ``fit``) at ``budget`` (default: its only one)
     as a sweep file extending ``spec`` (see the module docstring). ``caps``: column
@@ -268,7 +287,12 @@ def decision_sweep(
     ``spec``'s pool holds for training, :func:`~bayesscale.design.sweep_file.pool_caps`, read
     from the pool);
     ``strict``: a setting of ``ds`` that ``spec`` cannot run is an error rather
-    than left out; ``note``: comment lines at the top of the file. Raises
+    than left out; ``note``: comment lines at the top of the file; ``baselines``: also write
+    the recipe's baselines at the same budget (``traj_heavy:<budget>``,
+    ``chinchilla:<budget>``), so that the decision can be run against them at equal money
+    (a point the decision and a baseline share is written once, its labels joined by ``+``).
+    A money cost that fixes the cells per run (``[cost] trajectories = "fixed-cells"``) must
+    fix ``spec``'s ``[alignment] cells``. Raises
     :class:`~bayesscale.design.next_runs.DesignError` on what cannot be written."""
     if names.DECISION not in ds:
         raise DesignError("the recipe has no decision (computed with decision=False)")
@@ -303,25 +327,54 @@ def decision_sweep(
     limits = {a: float(pool[c]) for a, c in columns.items() if c in pool}
     present = {columns[a] for a in axes}
     filled = {c: int(spec.anchors[c]) for c in AXIS_COLUMNS.values() if c not in present}
+    priced_cells = _priced_cells(ds)
+    if priced_cells is not None and not math.isclose(priced_cells, spec.cells):
+        raise DesignError(
+            f"the recipe's money cost fixes {priced_cells:g} cells per run ([cost] cells), but "
+            f"{spec.source} trains each run on [alignment] cells = {spec.cells}: the decision "
+            "would be priced for other runs than the ones written; make them equal"
+        )
     first = sweep_file.first_seed(spec)
     run_seeds = tuple(range(first, first + seeds))
-    label = f"{LABEL}:{budget:g}"
-    points, tables = [], []
+    asked_by_label = {f"{LABEL}:{budget:g}": decision}
+    if baselines:
+        units = ds[names.BASELINE_UNITS].isel({names.BUDGET_DIM: budgets.index(budget)})
+        for kind in (str(k) for k in units[names.BASELINE_DIM].to_numpy()):
+            asked_by_label[f"{kind}:{budget:g}"] = units.sel({names.BASELINE_DIM: kind})
+    points: list[DecisionPoint] = []
     for s in runnable:
-        asked = {a: float(decision.sel({names.SETTING_DIM: s, names.AXIS_DIM: a})) for a in axes}
-        sizes: dict[str, int] = {}
-        capped: dict[str, int] = {}
-        for a in axes:
-            n, hit = whole_size(asked[a], limits.get(a, math.inf))
-            sizes[a] = n
-            if hit:
-                capped[a] = n
-        cost = money(ds, sizes)
-        points.append(DecisionPoint(s, asked, sizes, capped, cost))
-        by_column = {columns[a]: n for a, n in sizes.items()}
-        tables.append(
-            sweep_file.grid_point(s, {**by_column, **filled}, keys[s], spec, run_seeds, label)
+        for label, where in asked_by_label.items():
+            asked = {a: float(where.sel({names.AXIS_DIM: a, **_setting(where, s)})) for a in axes}
+            if not all(math.isfinite(v) for v in asked.values()):
+                raise DesignError(
+                    f"{label}: the budget {budget:g} cannot fund this allocation within the "
+                    "bounds (the recipe left it out)"
+                )
+            sizes: dict[str, int] = {}
+            capped: dict[str, int] = {}
+            for a in axes:
+                n, hit = whole_size(asked[a], limits.get(a, math.inf))
+                sizes[a] = n
+                if hit:
+                    capped[a] = n
+            same = next((p for p in points if p.setting == s and p.sizes == sizes), None)
+            if same is not None:  # one run, both labels
+                points[points.index(same)] = DecisionPoint(
+                    s, same.asked, sizes, same.capped, same.cost, f"{same.label}+{label}"
+                )
+                continue
+            points.append(DecisionPoint(s, asked, sizes, capped, money(ds, sizes), label))
+    tables = [
+        sweep_file.grid_point(
+            p.setting,
+            {**{columns[a]: n for a, n in p.sizes.items()}, **filled},
+            keys[p.setting],
+            spec,
+            run_seeds,
+            p.label,
         )
+        for p in points
+    ]
     text = sweep_file.next_sweep_text(spec, tables, _header(note, budget, ds, points), LABEL)
     parse_sweep_spec(text, "the decision's sweep file", Path.cwd())  # what plan reads: checked
     return DecisionSweep(
@@ -336,7 +389,19 @@ def decision_sweep(
         caps={a: float(v) for a, v in limits.items() if a in axes and np.isfinite(v)},
         cells=int(spec.cells),
         text=text,
+        priced_cells=priced_cells,
     )
+
+
+def _setting(where: xr.DataArray, setting: str) -> dict[str, str]:
+    return {names.SETTING_DIM: setting} if names.SETTING_DIM in where.dims else {}
+
+
+def _priced_cells(ds: xr.Dataset) -> float | None:
+    """The cells per run the recipe's money cost fixed (``[cost] trajectories =
+    "fixed-cells"``), or ``None`` when it prices trajectories per task."""
+    cells = ds.attrs.get(names.ATTR_FIXED_CELLS, "none")
+    return None if cells == "none" else float(cells)
 
 
 def _header(note: str, budget: float, ds: xr.Dataset, points: Sequence[DecisionPoint]) -> str:
@@ -344,8 +409,10 @@ def _header(note: str, budget: float, ds: xr.Dataset, points: Sequence[DecisionP
     was written."""
     currency = str(ds.attrs.get(names.ATTR_CURRENCY, ""))
     lines = [note] if note else []
+    labels = {part.split(":")[0] for p in points for part in p.label.split("+")}
+    what = "the recipe's decision" + (" and its baselines" if labels - {LABEL} else "")
     lines += textwrap.wrap(
-        f"the recipe's decision at budget {budget:,.6g} {currency} (purchased units), written as "
+        f"{what} at budget {budget:,.6g} {currency} (purchased units), written as "
         "whole numbers (nearest, at least 1), environments and tasks at most what the pool "
         "holds for training:",
         96,
@@ -355,5 +422,5 @@ def _header(note: str, budget: float, ds: xr.Dataset, points: Sequence[DecisionP
             f"{a} {p.asked[a]:,.1f} -> {n:,}" + (" (pool cap)" if a in p.capped else "")
             for a, n in p.sizes.items()
         )
-        lines.append(f"  {p.setting}: {sizes}")
+        lines.append(f"  {p.setting} [{p.label}]: {sizes}")
     return "\n".join(lines)

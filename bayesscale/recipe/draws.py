@@ -31,8 +31,7 @@ COST_EXACT = "exact"  # money is what is bought: trajectories priced per traject
 COST_LINEARISED = "linearised"  # the paper's additive convention, linearised at the optimum
 COST_MODELS = (COST_EXACT, COST_LINEARISED)
 COST_TEXT = {
-    COST_EXACT: "exact: money = sum of what is bought, trajectories priced per trajectory "
-    "(c_env u_env + c_task u_task + c_traj u_task u_traj)",
+    COST_EXACT: "exact: money = sum of what is bought, trajectories priced per trajectory",
     COST_LINEARISED: "linearised (the paper's convention): additive, the traj price per unit of "
     "rollouts per task taken as c_traj x the optimum's tasks (a fixed point per draw)",
 }
@@ -439,6 +438,20 @@ def bounds_within_data(
     return out
 
 
+def _trajectories_per_unit(
+    ds: xr.Dataset, axes: Sequence[str], traj: str | None
+) -> tuple[xr.DataArray, float] | None:
+    """The money cost's rollout monomial as a count of trajectories: its powers (over the
+    axes) and its weight over the trajectory price; ``None`` without a money cost."""
+    if traj is None or names.ATTR_COST_WEIGHTS not in ds.attrs:
+        return None
+    powers = np.asarray(json.loads(ds.attrs[names.ATTR_COST_POWERS]), dtype=float)
+    weights = json.loads(ds.attrs[names.ATTR_COST_WEIGHTS])
+    price = json.loads(ds.attrs[names.ATTR_PRICES])[traj]
+    r = list(axes).index(traj)
+    return xr.DataArray(powers[r], dims=names.AXIS_DIM), float(weights[r]) / float(price)
+
+
 def add_data_extent(ds: xr.Dataset, fit: xr.DataTree) -> xr.Dataset:
     """Add to a recipe result how far it lies beyond the data, and what its units buy.
 
@@ -447,9 +460,10 @@ def add_data_extent(ds: xr.Dataset, fit: xr.DataTree) -> xr.Dataset:
     * ``extrapolation`` per draw: the optimum the law sees (effective units) over the largest
       swept value, ``D*_i / D_max,i``; ``decision_extrapolation`` (setting, budget, axis): the
       median over draws of the decision's ``kappa_i x_i / D_max,i``;
-    * ``trajectories`` per draw (and ``decision_trajectories``): purchased tasks times
-      rollouts per task, the rollouts one pass over the tasks generates, where the fit has
-      both axes;
+    * ``trajectories`` per draw (and ``decision_trajectories``): the trajectories the money
+      cost charges for (its rollout monomial over the trajectory price: tasks x rollouts per
+      task by default, :func:`~bayesscale.core.prices.money_cost`), or, without a money cost
+      (a compute recipe), tasks times rollouts per task, where the fit has both axes;
     * ``units_json``: what one unit of each axis is.
     """
     axes = [str(a) for a in ds[names.AXIS_DIM].to_numpy()]
@@ -463,16 +477,21 @@ def add_data_extent(ds: xr.Dataset, fit: xr.DataTree) -> xr.Dataset:
     )
     by_column = {c: a for a, c in columns.items()}
     task, traj = by_column.get(names.N_TASKS), by_column.get(names.ROLLOUTS)
-    if task is not None and traj is not None:
-        bought = ds[names.PURCHASED]
-        ds[names.TRAJECTORIES] = bought.sel({names.AXIS_DIM: task}, drop=True) * bought.sel(
-            {names.AXIS_DIM: traj}, drop=True
+    per_rollout = _trajectories_per_unit(ds, axes, traj)
+    if per_rollout is None and task is not None and traj is not None:
+        per_rollout = (
+            xr.DataArray(np.isin(axes, [task, traj]).astype(float), dims=names.AXIS_DIM),
+            1.0,
         )
+    if per_rollout is not None:
+        powers, factor = per_rollout
+
+        def count(units: xr.DataArray) -> xr.DataArray:
+            return factor * (units**powers).prod(names.AXIS_DIM)
+
+        ds[names.TRAJECTORIES] = count(ds[names.PURCHASED])
         if names.DECISION in ds:
-            dec = ds[names.DECISION]
-            ds[names.DECISION_TRAJECTORIES] = dec.sel({names.AXIS_DIM: task}, drop=True) * dec.sel(
-                {names.AXIS_DIM: traj}, drop=True
-            )
+            ds[names.DECISION_TRAJECTORIES] = count(ds[names.DECISION])
     swept = SweptRange.from_fit(fit)
     if swept is None:
         return ds

@@ -151,6 +151,7 @@ def to_json(
         "cost_model": ds.attrs.get(names.ATTR_COST_MODEL),
         "cost_kind": ds.attrs.get(names.ATTR_COST_KIND),
         "money_cost_powers": json.loads(ds.attrs.get(names.ATTR_COST_POWERS, "null")),
+        "money_cost_weights": json.loads(ds.attrs.get(names.ATTR_COST_WEIGHTS, "null")),
         "allocation_solver_fallbacks": int(ds.attrs.get("allocation_solver_fallbacks", 0)),
         "currency": ds.attrs.get(names.ATTR_CURRENCY),
         "unit_prices": json.loads(ds.attrs.get(names.ATTR_PRICES, "{}")),

@@ -292,8 +292,10 @@ def recipe(
     }
     baselines = (names.TRAJ_HEAVY, names.CHINCHILLA)
     base_success = np.full((S, G, B, len(baselines)), np.nan)
+    base_units = np.full((B, len(baselines), n), np.nan)
     for k, kind in enumerate(baselines):
         units, _ = baseline_units(kind, budgets_arr, cost, anchor, lo, hi, grow)
+        base_units[:, k] = units
         for j in range(B):
             if not np.isnan(units[j]).any():
                 base_success[:, :, j, k] = success_of(law, kap[:, None, :] * units[j])
@@ -341,6 +343,7 @@ def recipe(
         names.BASELINE_DIM: list(baselines),
     }
     ds = xr.Dataset({k: xr.Variable(*v) for k, v in data.items()}, coords=coords)
+    ds[names.BASELINE_UNITS] = ((names.BUDGET_DIM, names.BASELINE_DIM, names.AXIS_DIM), base_units)
     if decision:
         dims = (names.SETTING_DIM, names.BUDGET_DIM, names.AXIS_DIM)
         ds[names.DECISION] = (dims, dec)
@@ -354,11 +357,13 @@ def recipe(
         price = _switch_price(batched, eff_cost, budgets_arr, eff_lo, eff_hi, kap, axes.index(axis))
         ds[f"{names.SWITCH_PRICE}_{axis}"] = per_draw(price)
     ds.attrs = {
-        names.ATTR_COST_MODEL: COST_TEXT[cost_model],
+        names.ATTR_COST_MODEL: f"{COST_TEXT[cost_model]}; {inputs.prices.trajectory_rule()}",
         names.ATTR_COST_KIND: cost_model,
         names.ATTR_CURRENCY: inputs.prices.currency,
         names.ATTR_PRICES: json.dumps(dict(zip(axes, inputs.unit_price.tolist(), strict=True))),
         names.ATTR_COST_POWERS: json.dumps(cost.powers.tolist()),
+        names.ATTR_COST_WEIGHTS: json.dumps(cost.weights.tolist()),
+        names.ATTR_FIXED_CELLS: "none" if inputs.prices.cells is None else inputs.prices.cells,
         names.ATTR_KAPPA_SOURCE: inputs.kappa_source,
         "grow_axis": axes[grow],
         "decision_solver_failures": failures,

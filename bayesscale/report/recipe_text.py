@@ -13,6 +13,7 @@ True
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from bayesscale.data.extrapolation import times
@@ -39,9 +40,21 @@ def price_unit_note(summary: dict[str, Any]) -> str | None:
     """How the money cost prices trajectories (where an axis is bought as trajectories), or,
     under the paper's linearised convention, what its rollout price means; else ``None``."""
     powers = summary.get("money_cost_powers")
-    axes = list(summary.get("unit_prices", {}))
+    prices = summary.get("unit_prices", {})
+    axes = list(prices)
     if not powers or len(powers) != len(axes):
         return None
+    weights = summary.get("money_cost_weights") or [prices[a] for a in axes]
+    for i, a in enumerate(axes):
+        per_unit = weights[i] / prices[a]
+        if not math.isclose(per_unit, 1.0) and not any(
+            p for j, p in enumerate(powers[i]) if j != i
+        ):
+            return (
+                f"the {a} price is per trajectory (one rollout of one task): a run trains on "
+                f"{per_unit:,.6g} task-environment cells, so an allocation buys {per_unit:,.6g} x "
+                f"{a} trajectories"
+            )
     for i, row in enumerate(powers):
         others = [axes[j] for j, p in enumerate(row) if p and j != i]
         if not others:
@@ -152,9 +165,7 @@ def format_recipe(summary: dict[str, Any]) -> str:
             )
         if "trajectories" in row:
             tr = row["trajectories"]
-            text = (
-                f"   trajectories (tasks x rollouts per task): optimum {_interval(tr['optimum'])}"
-            )
+            text = f"   trajectories: optimum {_interval(tr['optimum'])}"
             if "decision" in tr:
                 text += f"; decision {_fmt(tr['decision'])}"
             lines.append(text)

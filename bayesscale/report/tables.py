@@ -671,7 +671,7 @@ def recipe_table(
         f"{ds.attrs.get(names.ATTR_KAPPA_SOURCE, '?')}."
     )
     if trajectories:
-        caption += " Trajectories: tasks x rollouts per task, one rollout group per task."
+        caption += " Trajectories: as the cost model counts them."
     if extent:
         caption += (
             f" Beyond the data: the axes whose median optimum lies more than {warn_factor:g}x "

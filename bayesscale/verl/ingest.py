@@ -216,6 +216,8 @@ def ingest_run(
             names.VAL_METRIC: ";".join(metrics),
         }
     )
+    if names.SWEEP_AXIS in row.index and isinstance(row[names.SWEEP_AXIS], str):
+        out[names.SWEEP_AXIS] = row[names.SWEEP_AXIS]  # which grid axis or point the run served
     return out, "", notes
 
 
