@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from bayesscale import names
-from bayesscale.data.observations import load_observations
+from bayesscale.data.observations import DataWarning, load_observations
 from bayesscale.data.spec import load_spec
 from bayesscale.verl.sweep import AXIS_COLUMNS, load_sweep_spec
 
@@ -42,3 +43,26 @@ def test_the_heldout_runs_lie_2x_to_4x_beyond_the_sweep() -> None:
     rate = held[names.SUCCESSES] / held[names.TRIALS]
     assert rate.between(0.05, 0.95).all()  # neither floor nor ceiling: a useful range
     assert pd.Series(sweep[names.SUCCESSES] / sweep[names.TRIALS]).between(0.05, 0.95).all()
+
+
+def test_the_recipe_runs_are_the_decision_and_its_baselines_at_equal_money() -> None:
+    """data/lab/recipe.csv: the recipe's decision at 944.32 USD (lab/prices.toml, twice the
+    anchor's cost) and its two baselines, 6 seeds each per width, labelled by sweep_axis."""
+    from bayesscale.core.prices import load_prices, money_cost
+
+    with pytest.warns(DataWarning, match="fewer than 3 distinct values"):  # three arms
+        runs = load_observations(LAB / "recipe.csv", load_spec()).frame
+    arms = {"recipe:944.32", "traj_heavy:944.32", "chinchilla:944.32"}
+    assert set(runs[names.SWEEP_AXIS]) == arms and len(runs) == 36
+    cost = money_cost(
+        ["env", "task", "traj"],
+        [names.N_ENVS, names.N_TASKS, names.ROLLOUTS],
+        load_prices(REPO / "lab" / "prices.toml"),
+    )
+    for (model, arm), group in runs.groupby([names.MODEL, names.SWEEP_AXIS]):
+        assert sorted(group[names.SEED]) == [3, 4, 5, 6, 7, 8], (model, arm)
+        sizes = group[[names.N_ENVS, names.N_TASKS, names.ROLLOUTS]].drop_duplicates()
+        assert len(sizes) == 1, (model, arm)
+        # equal money up to rounding the sizes to whole units (one rollout is 40.96 USD)
+        assert abs(float(cost(sizes.iloc[0].to_numpy(float))) - 944.32) < 0.02 * 944.32
+    assert (runs[names.TRIALS] == 600).all()
