@@ -70,7 +70,12 @@ def mean_to_scale(mean: Any) -> Any:
 
 
 def make_chunk(
-    potential: Callable[..., Any], capacity: int, target_accept: float = 0.9
+    potential: Callable[..., Any],
+    capacity: int,
+    target_accept: float = 0.9,
+    *,
+    _kinetic_scale: float = 1.0,
+    _metropolis: bool = True,
 ) -> Callable[..., tuple[ChainState, Transitions]]:
     """``chunk(state, inv_mass, n, adapt, trajectory, *data) -> (state, transitions)``:
     ``n <= capacity`` MAMS transitions of one chain on ``potential(z, *data)``;
@@ -82,7 +87,15 @@ def make_chunk(
     potential and its gradient are evaluated at ``state.z``; with ``adapt`` the step size
     follows the dual-averaging iterate towards ``target_accept``, without it the averaged
     step size is used. ``transitions.depth`` is 0 (no tree) and ``transitions.energy`` the
-    potential at the draw.
+    proposal's energy error ``dU + dK`` (``-log`` of its Metropolis ratio; ``inf`` where it
+    is not finite).
+
+    ``_kinetic_scale`` and ``_metropolis`` are for tests only (negative controls of
+    ``tests/test_mams_stress.py``): the kinetic-energy change enters the acceptance
+    multiplied by ``_kinetic_scale``, and with ``_metropolis=False`` every proposal is taken
+    (``accept`` still reports the probability). The defaults, 1 and ``True``, are the exact
+    transition and trace the same program as without them; any other value samples the
+    wrong distribution.
     """
     import jax
     import jax.numpy as jnp
@@ -144,10 +157,14 @@ def make_chunk(
             z, pe, grad, _, kinetic = jax.lax.fori_loop(
                 0, steps, integrate, (s.z, s.potential, s.grad, u0, jnp.zeros(()))
             )
+            if _kinetic_scale != 1.0:  # a negative control: the kinetic term mis-weighted
+                kinetic = _kinetic_scale * kinetic
             log_ratio = s.potential - pe - kinetic
             log_ratio = jnp.where(jnp.isfinite(log_ratio), log_ratio, -jnp.inf)
             accept = jnp.minimum(1.0, jnp.exp(log_ratio))
             take = jax.random.uniform(key_accept) < accept
+            if not _metropolis:  # a negative control: the Metropolis step dropped
+                take = jnp.ones_like(take)
             diverging = -log_ratio > MAX_DELTA_ENERGY
             z = jnp.where(take, z, s.z)
             pe = jnp.where(take, pe, s.potential)
@@ -155,7 +172,9 @@ def make_chunk(
             adapted = update_step(target_accept - accept, s.step)
             step = jax.tree.map(lambda a, b: jnp.where(adapt, a, b), adapted, s.step)
             new = ChainState(z, pe, grad, key, step)
-            row = Transitions(z, grad, steps, diverging, accept, pe, pe, step_size, 0)
+            # the energy slot: the transition's energy error dU + dK (MAMS has no Hamiltonian
+            # energy to report), stored as sample_stats.energy_error
+            row = Transitions(z, grad, steps, diverging, accept, -log_ratio, pe, step_size, 0)
             out = jax.tree.map(lambda buf, v: buf.at[i].set(v), out, row)
             return new, out
 
