@@ -136,8 +136,18 @@ def test_fits_of_different_data_are_refused(law_fit, fold):
     assert "observations.csv" in str(err.value) and "subset without rollouts=64" in str(err.value)
     with pytest.raises(CompareError, match="at least two fits"):
         compare_fits({"one": fold.fit})
+    # fits that store their pointwise log-likelihood compare without their data; without the
+    # group the observation table is needed, and a data source that is no file is said
+    both = {"a": fold.fit, "b": binomial_fit()}
+    assert all(names.LOG_LIKELIHOOD_GROUP in t.children for t in both.values())
+    assert compare_fits(both).pairs
+    bare = {}
+    for name, tree in both.items():
+        tree = tree.copy()
+        del tree[names.LOG_LIKELIHOOD_GROUP]
+        bare[name] = tree
     with pytest.raises(CompareError, match="pass the observation table with --data"):
-        compare_fits({"a": fold.fit, "b": binomial_fit()})  # its data source is no file
+        compare_fits(bare)  # its data source is no file
 
 
 def test_cli_compare(fold, tmp_path, capsys):

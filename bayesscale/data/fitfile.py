@@ -30,7 +30,7 @@ import xarray as xr
 from bayesscale import __version__, names
 from bayesscale.atomic import write_atomically
 from bayesscale.data.spec import ModelSpec, parse_spec
-from bayesscale.sampling.config import ESS_TARGET
+from bayesscale.sampling.config import DEFAULT_SAMPLER, ESS_TARGET
 from bayesscale.sampling.diagnostics import Convergence, convergence_of, tail_probabilities
 
 RHAT_MAX = 1.01
@@ -82,6 +82,9 @@ class Diagnostics:
     draws: int
     worst: dict[str, str] = field(default_factory=dict)
     preview: bool = False
+    # the fit's ``sampler`` attribute (``bayesscale``: MAMS; ``nuts``, ``numpyro``, ``nutpie``,
+    # ``pymc``: NUTS): what a divergence means and what to try depend on it
+    sampler: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -103,15 +106,12 @@ class Diagnostics:
                 "Refit without --preview before drawing conclusions."
             )
         if self.divergences:
-            out.append(
-                f"{self.divergences} divergent transitions: the posterior has regions NUTS cannot "
-                "follow. Try --target-accept 0.95 or 0.99, tighter priors in the spec, or check "
-                "that every swept axis has enough distinct values per setting."
-            )
+            out.append(divergence_advice(self.divergences, self.sampler))
         if self.max_rhat > RHAT_MAX:
             out.append(
                 f"max R-hat {self.max_rhat:.3f} > {RHAT_MAX} (worst: {self.worst.get('rhat')}): "
-                "chains disagree. Try more --tune and --draws, or a simpler spec."
+                "chains disagree (they start overdispersed, so this is a real warning). Try "
+                "more --tune and --draws, or a simpler spec."
             )
         if min(self.min_ess_bulk, self.min_ess_tail) < ESS_MIN:
             out.append(
@@ -162,6 +162,46 @@ class Diagnostics:
         }
 
 
+def divergence_advice(divergences: int, sampler: str | None) -> str:
+    """What ``divergences`` divergent transitions mean for the ``sampler`` that made the fit
+    (its ``sampler`` attribute) and what to try.
+
+    >>> divergence_advice(2, "bayesscale").split(":")[0]
+    '2 divergent MAMS transitions'
+    >>> "NUTS" in divergence_advice(2, "pymc")
+    True
+    """
+    from bayesscale.sampling.nuts import MAX_DELTA_ENERGY  # NumPy only: no JAX is loaded
+
+    cap = f"{MAX_DELTA_ENERGY:g}"
+    common = (
+        "tighter priors in the spec, or check that every swept axis has enough distinct "
+        "values per setting"
+    )
+    if sampler == DEFAULT_SAMPLER:  # MAMS
+        return (
+            f"{divergences} divergent MAMS transitions: trajectories whose energy error "
+            f"(dU + dK, sample_stats.energy_error) exceeded {cap}, i.e. the integrator blew "
+            "up where the posterior curves more sharply than the adapted step size allows; "
+            "the draws may miss that region. Try --target-accept 0.95 or 0.99 (a higher "
+            "target gives MAMS a smaller step size), more --tune (a better mass matrix), a "
+            f"reparameterisation or {common}; --sampler nuts shows whether NUTS agrees."
+        )
+    if sampler == "nutpie":
+        return (
+            f"{divergences} divergent transitions: nutpie's NUTS trajectories whose energy "
+            "error grew too large, in regions of high curvature the draws may miss. Try "
+            "--target-accept 0.95 or 0.99 (nutpie then adapts a smaller step size), more "
+            f"--tune (nutpie's mass-matrix adaptation uses the warm-up's gradients), {common}."
+        )
+    who = {"pymc": "PyMC's NUTS", "numpyro": "NumPyro's NUTS"}.get(sampler or "", "NUTS")
+    return (
+        f"{divergences} divergent transitions: {who} trajectories whose energy error "
+        f"exceeded {cap}: the posterior has "
+        f"regions NUTS cannot follow. Try --target-accept 0.95 or 0.99, {common}."
+    )
+
+
 def format_diagnostics(d: Mapping[str, Any]) -> str:
     """``max R-hat 1.0045, min bulk ESS 461, min tail ESS 453, divergences 0`` from
     :meth:`Diagnostics.to_dict` (``n/a`` where a statistic is not defined)."""
@@ -201,8 +241,10 @@ def diagnose(tree: xr.DataTree, leave_out: Sequence[str] = ()) -> Diagnostics:
         stats["diverging"] if stats is not None and "diverging" in stats else xr.DataArray(0)
     )
     preview = bool(int(tree.attrs.get(names.ATTR_PREVIEW, 0)))
+    sampler = tree.attrs.get(names.ATTR_SAMPLER)
     return Diagnostics(
         preview=preview,
+        sampler=None if sampler is None else str(sampler),
         max_rhat=float(check.max_rhat),
         min_ess_bulk=float(check.min_ess_bulk),
         min_ess_tail=float(check.min_ess_tail),

@@ -151,6 +151,19 @@ class LawFit:
 
         return SweptRange.from_fit(self.tree)
 
+    def with_log_likelihood(self, table: Table | str | Path | None = None) -> LawFit:
+        """This fit with ArviZ's ``log_likelihood`` group (``outcome``: chain, draw, obs), for
+        ``az.loo(fit.tree)`` and ``az.compare``: itself where the fit stores it (a fit of at
+        most ``bayesscale.law.inference.LOG_LIKELIHOOD_MAX_VALUES`` values does), else a new
+        fit with it computed from ``table``, the fit's own table or the file its
+        ``data_source`` names (checked against its ``data_sha256``)."""
+        from bayesscale.checks.compare import observation_table, with_log_likelihood
+
+        if names.LOG_LIKELIHOOD_GROUP in self.tree.children:
+            return self
+        data = observation_table(self.tree, table if table is not None else self.table)
+        return LawFit(with_log_likelihood(self.tree, data), table=self.table, path=None)
+
     # --- what the fit answers ----------------------------------------------------------------
 
     def summary(self, prob: float = 0.9) -> dict[str, Any]:

@@ -10,6 +10,12 @@ Every exponent also says how much the data moved it from its prior
 ``None``); the rule and the prior are under ``identification``. The text marks flagged
 exponents with ``‡`` and ``†``.
 
+Every summarised scalar carries its Monte Carlo standard errors (ArviZ's ``mcse``):
+``mcse_mean`` of the posterior mean, ``mcse_median``, ``mcse_lower`` and ``mcse_upper`` of the
+median and the interval's ends. The text prints each number to the digits its MCSE supports
+(:func:`rounded`): down to the first significant digit of twice its MCSE, never finer, and
+never finer than three decimals.
+
 Example
 -------
 >>> result = summarise(load_fit("fit.nc"), prob=0.9)  # doctest: +SKIP
@@ -20,20 +26,61 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import xarray as xr
 
 from bayesscale import names
 from bayesscale.core import laws
-from bayesscale.core.intervals import describe
+from bayesscale.core.intervals import describe, tail_quantiles
 from bayesscale.data.fitfile import diagnose, fit_spec, format_diagnostics
 from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS, assess
+from bayesscale.sampling.diagnostics import mcse_mean, mcse_quantile
 
 SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
 
 
-def interval(da: xr.DataArray, prob: float) -> dict[str, float]:
-    """Mean, median and the equal-tailed ``prob`` interval of one scalar's draws."""
-    return describe(da.to_numpy(), prob)
+MAX_DECIMALS = 3  # the text never prints more decimals than this, whatever the MCSE
+
+
+def interval(da: xr.DataArray, prob: float) -> dict[str, float | None]:
+    """Mean, median and the equal-tailed ``prob`` interval of one scalar's draws, with the
+    Monte Carlo standard error of each (``mcse_mean``, ``mcse_median``, ``mcse_lower``,
+    ``mcse_upper``; ``None`` where the draws are too few or not finite)."""
+    out: dict[str, float | None] = dict(describe(da.to_numpy(), prob))
+    x = da.transpose(*SAMPLE, ...).to_numpy().astype(float)[None]
+    lower, upper = tail_quantiles(prob)
+    valid = x.shape[2] >= 4 and bool(np.all(np.isfinite(x)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mcse = {"mcse_mean": mcse_mean(x)[0] if valid else np.nan}
+        for key, p in (("mcse_median", 0.5), ("mcse_lower", lower), ("mcse_upper", upper)):
+            mcse[key] = mcse_quantile(x, p)[0] if valid else np.nan
+    out |= {k: float(v) if np.isfinite(v) else None for k, v in mcse.items()}
+    return out
+
+
+def decimals(mcse: float | None) -> int:
+    """Decimals a number with Monte Carlo standard error ``mcse`` supports: down to the first
+    significant digit of ``2 mcse`` (negative: tens, hundreds, ...), at most
+    ``MAX_DECIMALS`` (also where the MCSE is 0 or not known).
+
+    >>> decimals(0.0012), decimals(0.006), decimals(0.3), decimals(30.0), decimals(0.0)
+    (3, 2, 1, -1, 3)
+    """
+    if mcse is None or not np.isfinite(mcse) or mcse <= 0:
+        return MAX_DECIMALS
+    return min(MAX_DECIMALS, -int(np.floor(np.log10(2 * mcse))))
+
+
+def rounded(value: float, mcse: float | None) -> str:
+    """``value`` printed to :func:`decimals` of ``mcse``.
+
+    >>> rounded(0.123456, 0.004), rounded(0.123456, 0.02), rounded(213.7, 8.0)
+    ('0.123', '0.12', '210')
+    """
+    d = decimals(mcse)
+    if d >= 0:
+        return f"{value:.{d}f}"
+    return f"{round(value, d):.0f}"
 
 
 def ordering_probability(alpha: xr.DataArray) -> xr.DataArray:
@@ -111,7 +158,24 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
 
 
 def _fmt(i: dict[str, Any]) -> str:
-    return f"{i['median']:.3f} [{i['lower']:.3f}, {i['upper']:.3f}]{marker(i)}"
+    """``median [lower, upper]``, each to the digits its MCSE supports, and the flag."""
+    median, lower, upper = (rounded(i[k], i.get(f"mcse_{k}")) for k in ("median", "lower", "upper"))
+    return f"{median} [{lower}, {upper}]{marker(i)}"
+
+
+def _mean(i: dict[str, Any]) -> str:
+    """``mean +- MCSE`` (the MCSE to one significant digit)."""
+    mcse = i.get("mcse_mean")
+    if mcse is None or not np.isfinite(mcse):
+        return f"mean {i['mean']:.{MAX_DECIMALS}f}"
+    return f"mean {rounded(i['mean'], mcse)} \u00b1 {mcse:.1g}"
+
+
+def largest_mcse(entries: list[dict[str, Any]]) -> float:
+    """The largest MCSE of a median or interval end among ``entries``."""
+    keys = ("mcse_median", "mcse_lower", "mcse_upper")
+    values = [float(e[k]) for e in entries for k in keys if e.get(k) is not None]
+    return max(values, default=float("nan"))
 
 
 def marker(entry: dict[str, Any]) -> str:
@@ -181,10 +245,12 @@ def format_text(result: dict[str, Any]) -> str:
         f"model {result['model']!r}, data {result['data']['source']} (sha256 {str(result['data']['sha256'])[:12]}), "
         f"sampler {result['sampler']}, seed {result['seed']}",
         "",
-        f"Population exponents (posterior median [{prob:.0%} equal-tailed interval]):",
+        f"Population exponents (posterior median [{prob:.0%} equal-tailed interval]; "
+        "mean \u00b1 its Monte Carlo standard error):",
     ]
     for a in axes:
-        lines.append(f"  {a:>8}  {_fmt(result['exponents']['population'][a])}")
+        pop = result["exponents"]["population"][a]
+        lines.append(f"  {a:>8}  {_fmt(pop):<23}  {_mean(pop)}")
     order = " > ".join(f"alpha_{a}" for a in axes)
     lines += ["", f"P({order}) = {result['ordering']['population']:.3f} (population)"]
     for name, value in result["other"].items():
@@ -201,6 +267,12 @@ def format_text(result: dict[str, Any]) -> str:
     for s, values in result["exponents"]["settings"].items():
         cells = "".join(f"  {_fmt(values[a]):<23}" for a in axes)
         lines.append(f"  {s.ljust(width)}{cells}  {result['ordering']['settings'][s]:.3f}")
+    per_setting = [values[a] for values in result["exponents"]["settings"].values() for a in axes]
+    lines.append(
+        "  (each number to the digits its Monte Carlo standard error supports: down to the "
+        f"first significant digit of 2 x MCSE, at most {MAX_DECIMALS} decimals; largest MCSE "
+        f"of a median or interval end above {largest_mcse(per_setting):.1g})"
+    )
     notes = flagged(result)
     if notes:
         lines.append(

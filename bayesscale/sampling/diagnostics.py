@@ -182,6 +182,43 @@ def ess_tail(x: np.ndarray) -> np.ndarray:
     return np.minimum(ess_low, ess_high)
 
 
+# Monte Carlo standard errors (ArviZ's ``mcse``, method "mean" and "quantile"), per scalar of
+# a (scalars, chains, draws) array
+_MCSE_QUANTILE_PROBS = (0.1586553, 0.8413447)  # Phi(-1), Phi(1): +-1 sd of a normal
+
+
+def mcse_mean(x: np.ndarray) -> np.ndarray:
+    """Monte Carlo standard error of the posterior mean per scalar: ``sd / sqrt(ESS)`` with
+    the split-chain ESS of the draws themselves (not rank-normalised), as ArviZ's."""
+    flat = x.reshape(x.shape[0], -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return flat.std(axis=1, ddof=1) / np.sqrt(_ess(_split(x)))
+
+
+def mcse_quantile(x: np.ndarray, prob: float) -> np.ndarray:
+    """Monte Carlo standard error of the ``prob`` quantile per scalar, as ArviZ's: half the
+    distance between the draws at the quantile's +-1 sd bounds, from a Beta with the ESS of
+    the indicator ``x <= q``."""
+    from scipy import stats
+
+    flat = x.reshape(x.shape[0], -1)
+    q = np.quantile(flat, prob, axis=1)
+    ess = _ess(_split((x <= q[:, None, None]).astype(float)))
+    size = flat.shape[1]
+    ordered = np.sort(flat, axis=1)
+    out = np.full(x.shape[0], np.nan)
+    for i, e in enumerate(ess):
+        if not np.isfinite(e):
+            continue
+        with np.errstate(invalid="ignore"):
+            ppf = stats.beta.ppf(_MCSE_QUANTILE_PROBS, e * prob + 1, e * (1 - prob) + 1)
+        ends = ppf * size - 1
+        low = ordered[i, int(np.floor(np.nanmax((ends[0], 0))))]
+        high = ordered[i, int(np.ceil(np.nanmin((ends[1], size - 1))))]
+        out[i] = (high - low) / 2
+    return out
+
+
 # --- over named quantities -------------------------------------------------------------------
 
 

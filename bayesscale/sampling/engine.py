@@ -51,7 +51,17 @@ PROBE = 50  # MAMS: transitions per chain at the adapted step size, to correct i
 CAPACITY = 64  # transitions per compiled chunk at most
 CHUNK_SECONDS = 0.4  # aim for chunks this long: Ctrl-C and the bar respond within about that
 INITIAL_STEP = 0.1
-JITTER = 0.5  # initial points: the model's initial point + uniform(-JITTER, JITTER)
+# Initial points, overdispersed relative to the posterior (so that R-hat means something):
+# draws from the Laplace approximation at the mode (L-BFGS from the model's initial point,
+# the Hessian by central differences of the gradient), its covariance OVERDISPERSION^2 times
+# wider, each coordinate at most MAX_START_OFFSET (unconstrained units) from the mode; where
+# the log density or its gradient is not finite at a start, the spread halves and all chains
+# are drawn again (MAX_INIT_TRIES times at most). Without a finite mode: the model's initial
+# point + uniform(-JITTER, JITTER), halved likewise.
+OVERDISPERSION = 2.0
+MAX_START_OFFSET = 3.0
+MODE_ITERATIONS = 100  # L-BFGS iterations at most: the starts need the bulk, not the exact mode
+JITTER = 0.5
 MAX_INIT_TRIES = 20
 ESS_MARGIN = 1.15  # extend to the draws the ESS rate predicts, with this margin
 RHAT_MAX = 1.01
@@ -158,6 +168,8 @@ class CompiledSampler:
         self._derived = jax.jit(jax.vmap(density.derived))
         self._per_draw = jax.jit(jax.vmap(density.per_draw)) if density.per_draw else None
         self._compiled: Any = None
+        self._placeholder_keys: np.ndarray | None = None
+        self._start_variance: np.ndarray | None = None
         self.compile_seconds = 0.0
 
     @classmethod
@@ -176,33 +188,104 @@ class CompiledSampler:
         ).compile()
         self.compile_seconds += time.perf_counter() - start
 
-    def _starts(self, rng: np.random.Generator, data: tuple[Any, ...]) -> ChainState:
-        """Jittered starts with finite potential and gradient, one per chain (evaluated by
-        the compiled chunk with no transitions, which compiles it if it is not yet)."""
+    def _state(self, z: np.ndarray) -> ChainState:
+        """A chain state at ``z`` (chain, dim), its potential and gradient not yet evaluated."""
         import jax
 
-        x0 = self.density.x0
         blank = np.zeros(self.chains)
-        unit_mass = np.ones((self.chains, x0.size))
-        placeholder_keys = np.asarray(jax.random.split(jax.random.PRNGKey(0), self.chains))
-        jitter = JITTER
-        for _ in range(MAX_INIT_TRIES):
-            z = x0 + rng.uniform(-jitter, jitter, size=(self.chains, x0.size))
-            state = ChainState(
-                z,
-                blank,
-                np.zeros_like(z),
-                placeholder_keys,  # the chains' own keys are drawn below, once a start is found
-                step_size_state(blank + INITIAL_STEP),
+        if self._placeholder_keys is None:
+            self._placeholder_keys = np.asarray(
+                jax.random.split(jax.random.PRNGKey(0), self.chains)
             )
-            state = jax.tree.map(np.asarray, state)
-            self._compile(state, unit_mass, data)
-            evaluated, _ = self._compiled(state, unit_mass, 0, True, self._any_trajectory, *data)
-            pe, grad = np.asarray(evaluated.potential), np.asarray(evaluated.grad)
+        placeholder_keys = self._placeholder_keys
+        state = ChainState(
+            np.asarray(z, dtype=float),
+            blank,
+            np.zeros_like(z, dtype=float),
+            placeholder_keys,  # the chains' own keys are drawn once a start is found
+            step_size_state(blank + INITIAL_STEP),
+        )
+        return jax.tree.map(np.asarray, state)
+
+    def _evaluate(self, z: np.ndarray, data: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Potential and gradient at ``chains`` points ``z`` (chain, dim), by the compiled
+        chunk with no transitions (which compiles it if it is not yet)."""
+        state = self._state(z)
+        unit_mass = np.ones((self.chains, z.shape[1]))
+        self._compile(state, unit_mass, data)
+        evaluated, _ = self._compiled(state, unit_mass, 0, True, self._any_trajectory, *data)
+        return np.asarray(evaluated.potential), np.asarray(evaluated.grad)
+
+    def _evaluate_points(self, points: np.ndarray, data: tuple[Any, ...]) -> np.ndarray:
+        """Gradients at any number of points (n, dim), ``chains`` at a time."""
+        out = np.empty_like(points)
+        for i in range(0, len(points), self.chains):
+            batch = points[i : i + self.chains]
+            padded = np.concatenate([batch, np.repeat(batch[-1:], self.chains - len(batch), 0)])
+            out[i : i + len(batch)] = self._evaluate(padded, data)[1][: len(batch)]
+        return out
+
+    def laplace_start(self, data: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The centre of the starts and the factor ``L`` of the Laplace covariance
+        (``L L^T = H^-1`` at the mode; ``None`` where the density is not finite at the
+        model's initial point, or the mode found is not finite)."""
+        from scipy import optimize
+
+        from bayesscale.sampling.laplace import FD_STEP
+
+        x0 = np.asarray(self.density.x0, dtype=float)
+        pe, _ = self._evaluate(np.tile(x0, (self.chains, 1)), data)
+        if not np.isfinite(pe[0]):
+            return x0, None
+
+        def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+            value, grad = self._evaluate(np.tile(x, (self.chains, 1)), data)
+            if not np.isfinite(value[0]) or not np.all(np.isfinite(grad[0])):
+                return np.inf, np.zeros_like(x)
+            return float(value[0]), np.asarray(grad[0], dtype=float)
+
+        found = optimize.minimize(
+            fun, x0, jac=True, method="L-BFGS-B", options={"maxiter": MODE_ITERATIONS}
+        )
+        mode = np.asarray(found.x, dtype=float)
+        if not np.isfinite(fun(mode)[0]):
+            return x0, None
+        n = mode.size
+        steps = np.eye(n) * FD_STEP
+        grads = self._evaluate_points(np.concatenate([mode + steps, mode - steps]), data)
+        hessian = (grads[:n] - grads[n:]).T / (2 * FD_STEP)
+        hessian = 0.5 * (hessian + hessian.T)
+        if not np.all(np.isfinite(hessian)):
+            return mode, None
+        # L with L L^T = H^-1, H's eigenvalues in absolute value and at least
+        # 1 / MAX_START_OFFSET^2: a flat direction is capped by the offset clip anyway
+        eigenvalues, vectors = np.linalg.eigh(hessian)
+        eigenvalues = np.maximum(np.abs(eigenvalues), MAX_START_OFFSET**-2)
+        return mode, vectors / np.sqrt(eigenvalues)
+
+    def _starts(self, rng: np.random.Generator, data: tuple[Any, ...]) -> ChainState:
+        """Overdispersed starts with finite potential and gradient, one per chain: draws
+        from the Laplace approximation ``OVERDISPERSION`` times wider (see ``OVERDISPERSION``),
+        evaluated by the compiled chunk with no transitions."""
+        import jax
+
+        centre, factor = self.laplace_start(data)
+        # the Laplace approximation's variances: the first inverse mass (where there is one)
+        self._start_variance = None if factor is None else np.sum(factor**2, axis=1)
+        dim = centre.size
+        spread = OVERDISPERSION
+        for _ in range(MAX_INIT_TRIES):
+            if factor is None:
+                offset = rng.uniform(-JITTER, JITTER, size=(self.chains, dim)) * spread / 2
+            else:
+                normal = rng.standard_normal((self.chains, dim))
+                offset = np.clip(spread * normal @ factor.T, -MAX_START_OFFSET, MAX_START_OFFSET)
+            z = centre + offset
+            pe, grad = self._evaluate(z, data)
             if np.all(np.isfinite(pe)) and np.all(np.isfinite(grad)):
                 keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2**31))), self.chains)
-                return state._replace(potential=pe, grad=grad, key=np.asarray(keys))
-            jitter /= 2
+                return self._state(z)._replace(potential=pe, grad=grad, key=np.asarray(keys))
+            spread /= 2
         raise FloatingPointError(
             "the model's log density or its gradient is not finite at its initial point "
             "(even without jitter): check the data for impossible values"
@@ -235,7 +318,10 @@ class CompiledSampler:
         progress = progress or Progress(enabled=False)
         rng = np.random.default_rng(settings.seed)
         state = self._starts(rng, data_t)
-        inv_mass = adapt.initial_inv_mass(state.grad)
+        if self._start_variance is not None:  # the Laplace approximation's, at the mode
+            inv_mass = np.tile(self._start_variance, (self.chains, 1))
+        else:  # nutpie's, from the gradients at the starts
+            inv_mass = adapt.initial_inv_mass(state.grad)
         mams = self.kernel == MAMS_KERNEL
         probe = PROBE if mams and settings.tune > 0 else 0
         warmup = settings.tune + probe  # transitions per chain before the draws kept
@@ -356,6 +442,8 @@ class CompiledSampler:
         }
         if not mams:  # MAMS builds no tree and has no Hamiltonian energy to report
             stats |= {"tree_depth": joined.depth, "energy": joined.energy}
+        else:  # MAMS's energy slot: the proposal's energy error dU + dK (mams.make_chunk)
+            stats["energy_error"] = joined.energy
         return RunResult(
             posterior=self.derive(joined.z),
             stats=stats,
