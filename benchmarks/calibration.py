@@ -5,14 +5,26 @@ redraws of the reference design, pooled model vs the paper's bootstrap, side by 
     .venv/bin/python benchmarks/calibration.py --out calibration.json [--force]
         [--sbc-datasets 100] [--sbc-settings 0,2] [--sbc-grid small|paper] [--sbc-seeds 2]
         [--broken-datasets 30] [--redraws 20] [--n-boot 500] [--compare-pm-sample]
+        [--workers N | --ray-address ADDR] [--sbc-minutes M] [--ecdf-png ecdf.png]
+        [--speedup-datasets 0]
 
-Prints text rank histograms with chi-square and KS p-values, the coverage/width table and the
+Prints text rank histograms with chi-square and KS p-values, the ECDF band verdicts (where each
+quantity's ECDF of normalised ranks leaves its simultaneous 95% band), the coverage/width table and the
 sampling cost (compile vs sampling seconds; with --compare-pm-sample also what
 ``pm.sample(nuts_sampler="numpyro")`` costs per call), and writes all of it to --out as JSON
-(atomic write; an existing file is replaced only with --force). It asserts nothing.
+(atomic write; an existing file is replaced only with --force), with every SBC dataset's ranks
+in CSV files beside it (``OUT.sbc-ranks.csv``, ``OUT.negative-ranks.csv``). It asserts nothing.
 
 With the defaults it takes about an hour on 2 shared cores (most of it the 20 pooled fits of the
 reference design, 2-3 minutes each); scale with the arguments.
+
+The fits run as seeded jobs (:mod:`bayesscale.checks.fanout`): serially by default, on a
+throwaway local Ray instance with ``--workers N``, or on a cluster with ``--ray-address ADDR``
+(``ray.init(address=ADDR)``; bayesscale installed on its nodes). The results are the same
+either way. ``--sbc-minutes`` stops starting SBC fits after that long and judges the datasets
+fitted (the first k of the asked ones). ``--speedup-datasets N`` first fits the same N SBC
+datasets serially and on Ray (``--workers``, default 2), checks the ranks are identical and
+prints the speed-up.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from typing import Any
 import bayesscale.law.inference as inference
 from bayesscale import names
 from bayesscale.checks import calibration as cal
+from bayesscale.checks import fanout
 from bayesscale.data.simulate import PAPER_ANCHORS, PAPER_GRIDS, Truth
 from bayesscale.data.spec import load_spec
 
@@ -67,39 +80,72 @@ def sbc_section(args: argparse.Namespace, truth: Truth) -> dict[str, Any]:
         f"{design.n_obs} rows; {config.chains} chains x {config.draws} draws (+{config.tune} "
         f"warm-up); {args.sbc_datasets} datasets"
     )
-    result = cal.simulation_based_calibration(
-        design,
-        args.sbc_datasets,
-        config,
-        seed=args.seed,
-        sampler=sampler,
-        max_rank_draws=args.sbc_rank_draws,
+    out: dict[str, Any] = {}
+    if args.speedup_datasets > 0:
+        out["speedup"] = speedup(args, design, config, sampler)
+    every = max(1, args.sbc_datasets // 20)
+
+    def progress(done: int, total: int) -> None:
+        if done % every == 0 or done == total:
+            _print(f"  {done}/{total} datasets fitted ({time.perf_counter() - tic:.0f} s)")
+
+    tic = time.perf_counter()
+    with fanout.ray_session(args.ray_address, args.workers):
+        result = cal.simulation_based_calibration(
+            design,
+            args.sbc_datasets,
+            config,
+            seed=args.seed,
+            sampler=sampler,
+            max_rank_draws=args.sbc_rank_draws,
+            ray_address=args.ray_address,
+            workers=args.workers,
+            progress=progress,
+            time_limit=None if args.sbc_minutes is None else 60 * args.sbc_minutes,
+        )
+    n = result.config["n_datasets"]
+    _print(
+        f"fitted {n} of {args.sbc_datasets} datasets in {result.timing['jobs_wall_s']:.0f} s "
+        f"({result.config['mode']}, {result.config['workers']} worker(s))"
     )
     _print(result.report())
     divergent = int((result.ranks.groupby(cal.DATASET)[cal.DIVERGENCES].first() > 0).sum())
     _print(
         f"prior acceptance (wall and validity) {result.acceptance:.3f}; fits with divergences "
-        f"{divergent}/{args.sbc_datasets}; min bulk ESS {result.ranks[cal.ESS_BULK].min():.0f}; "
-        f"min p over quantities and tests {result.min_p:.3g}"
+        f"{divergent}/{n}; min bulk ESS {result.ranks[cal.ESS_BULK].min():.0f}; "
+        f"min p over quantities and tests {result.min_p:.3g}; ECDF inside the band for "
+        f"{sum(v.inside for v in result.ecdf.values())} of {len(result.ecdf)} quantities"
     )
+    if args.ecdf_png is not None:
+        path = cal.plot_ecdf_difference(
+            result.normalized(),
+            args.ecdf_png,
+            seed=args.seed,
+            title=f"SBC, {n} datasets: ECDF difference with simultaneous 95% bands",
+        )
+        _print(f"wrote {path}")
     _print(
         f"cost: graph build {build_s:.1f} s, compile {result.timing['compile_s']:.1f} s once, "
         f"prior draws {result.timing['prior_draws_s']:.1f} s, sampling "
         f"{result.timing['sampling_s_per_dataset']:.2f} s per dataset"
     )
-    out: dict[str, Any] = {"sbc": result.to_dict()}
+    out["sbc"] = result.to_dict()
     out["sbc"]["timing"]["graph_build_s"] = build_s
+    out["sbc"]["ranks_csv"] = str(_write_ranks(result, args.out, "sbc"))
     out["sbc"]["design_settings"] = list(design.settings)
     if args.broken_datasets > 0:
-        broken = cal.simulation_based_calibration(
-            design,
-            args.broken_datasets,
-            config,
-            seed=args.seed + 1,
-            sampler=sampler,
-            max_rank_draws=args.sbc_rank_draws,
-            perturb=cal.scale_variable(names.CONCENTRATION, BROKEN_FACTOR),
-        )
+        with fanout.ray_session(args.ray_address, args.workers):
+            broken = cal.simulation_based_calibration(
+                design,
+                args.broken_datasets,
+                config,
+                seed=args.seed + 1,
+                sampler=sampler,
+                max_rank_draws=args.sbc_rank_draws,
+                perturb=cal.scale_variable(names.CONCENTRATION, BROKEN_FACTOR),
+                ray_address=args.ray_address,
+                workers=args.workers,
+            )
         _print(
             f"\nnegative control: data simulated with {BROKEN_FACTOR:g}x the recorded "
             f"concentration, {args.broken_datasets} datasets"
@@ -107,9 +153,66 @@ def sbc_section(args: argparse.Namespace, truth: Truth) -> dict[str, Any]:
         _print(broken.report())
         out["negative_control"] = {"perturbation": f"concentration x {BROKEN_FACTOR:g}"}
         out["negative_control"].update(broken.to_dict())
+        out["negative_control"]["ranks_csv"] = str(_write_ranks(broken, args.out, "negative"))
     if args.compare_pm_sample:
         out["sampler_cost"] = compare_pm_sample(design, config, sampler)
     return out
+
+
+def _write_ranks(result: cal.SBCResult, out: Path, what: str) -> Path:
+    """Every dataset's ranks (one row per dataset and quantity) beside ``--out``:
+    ``calibration.json`` -> ``calibration.sbc-ranks.csv``, to re-judge or re-plot later."""
+    path = out.with_name(f"{out.stem}.{what}-ranks.csv")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    result.ranks.to_csv(path, index=False)
+    return path
+
+
+def speedup(
+    args: argparse.Namespace, design: Any, config: inference.FitConfig, sampler: Any
+) -> dict[str, Any]:
+    """The same SBC datasets fitted serially (this process, its sampler compiled already) and
+    as Ray tasks (``--ray-address``, else a local instance of ``--workers``, default 2,
+    started and compiled inside the timing): wall seconds, speed-up, identical ranks."""
+    n = args.speedup_datasets
+    workers = args.workers if args.workers > 1 else 2
+    seed = args.seed + 2
+    tic = time.perf_counter()
+    serial = cal.simulation_based_calibration(design, n, config, seed=seed, sampler=sampler)
+    serial_s = time.perf_counter() - tic
+    tic = time.perf_counter()
+    with fanout.ray_session(args.ray_address, workers):
+        started_s = time.perf_counter() - tic
+        ray = cal.simulation_based_calibration(
+            design, n, config, seed=seed, sampler=sampler, ray_address=args.ray_address,
+            workers=workers,
+        )  # fmt: skip
+    ray_s = time.perf_counter() - tic
+    columns = [cal.DATASET, cal.QUANTITY, cal.RANK, cal.RANK_DRAWS, cal.NORMALIZED_RANK]
+    same = serial.ranks[columns].equals(ray.ranks[columns])
+    prior_s = serial.timing["prior_draws_s"]
+    jobs_serial, jobs_ray = serial.timing["jobs_wall_s"], ray.timing["jobs_wall_s"]
+    _print(
+        f"\nspeed-up, the same {n} SBC datasets: serial {jobs_serial:.1f} s of fits; Ray with "
+        f"{workers} workers {jobs_ray:.1f} s of fits (workers compile their sampler inside "
+        f"this), {started_s:.1f} s to start Ray; speed-up of the fits "
+        f"{jobs_serial / jobs_ray:.2f}x, end to end {serial_s / ray_s:.2f}x (both include "
+        f"{prior_s:.1f} s of prior draws); ranks identical: {same}; load average "
+        f"{os.getloadavg()[0]:.1f}"
+    )
+    return {
+        "datasets": n,
+        "workers": workers,
+        "serial_jobs_s": jobs_serial,
+        "ray_jobs_s": jobs_ray,
+        "ray_start_s": started_s,
+        "serial_total_s": serial_s,
+        "ray_total_s": ray_s,
+        "speedup_jobs": jobs_serial / jobs_ray,
+        "speedup_total": serial_s / ray_s,
+        "identical_ranks": bool(same),
+        "load_average": list(os.getloadavg()),
+    }
 
 
 def compare_pm_sample(
@@ -145,16 +248,19 @@ def coverage_section(args: argparse.Namespace, truth: Truth) -> dict[str, Any]:
         f"settings); pooled {config.chains} chains x {config.draws} draws (+{config.tune} "
         f"warm-up), bootstrap {args.n_boot} replicates; 90% intervals"
     )
-    result = cal.coverage_study(
-        truth,
-        load_spec(),
-        args.redraws,
-        config,
-        seed=args.seed,
-        n_boot=args.n_boot,
-        prob=0.9,
-        progress=_print,
-    )
+    with fanout.ray_session(args.ray_address, args.workers):
+        result = cal.coverage_study(
+            truth,
+            load_spec(),
+            args.redraws,
+            config,
+            seed=args.seed,
+            n_boot=args.n_boot,
+            prob=0.9,
+            progress=_print,
+            ray_address=args.ray_address,
+            workers=args.workers,
+        )
     _print(result.report())
     _print(
         f"cost: compile {result.timing['compile_s']:.1f} s once, pooled sampling "
@@ -186,6 +292,28 @@ def main() -> None:
     parser.add_argument("--cov-draws", type=int, default=300)
     parser.add_argument("--n-boot", type=int, default=500)
     parser.add_argument("--compare-pm-sample", action="store_true")
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="run the fits as Ray tasks on this cluster (ray.init(address=...)); default: "
+        "serial, or a local instance with --workers > 1",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="Ray tasks in flight (1 and no address: serial)"
+    )
+    parser.add_argument(
+        "--sbc-minutes",
+        type=float,
+        default=None,
+        help="start no SBC fit after this many minutes; judge the datasets fitted",
+    )
+    parser.add_argument("--ecdf-png", type=Path, default=None, help="plot the SBC ECDFs here")
+    parser.add_argument(
+        "--speedup-datasets",
+        type=int,
+        default=0,
+        help="first fit this many SBC datasets serially and on Ray, compare (0: skip)",
+    )
     args = parser.parse_args()
     if args.out.exists() and not args.force:
         parser.error(f"{args.out} exists; pass --force to replace it")

@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/next_study.py [--rounds 7] [--spend 3000] [--replicates 1]
         [--first-replicate 0] [--merge STUDY.json ...] [--out out/next_study]
         [--strategies next,paper,random] [--reuse STUDY.json ...] [--next-target decision]
-        [--next-anchors paper]
+        [--next-anchors paper] [--workers N | --ray-address ADDR]
 
 A declared truth (three settings of ``simulate.paper_truth``: Qwen3-8B GRPO on math+code, SWE
 and web), a small initial sweep (3 points per axis over 4x, one seed: 21 runs), then rounds in
@@ -35,6 +35,13 @@ replicates of earlier runs' ``study.json`` to the report, ``--strategies`` with 
 reruns some strategies only. Prints the curves, saves ``regret.png`` and ``study.json`` in
 ``--out``; for every round ``study.json`` keeps the runs bought (setting, sizes, seed) and the
 decision of the refit after them (round 0: the initial sweep's fit). Seeded throughout.
+
+Replicates are independent jobs (:func:`bayesscale.checks.fanout.run_jobs`): serially by
+default, on a throwaway local Ray instance with ``--workers N``, or on a cluster with
+``--ray-address ADDR``. Each replicate is seeded by its number alone (as it always was), so
+the results do not depend on where it ran; the per-round lines a replicate prints stay in the
+Ray worker's log, the report at the end is printed here. Ray workers use one BLAS thread;
+a serial run matches them exactly with ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1``.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from bayesscale import names
+from bayesscale.checks import fanout
 from bayesscale.core import laws
 from bayesscale.data.extrapolation import SweptRange
 from bayesscale.data.observations import DataWarning, Table, frame_sha256, validate
@@ -524,6 +532,17 @@ def replicate(
     }
 
 
+def replicate_job(
+    shared: tuple[argparse.Namespace, Truth, np.ndarray, tuple[str, ...]], rep: int, _seed: int
+) -> dict:
+    """One replicate as a job of :func:`bayesscale.checks.fanout.run_jobs` (in a Ray worker
+    too): seeded by ``rep`` alone, the job seed is not used."""
+    args, truth, optimum, run_now = shared
+    # the initial sweep has one seed per point, on purpose (a worker has its own filters)
+    warnings.filterwarnings("ignore", message=".*have a single seed", category=DataWarning)
+    return replicate(args, rep, truth, optimum, run_now)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -590,6 +609,12 @@ def main() -> None:
     )
     parser.add_argument("--budget", type=float, default=5000.0)
     parser.add_argument("--out", default="out/next_study")
+    parser.add_argument(
+        "--ray-address", default=None, help="run replicates as Ray tasks on this cluster"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="replicates in flight (1, no address: serial)"
+    )
     args = parser.parse_args()
     # The initial sweep has one seed per point, on purpose (a small first sweep): say so once.
     warnings.filterwarnings("ignore", message=".*have a single seed", category=DataWarning)
@@ -618,8 +643,17 @@ def main() -> None:
             parser.error(f"replicate(s) {missing} are not in the --reuse files")
     elif args.reuse:
         parser.error("--reuse takes the curves of strategies not run: use it with --strategies")
-    for rep in range(first, first + args.replicates):
-        got = replicate(args, rep, truth, optimum, run_now)
+    numbers = list(range(first, first + args.replicates))
+    with fanout.ray_session(args.ray_address, args.workers):
+        done = fanout.run_jobs(
+            replicate_job,
+            numbers,
+            seed=first,
+            shared=(args, truth, optimum, run_now),
+            ray_address=args.ray_address,
+            workers=args.workers,
+        )
+    for rep, got in zip(numbers, done, strict=True):
         if partial:
             _fill_from(got, earlier[rep], rep, run_now)
         reps.append(got)

@@ -173,6 +173,8 @@ def test_sbc_ranks_are_uniform_for_the_model(sbc_sampler: cal.CompiledLawSampler
         design, 24, SBC_CONFIG, seed=7, sampler=sbc_sampler, max_rank_draws=50, bins=4
     )
     assert set(result.tests) == {q.label for q in cal.default_quantities(design)}
+    assert cal.LOG_LIKELIHOOD in result.tests and set(result.ecdf) == set(result.tests)
+    assert {"ecdf_inside", "ecdf_outside"} <= set(result.table().columns)
     assert result.ranks[cal.RANK].between(0, result.ranks[cal.RANK_DRAWS]).all()
     assert len(result.ranks) == 24 * len(result.tests)
     # not rejected at a strict level, for every quantity and both tests
@@ -197,6 +199,10 @@ def test_sbc_rejects_a_broken_simulator(sbc_sampler: cal.CompiledLawSampler) -> 
     broken = result.tests[names.CONCENTRATION]
     assert broken.ks_p < STRICT and broken.chi2_p < STRICT, result.report()
     assert broken.counts[0] > broken.n / 2
+    # the ECDF leaves its simultaneous band, above it (too many low ranks) from low z on
+    verdict = result.ecdf[names.CONCENTRATION]
+    assert not verdict.inside and verdict.outside[0][2] == "above"
+    assert verdict.outside[0][0] < 0.5, verdict.where()
 
 
 def test_coverage_study_records_both_methods(

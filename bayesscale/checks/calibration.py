@@ -12,7 +12,13 @@ independent posterior draws of a scalar quantity ``f``:
 
 If the sampler draws from the exact posterior, ``r_n`` is uniform on ``{0..L}`` and the
 randomised normalised rank ``u_n`` is exactly ``U(0, 1)``, whatever ``L`` is. Uniformity is
-tested with a chi-square test on ``u`` in equal bins and a Kolmogorov-Smirnov test.
+tested with a chi-square test on ``u`` in equal bins, a Kolmogorov-Smirnov test, and the ECDF
+of ``u`` against simultaneous confidence bands (Säilynoja, Bürkner & Vehtari 2022;
+:func:`ecdf_band`, :func:`ecdf_verdict`, :func:`plot_ecdf_difference`), which also say where
+the ranks depart from uniformity. Besides the parameters, the default quantities include the
+data's log-likelihood ``log p(y_n | theta)`` ranked at the truth among its values at the draws
+(``LOG_LIKELIHOOD``; Modrák et al. 2023). Each dataset's fit is a seeded job of
+:func:`bayesscale.checks.fanout.run_jobs`, run serially or as Ray tasks with the same ranks.
 
 The law model's prior is not only its random variables: the soft wall
 ``pm.Potential("floor_positive", sum_s log sigmoid(L_inf,s / eps))`` multiplies it, and
@@ -30,8 +36,8 @@ which :func:`prior_datasets` draws exactly by rejection: a draw of the random va
 Rejecting only draws with a negative floor would match the wall only approximately
 (the wall also thins draws just above zero and keeps some just below it).
 
-**Coverage over redraws** (:func:`coverage_study`): re-simulate a fixed truth's design
-``R`` times, fit the pooled model and the frequentist bootstrap baseline
+**Coverage over redraws** (:func:`coverage_study`, one job per redraw): re-simulate a
+fixed truth's design ``R`` times, fit the pooled model and the frequentist bootstrap baseline
 (:func:`bayesscale.law.baseline.bootstrap_fit`) to each redraw, and count how often each
 method's 90% interval covers the true per-setting exponent and the population exponent.
 
@@ -118,6 +124,8 @@ POOLED: Final = "pooled"  # method label: the pooled Bayesian law
 BOOTSTRAP: Final = "bootstrap"  # method label: the paper's per-panel bootstrap
 SETTING_LEVEL: Final = "setting"  # level label: per-setting exponents alpha[s, a]
 POPULATION_LEVEL: Final = "population"  # level label: alpha_pop[a]
+# the joint quantity of Modrak et al. (2023): log p(y | theta), the data's log-likelihood
+LOG_LIKELIHOOD: Final = "log_likelihood"
 POTENTIAL_WARNING: Final = "The effect of Potentials on other parameters is ignored"
 # PyTensor's Numba backend draws the beta-binomial in object mode (NumPy's generator) and
 # says so with a UserWarning; that is only slower, so the message is silenced where we sample.
@@ -216,6 +224,214 @@ def uniformity(u: ArrayLike, bins: int | None = None) -> Uniformity:
         ks=float(ks.statistic),
         ks_p=float(ks.pvalue),
     )
+
+
+# --- ECDF with simultaneous bands (Säilynoja, Bürkner & Vehtari 2022) ----------------------
+
+
+@dataclass(frozen=True)
+class EcdfBand:
+    """Simultaneous ``prob`` band for the ECDF of ``n`` values of ``U(0, 1)`` at the points
+    ``z`` (``i / K``, ``i = 1..K-1``), in counts: under uniformity, the counts
+    ``#{u <= z_i}`` all lie within ``[lower_i, upper_i]`` with probability about ``prob``.
+    ``gamma`` is the per-point level that gives that joint level (found by simulation)."""
+
+    n: int
+    prob: float
+    z: Array
+    lower: Array
+    upper: Array
+    gamma: float
+    n_sim: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class EcdfVerdict:
+    """Where the ECDF of one quantity's normalised ranks leaves its band.
+
+    ``outside``: ``(z_from, z_to, "above" | "below")`` for each run of consecutive evaluation
+    points outside; ``max_excess``: the largest distance outside, in ECDF units (0 inside).
+    Above the band at small ``z``: too many low ranks (the truth below the posterior); a
+    hump above in the middle and below at the ends of the ECDF *difference*: a posterior too
+    wide; the reverse (below, then above): too narrow."""
+
+    quantity: str
+    n: int
+    inside: bool
+    outside: tuple[tuple[float, float, str], ...]
+    max_excess: float
+
+    def where(self) -> str:
+        """``inside``, or the stretches outside, ``above 0.05-0.15; below 0.85-0.95`` (runs
+        on the same side with none on the other side between them are shown as one).
+
+        >>> EcdfVerdict("q", 9, False, ((0.1, 0.2, "above"), (0.3, 0.3, "above")), 0.1).where()
+        'above 0.10-0.30'
+        """
+        if self.inside:
+            return "inside"
+        merged: list[list[Any]] = []
+        for lo, hi, side in self.outside:
+            if merged and merged[-1][2] == side:
+                merged[-1][1] = hi
+            else:
+                merged.append([lo, hi, side])
+        return "; ".join(f"{side} {lo:.2f}-{hi:.2f}" for lo, hi, side in merged)
+
+
+DEFAULT_BAND_PROB = 0.95
+DEFAULT_BAND_SIMULATIONS = 4000
+MAX_BAND_POINTS = 100
+
+
+def _two_sided(counts: Array, n: int, z: Array) -> Array:
+    """Per point ``2 min(P[X <= F], P[X >= F])``, ``X ~ Binomial(n, z)``, capped at 1."""
+    below = stats.binom.cdf(counts, n, z)
+    above = stats.binom.sf(counts - 1, n, z)
+    return np.minimum(1.0, 2.0 * np.minimum(below, above))
+
+
+def ecdf_counts(u: ArrayLike, z: ArrayLike) -> Array:
+    """``#{u_j <= z_i}`` for each ``z_i``.
+
+    >>> ecdf_counts([0.1, 0.4, 0.5], [0.25, 0.5, 0.75]).tolist()
+    [1.0, 3.0, 3.0]
+    """
+    values = np.sort(np.asarray(u, dtype=float).ravel())
+    return np.searchsorted(values, np.asarray(z, dtype=float), side="right").astype(float)
+
+
+def ecdf_band(
+    n: int,
+    prob: float = DEFAULT_BAND_PROB,
+    points: int | None = None,
+    n_sim: int = DEFAULT_BAND_SIMULATIONS,
+    seed: int = 0,
+) -> EcdfBand:
+    """Simultaneous band for the ECDF of ``n`` uniform values, by simulation (Säilynoja,
+    Bürkner & Vehtari 2022, section 2.2).
+
+    At ``z_i = i / K`` (``K = points``, default ``min(n, 100)``) the count ``n F(z_i)`` of a
+    uniform sample is ``Binomial(n, z_i)``. For each of ``n_sim`` seeded uniform samples take
+    the smallest two-sided per-point tail probability
+
+    .. math::
+
+        \\gamma_m = \\min_i 2 \\min\\{P[X_i \\le n F_m(z_i)],\\ P[X_i \\ge n F_m(z_i)]\\},
+        \\qquad X_i \\sim \\mathrm{Bin}(n, z_i),
+
+    let ``gamma`` be the ``1 - prob`` quantile of the ``gamma_m``, and bound each count by
+    the binomial's ``gamma / 2`` and ``1 - gamma / 2`` quantiles: a uniform sample's ECDF
+    then leaves the band anywhere with probability about ``1 - prob`` (somewhat less: the
+    counts are discrete). Seeded, so the same arguments give the same band.
+
+    >>> band = ecdf_band(50, points=10, n_sim=500)
+    >>> bool(np.all(band.lower <= 50 * band.z)) and bool(np.all(50 * band.z <= band.upper))
+    True
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not 0 < prob < 1:
+        raise ValueError(f"prob must be in (0, 1), got {prob}")
+    k = int(points if points is not None else min(n, MAX_BAND_POINTS))
+    if k < 2:
+        raise ValueError(f"points must be >= 2, got {k}")
+    z = np.arange(1, k) / k
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), n, k]))
+    gammas = np.empty(n_sim)
+    chunk = max(1, 2_000_000 // max(n * k, 1))
+    for start in range(0, n_sim, chunk):
+        size = min(chunk, n_sim - start)
+        u = np.sort(rng.uniform(size=(size, n)), axis=1)
+        counts = np.stack([np.searchsorted(row, z, side="right") for row in u]).astype(float)
+        gammas[start : start + size] = _two_sided(counts, n, z).min(axis=1)
+    gamma = float(np.quantile(gammas, 1.0 - prob))
+    lower = stats.binom.ppf(gamma / 2, n, z)
+    upper = stats.binom.ppf(1 - gamma / 2, n, z)
+    return EcdfBand(n, float(prob), z, lower, upper, gamma, int(n_sim), int(seed))
+
+
+def ecdf_verdict(u: ArrayLike, band: EcdfBand, quantity: str = "") -> EcdfVerdict:
+    """Whether the ECDF of ``u`` (normalised ranks) stays within ``band``, and where not.
+
+    >>> band = ecdf_band(40, points=8, n_sim=500)
+    >>> ecdf_verdict(np.linspace(0.01, 0.99, 40), band).inside
+    True
+    >>> ecdf_verdict(np.full(40, 0.02), band).where()
+    'above 0.12-0.88'
+    """
+    values = np.asarray(u, dtype=float).ravel()
+    if values.size != band.n:
+        raise ValueError(f"the band is for {band.n} values, got {values.size}")
+    counts = ecdf_counts(values, band.z)
+    high = counts > band.upper
+    low = counts < band.lower
+    runs: list[tuple[float, float, str]] = []
+    for side, mask in (("above", high), ("below", low)):
+        idx = np.flatnonzero(mask)
+        if idx.size:
+            breaks = np.flatnonzero(np.diff(idx) > 1)
+            for part in np.split(idx, breaks + 1):
+                runs.append((float(band.z[part[0]]), float(band.z[part[-1]]), side))
+    runs.sort()
+    excess = np.maximum(counts - band.upper, band.lower - counts).max() / band.n
+    return EcdfVerdict(
+        quantity=quantity,
+        n=int(values.size),
+        inside=not runs,
+        outside=tuple(runs),
+        max_excess=float(max(0.0, excess)),
+    )
+
+
+def plot_ecdf_difference(
+    ranks: Mapping[str, ArrayLike],
+    path: str | Path,
+    prob: float = DEFAULT_BAND_PROB,
+    seed: int = 0,
+    title: str = "",
+) -> Path:
+    """One panel per quantity: the ECDF difference ``F(z) - z`` of the normalised ranks with
+    its simultaneous ``prob`` band (:func:`ecdf_band`), saved as a PNG at ``path``.
+
+    >>> plot_ecdf_difference({"q": np.random.default_rng(0).uniform(size=50)}, "e.png")  # doctest: +SKIP
+    """
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    labels = list(ranks)
+    cols = min(4, max(1, len(labels)))
+    rows = math.ceil(len(labels) / cols)
+    fig = Figure(figsize=(3.2 * cols, 2.6 * rows))  # no pyplot: no global backend state
+    axes = fig.subplots(rows, cols, squeeze=False, sharex=True)
+    for k, label in enumerate(labels):
+        ax = axes[k // cols, k % cols]
+        u = np.asarray(ranks[label], dtype=float)
+        band = ecdf_band(u.size, prob, seed=seed)
+        verdict = ecdf_verdict(u, band, label)
+        # what the test judges: the ECDF at the band's points (and 0 at z = 0 and z = 1)
+        z = np.concatenate([[0.0], band.z, [1.0]])
+        lo = np.concatenate([[0.0], band.lower / u.size - band.z, [0.0]])
+        hi = np.concatenate([[0.0], band.upper / u.size - band.z, [0.0]])
+        diff = ecdf_counts(u, z) / u.size - z
+        ax.fill_between(z, lo, hi, color="0.85", label=f"{prob:.0%} band")
+        ax.plot(z, diff, color="C0" if verdict.inside else "C3", lw=1.0)
+        ax.axhline(0.0, color="0.5", lw=0.6)
+        ax.set_title(f"{label}\n{verdict.where()}", fontsize=8)
+        ax.tick_params(labelsize=7)
+        if k // cols == rows - 1:
+            ax.set_xlabel("normalised rank z", fontsize=8)
+        if k % cols == 0:
+            ax.set_ylabel("ECDF(z) - z", fontsize=8)
+    for k in range(len(labels), rows * cols):
+        axes[k // cols, k % cols].set_visible(False)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
 
 
 def text_histogram(counts: Sequence[int], width: int = 40) -> list[str]:
@@ -335,9 +551,11 @@ class Quantity:
         return data.sel({dim: value for dim, value in self.selection}) if self.selection else data
 
 
-def default_quantities(design: Design) -> list[Quantity]:
+def default_quantities(design: Design, log_likelihood: bool = True) -> list[Quantity]:
     """``alpha_pop`` per axis, the first setting's exponents (with more than one setting),
-    the concentration (success outcomes) and the first setting's loss floor."""
+    the concentration (success outcomes), the first setting's loss floor and (with
+    ``log_likelihood``) the data's log-likelihood ``LOG_LIKELIHOOD``, ranked at the truth
+    among its values at the draws (Modrák et al. 2023: a quantity that depends on the data)."""
     axes = design.spec.axis_names
     first = design.settings[0]
     out = [Quantity(names.ALPHA_POP, ((names.AXIS_DIM, a),)) for a in axes]
@@ -348,6 +566,8 @@ def default_quantities(design: Design) -> list[Quantity]:
     if design.spec.outcome == "success":
         out.append(Quantity(names.CONCENTRATION))
     out.append(Quantity(names.LOSS_FLOOR, ((names.SETTING_DIM, first),)))
+    if log_likelihood:
+        out.append(Quantity(LOG_LIKELIHOOD))
     return out
 
 
@@ -379,7 +599,9 @@ class CompiledLawSampler:
     dataset of the same design does not recompile.
 
     Each fit takes ``config.tune`` warm-up and ``config.draws`` draws per chain (no ESS target:
-    calibration needs equal-length runs).
+    calibration needs equal-length runs). With ``LOG_LIKELIHOOD`` among ``var_names``
+    each fit also returns ``log p(y | theta)`` of its data at every draw
+    (:meth:`log_likelihood`).
 
     >>> sampler = CompiledLawSampler(build_law_model(design), FitConfig(chains=2))  # doctest: +SKIP
     >>> fit = sampler.fit(design.successes, seed=1)  # doctest: +SKIP
@@ -401,7 +623,11 @@ class CompiledLawSampler:
         self.model, self.config = model, config
         self.var_names = list(var_names or [names.ALPHA_POP, names.ALPHA])
         self.density = LogDensity.from_model(model, observed_as_input=True)
-        missing = set(self.var_names) - set(self.density.var_names)
+        self._free = [rv.name for rv in model.free_RVs]
+        self._loglik: Callable[..., Any] | None = None
+        if LOG_LIKELIHOOD in self.var_names:
+            self._loglik = _log_likelihood_function(model)
+        missing = set(self.var_names) - set(self.density.var_names) - {LOG_LIKELIHOOD}
         if missing:
             raise ValueError(f"the model stores no {sorted(missing)}")
         [value] = self.density.data_values
@@ -464,8 +690,19 @@ class CompiledLawSampler:
             {
                 v: ((names.CHAIN_DIM, names.DRAW_DIM, *dims[v]), result.posterior[v])
                 for v in self.var_names
+                if v != LOG_LIKELIHOOD
             }
         )
+        if self._loglik is not None:
+            chains, draws = result.posterior[self._free[0]].shape[:2]
+            flat = [
+                np.reshape(
+                    result.posterior[v], (chains * draws, *np.shape(result.posterior[v])[2:])
+                )
+                for v in self._free
+            ]
+            values = np.asarray(self._loglik(flat, data[0]), dtype=float).reshape(chains, draws)
+            posterior[LOG_LIKELIHOOD] = ((names.CHAIN_DIM, names.DRAW_DIM), values)
         posterior = posterior.assign_coords({d: coords[d] for d in posterior.dims if d in coords})
         return QuickFit(
             posterior=posterior,
@@ -473,6 +710,49 @@ class CompiledLawSampler:
             mean_steps=float(result.stats["n_steps"].mean()),
             seconds=seconds,
         )
+
+    def log_likelihood(self, values: Mapping[str, ArrayLike], observed: ArrayLike) -> float:
+        """``log p(y | theta)``: the data's log-likelihood at one point ``values`` (every free
+        random variable on its own scale, by name; ``-inf`` where the likelihood is invalid).
+        Needs ``LOG_LIKELIHOOD`` among the sampler's ``var_names``."""
+        if self._loglik is None:
+            raise ValueError(f"the sampler was built without {LOG_LIKELIHOOD!r} in var_names")
+        y = np.asarray(observed).astype(self._dtype).reshape(self._shape)
+        point = [np.asarray(values[v], dtype=float)[None] for v in self._free]
+        return float(np.asarray(self._loglik(point, y))[0])
+
+
+def _log_likelihood_function(model: pm.Model) -> Callable[..., Any]:
+    """Compile ``(free RV values batched over draws, observed) -> sum_i log p(y_i | theta)``
+    in JAX from the model's own likelihood graph (NaN, an invalid parameter, reads as
+    ``-inf``)."""
+    from bayesscale.sampling import configure
+
+    configure()
+    import jax
+    import jax.numpy as jnp
+    import pymc as pm
+    import pytensor.tensor as pt
+    from pymc.sampling.jax import get_jaxified_graph
+    from pytensor.graph.replace import clone_replace
+
+    observed_rv = model[names.OUTCOME]
+    y = observed_rv.type()
+    total = pt.sum(pm.logp(observed_rv, y))
+    inputs = [rv.type() for rv in model.free_RVs]
+    [out] = clone_replace([total], replace=dict(zip(model.free_RVs, inputs, strict=True)))
+    graph = get_jaxified_graph(inputs=[*inputs, y], outputs=[out])
+
+    def one(values: Any, data: Any) -> Any:
+        [value] = graph(*values, data)
+        return jnp.where(jnp.isnan(value), -jnp.inf, value)
+
+    batched = jax.jit(jax.vmap(one, in_axes=(0, None)))
+
+    def loglik(values: list[np.ndarray], data: np.ndarray) -> Array:
+        return np.asarray(batched([jnp.asarray(v) for v in values], jnp.asarray(data)))
+
+    return loglik
 
 
 # --- exact draws from the model's prior, and data from its own likelihood ----------------------
@@ -676,23 +956,42 @@ def prior_datasets(
 
 @dataclass
 class SBCResult:
-    """Ranks of the truth (one row per dataset and quantity) and uniformity tests."""
+    """Ranks of the truth (one row per dataset and quantity), uniformity tests and the ECDF
+    band verdicts (:func:`ecdf_verdict`) per quantity."""
 
     ranks: pd.DataFrame
     tests: dict[str, Uniformity]
     acceptance: float
     timing: dict[str, float]
     config: dict[str, Any] = field(default_factory=dict)
+    ecdf: dict[str, EcdfVerdict] = field(default_factory=dict)
+    band: EcdfBand | None = None
 
     @property
     def min_p(self) -> float:
         """The smallest p-value over quantities and both tests."""
         return min(t.min_p for t in self.tests.values())
 
+    @property
+    def ecdf_inside(self) -> bool:
+        """Whether every quantity's ECDF stays inside its simultaneous band."""
+        return all(v.inside for v in self.ecdf.values())
+
+    def normalized(self) -> dict[str, Array]:
+        """Each quantity's normalised ranks, in dataset order."""
+        return {
+            q: self.ranks.loc[self.ranks[QUANTITY] == q]
+            .sort_values(DATASET)[NORMALIZED_RANK]
+            .to_numpy(float)
+            for q in self.tests
+        }
+
     def table(self) -> pd.DataFrame:
-        """One row per quantity: chi-square and KS statistics and p-values."""
-        rows = [
-            {
+        """One row per quantity: chi-square and KS statistics and p-values, and whether the
+        ECDF leaves its band (and where)."""
+        rows = []
+        for q, t in self.tests.items():
+            row: dict[str, Any] = {
                 QUANTITY: q,
                 "n": t.n,
                 "bins": t.bins,
@@ -701,18 +1000,30 @@ class SBCResult:
                 "ks": t.ks,
                 "ks_p": t.ks_p,
             }
-            for q, t in self.tests.items()
-        ]
+            if q in self.ecdf:
+                row["ecdf_inside"] = self.ecdf[q].inside
+                row["ecdf_outside"] = self.ecdf[q].where()
+                row["ecdf_max_excess"] = self.ecdf[q].max_excess
+            rows.append(row)
         return pd.DataFrame(rows)
 
     def report(self) -> str:
-        """Text rank histograms and p-values."""
+        """Text rank histograms, p-values and ECDF band verdicts."""
         lines = []
         for q, t in self.tests.items():
+            verdict = self.ecdf.get(q)
+            band = f"; ECDF {verdict.where()}" if verdict is not None else ""
             lines.append(
-                f"{q}: chi2 = {t.chi2:.2f} (p = {t.chi2_p:.3g}), KS = {t.ks:.3f} (p = {t.ks_p:.3g})"
+                f"{q}: chi2 = {t.chi2:.2f} (p = {t.chi2_p:.3g}), KS = {t.ks:.3f} "
+                f"(p = {t.ks_p:.3g}){band}"
             )
             lines += text_histogram(t.counts)
+        if self.band is not None:
+            lines.append(
+                f"ECDF bands: simultaneous {self.band.prob:.0%} over {self.band.z.size} points, "
+                f"{self.band.n_sim} simulations (seed {self.band.seed}), per-point level "
+                f"{self.band.gamma:.4f}"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -722,9 +1033,116 @@ class SBCResult:
             "timing": self.timing,
             "tests": self.table().to_dict(orient="records"),
             "histograms": {q: list(t.counts) for q, t in self.tests.items()},
+            "ecdf": {
+                q: {
+                    "inside": v.inside,
+                    "outside": [list(r) for r in v.outside],
+                    "max_excess": v.max_excess,
+                }
+                for q, v in self.ecdf.items()
+            },
+            "ecdf_band": None
+            if self.band is None
+            else {
+                "prob": self.band.prob,
+                "points": int(self.band.z.size),
+                "gamma": self.band.gamma,
+                "n_sim": self.band.n_sim,
+                "seed": self.band.seed,
+            },
             "divergent_fits": int((self.ranks.groupby(DATASET)[DIVERGENCES].first() > 0).sum()),
             "min_ess_bulk": float(self.ranks[ESS_BULK].min()),
         }
+
+
+@dataclass(frozen=True)
+class SBCJobs:
+    """What every SBC job shares: the design, the sampler's configuration and variables,
+    the quantities and the rank-draw cap (sent to each Ray worker once)."""
+
+    design: Design
+    config: FitConfig
+    var_names: tuple[str, ...]
+    quantities: tuple[Quantity, ...]
+    max_rank_draws: int
+
+
+@dataclass(frozen=True)
+class SBCDataset:
+    """One SBC job: dataset ``index``, its simulated ``outcome``, each quantity's true value
+    (by label) and the true free random variables (for the log-likelihood)."""
+
+    index: int
+    outcome: np.ndarray
+    truth: dict[str, float]
+    free: dict[str, np.ndarray]
+
+
+# compiled samplers of this process, by layout: a Ray worker compiles once for all its jobs
+_SAMPLERS: dict[tuple[Any, ...], CompiledLawSampler] = {}
+
+
+def _sampler_key(design: Design, config: FitConfig, var_names: Sequence[str]) -> tuple[Any, ...]:
+    trials = None if design.trials is None else design.trials.tobytes()
+    return (
+        design.spec.text,
+        tuple(design.settings),
+        np.asarray(design.sizes).tobytes(),
+        np.asarray(design.setting_index).tobytes(),
+        trials,
+        repr(config),
+        tuple(var_names),
+    )
+
+
+def cached_sampler(
+    design: Design, config: FitConfig, var_names: Sequence[str]
+) -> CompiledLawSampler:
+    """This process's :class:`CompiledLawSampler` for ``design``'s layout, ``config`` and
+    ``var_names``, compiled on first use (every job a worker runs reuses it)."""
+    key = _sampler_key(design, config, var_names)
+    if key not in _SAMPLERS:
+        _SAMPLERS[key] = CompiledLawSampler.for_design(design, config, var_names)
+    return _SAMPLERS[key]
+
+
+def sbc_job(jobs: SBCJobs, item: SBCDataset, seed: int) -> list[dict[str, Any]]:
+    """Fit one SBC dataset and rank each quantity's truth (rows of ``SBCResult.ranks``).
+
+    Everything random comes from ``seed``: the sampler's seed and the jitter ``v`` of the
+    normalised ranks, so the rows depend on ``(jobs, item, seed)`` only, in any process.
+    """
+    import arviz as az
+
+    sampler = cached_sampler(jobs.design, jobs.config, jobs.var_names)
+    rng = np.random.default_rng(seed)
+    fit = sampler.fit(item.outcome, seed=int(rng.integers(2**31 - 1)))
+    rows = []
+    for q in jobs.quantities:
+        draws = q.select(fit.posterior[q.variable]).values
+        if q.variable == LOG_LIKELIHOOD:
+            truth = sampler.log_likelihood(item.free, item.outcome)
+        else:
+            truth = item.truth[q.label]
+        ess = float(az.ess(draws, method="bulk"))
+        usable = math.floor(ess) if np.isfinite(ess) else MIN_RANK_DRAWS
+        keep = int(min(jobs.max_rank_draws, max(MIN_RANK_DRAWS, usable)))
+        thinned = thin(draws, keep)
+        rank = rank_of(truth, thinned)
+        rows.append(
+            {
+                DATASET: item.index,
+                QUANTITY: q.label,
+                TRUE_VALUE: truth,
+                RANK: rank,
+                RANK_DRAWS: thinned.size,
+                NORMALIZED_RANK: float(normalized_ranks([rank], [thinned.size], rng)[0]),
+                ESS_BULK: ess,
+                DIVERGENCES: fit.divergences,
+                SECONDS: fit.seconds,
+            }
+        )
+    return rows
 
 
 def simulation_based_calibration(
@@ -737,6 +1155,11 @@ def simulation_based_calibration(
     max_rank_draws: int = DEFAULT_MAX_RANK_DRAWS,
     bins: int | None = None,
     sampler: CompiledLawSampler | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
+    band_prob: float = DEFAULT_BAND_PROB,
+    progress: Callable[[int, int], None] | None = None,
+    time_limit: float | None = None,
 ) -> SBCResult:
     """SBC of the law model of ``design.spec`` on ``design``'s rows.
 
@@ -745,85 +1168,115 @@ def simulation_based_calibration(
     Pass ``sampler`` (from :meth:`CompiledLawSampler.for_design` on this design) to reuse a
     compiled one; its configuration then replaces ``config``.
 
+    The prior datasets are drawn here (seeded by ``seed``); each dataset's fit is a job of
+    :func:`bayesscale.checks.fanout.run_jobs` seeded by ``(seed, dataset)`` only
+    (:func:`sbc_job`), run serially or on Ray (``ray_address``, ``workers``) with the same
+    ranks either way. Uniformity is judged by chi-square and KS tests and by the ECDF of the
+    normalised ranks against a simultaneous ``band_prob`` band (:func:`ecdf_band`, seeded by
+    ``seed``). With ``time_limit`` (seconds of fitting) the study stops starting fits
+    after that long and judges the first ``k`` datasets fitted: exactly the first ``k`` of
+    the full study (``config["n_datasets"]`` says how many, ``"n_datasets_asked"`` how
+    many were asked).
+
     >>> result = simulation_based_calibration(design, 25, FitConfig(chains=2, draws=200))  # doctest: +SKIP
-    >>> result.min_p > 0.001  # doctest: +SKIP
-    True
+    >>> result.min_p > 0.001, result.ecdf_inside  # doctest: +SKIP
+    (True, True)
     """
-    import arviz as az
+    from bayesscale.checks.fanout import last_run, run_jobs
 
     if max_rank_draws < MIN_RANK_DRAWS:
         raise ValueError(f"max_rank_draws must be >= {MIN_RANK_DRAWS}")
-    seeds = np.random.SeedSequence(seed).spawn(3)
     quantities = list(quantities or default_quantities(design))
     variables = sorted({q.variable for q in quantities})
     start = time.perf_counter()
     if sampler is None:
-        sampler = CompiledLawSampler.for_design(design, config, variables)
+        sampler = cached_sampler(design, config, variables)
     elif not sampler.same_layout(design):
         raise ValueError("the sampler was compiled for another design (settings, sizes or trials)")
+    else:  # serial jobs in this process use it
+        _SAMPLERS[_sampler_key(design, sampler.config, sampler.var_names)] = sampler
     config = sampler.config
     missing = set(variables) - set(sampler.var_names)
     if missing:
         raise ValueError(f"the sampler does not return {sorted(missing)}")
     setup_seconds = time.perf_counter() - start
+    model_vars = [v for v in variables if v != LOG_LIKELIHOOD]
     prior = prior_datasets(
-        sampler.model, n_datasets, int(seeds[0].generate_state(1)[0]), variables, perturb
-    )
+        sampler.model, n_datasets, int(np.random.SeedSequence(seed).generate_state(1)[0]),
+        model_vars, perturb,
+    )  # fmt: skip
     prior_seconds = time.perf_counter() - start - setup_seconds
-    fit_seeds = seeds[1].generate_state(n_datasets)
-    jitter = np.random.default_rng(seeds[2])
-    rows = []
-    sampling = []
+    free = [rv.name for rv in sampler.model.free_RVs]
+    items = []
     for i in range(n_datasets):
-        fit = sampler.fit(prior.outcomes[i], seed=int(fit_seeds[i]))
-        sampling.append(fit.seconds)
-        for q in quantities:
-            draws = q.select(fit.posterior[q.variable]).values
-            truth = float(q.select(prior.truth[q.variable].isel({DATASET: i})).values)
-            ess = float(az.ess(draws, method="bulk"))
-            usable = math.floor(ess) if np.isfinite(ess) else MIN_RANK_DRAWS
-            keep = int(min(max_rank_draws, max(MIN_RANK_DRAWS, usable)))
-            thinned = thin(draws, keep)
-            rank = rank_of(truth, thinned)
-            rows.append(
-                {
-                    DATASET: i,
-                    QUANTITY: q.label,
-                    TRUE_VALUE: truth,
-                    RANK: rank,
-                    RANK_DRAWS: thinned.size,
-                    NORMALIZED_RANK: float(normalized_ranks([rank], [thinned.size], jitter)[0]),
-                    ESS_BULK: ess,
-                    DIVERGENCES: fit.divergences,
-                }
+        row = prior.truth.isel({DATASET: i})
+        truth = {
+            q.label: float(q.select(row[q.variable]).values)
+            for q in quantities
+            if q.variable != LOG_LIKELIHOOD
+        }
+        items.append(
+            SBCDataset(
+                index=i,
+                outcome=np.asarray(prior.outcomes[i]),
+                truth=truth,
+                free={v: np.asarray(row[v].values) for v in free},
             )
-    ranks = pd.DataFrame(rows)
-    tests = {
-        q.label: uniformity(ranks.loc[ranks[QUANTITY] == q.label, NORMALIZED_RANK], bins)
+        )
+    jobs = SBCJobs(design, config, tuple(sampler.var_names), tuple(quantities), max_rank_draws)
+    fanned = time.perf_counter()
+    rows = run_jobs(
+        sbc_job, items, seed, shared=jobs, ray_address=ray_address, workers=workers,
+        progress=progress, time_limit=time_limit,
+    )  # fmt: skip
+    asked, n_datasets = n_datasets, len(rows)
+    if n_datasets == 0:
+        raise RuntimeError("no SBC dataset was fitted within the time limit")
+    jobs_seconds = time.perf_counter() - fanned
+    ranks = pd.DataFrame([r for part in rows for r in part])
+    sampling = ranks.groupby(DATASET)[SECONDS].first().to_numpy(float)
+    normalized = {
+        q.label: ranks.loc[ranks[QUANTITY] == q.label, NORMALIZED_RANK].to_numpy(float)
         for q in quantities
     }
+    tests = {label: uniformity(u, bins) for label, u in normalized.items()}
+    band = ecdf_band(n_datasets, band_prob, seed=seed) if n_datasets >= 2 else None
+    ecdf = (
+        {label: ecdf_verdict(u, band, label) for label, u in normalized.items()}
+        if band is not None
+        else {}
+    )
+    info = last_run()
     return SBCResult(
         ranks=ranks,
         tests=tests,
         acceptance=prior.acceptance,
+        ecdf=ecdf,
+        band=band,
         timing={
             "setup_s": setup_seconds,
             "compile_s": float(sampler.compile_seconds or 0.0),
             "prior_draws_s": prior_seconds,
             "sampling_s_per_dataset": float(np.mean(sampling)),
             "sampling_s_total": float(np.sum(sampling)),
+            "jobs_wall_s": jobs_seconds,
         },
         config={
             "n_datasets": n_datasets,
+            "n_datasets_asked": asked,
             "rows": design.n_obs,
             "settings": len(design.settings),
             "chains": config.chains,
             "tune": config.tune,
             "draws": config.draws,
             "target_accept": config.accept,
+            "kernel": config.kernel,
             "max_rank_draws": max_rank_draws,
             "seed": seed,
             "perturbed": perturb is not None,
+            "mode": info.mode if info is not None else "serial",
+            "ray_address": info.address if info is not None else None,
+            "workers": info.workers if info is not None else 1,
         },
     )
 
@@ -881,6 +1334,81 @@ def _record(
     }
 
 
+@dataclass(frozen=True)
+class CoverageJobs:
+    """What every coverage redraw shares (sent to each Ray worker once)."""
+
+    truth: Truth
+    spec: ModelSpec
+    frame: pd.DataFrame
+    config: FitConfig
+    var_names: tuple[str, ...]
+    n_boot: int
+    prob: float
+
+
+def coverage_job(jobs: CoverageJobs, redraw: int, seed: int) -> dict[str, Any]:
+    """One redraw of :func:`coverage_study`: simulate (seeded by ``seed``), fit the pooled law
+    and the bootstrap, and record every interval; ``{"records": [...], "fit": {...},
+    "pooled_s": s, "bootstrap_s": s}``."""
+    from bayesscale.law.baseline import bootstrap_fit
+
+    truth, spec, prob = jobs.truth, jobs.spec, jobs.prob
+    data_seed, fit_seed, boot_seed = np.random.SeedSequence(seed).generate_state(3)
+    truth_labels = list(setting_labels(pd.DataFrame(truth.settings), spec))
+    axes = list(truth.axes)
+    true_alpha = np.asarray(truth.alpha)
+    frame = simulate(truth, jobs.frame, seed=int(data_seed))
+    source = f"<coverage redraw {redraw}>"
+    design_r = design_of(frame, spec, source)
+    sampler = cached_sampler(design_r, jobs.config, jobs.var_names)
+    if not sampler.same_layout(design_r):
+        raise ValueError(f"{source}: the sampler was compiled for another design layout")
+    row_of = {label: truth_labels.index(label) for label in design_r.settings}
+    if design_r.successes is None:
+        raise ValueError(f"{source}: coverage needs a success-count outcome")
+    records: list[dict[str, Any]] = []
+    fit = sampler.fit(design_r.successes, seed=int(fit_seed))
+    fit_row = {
+        REDRAW: redraw,
+        SECONDS: fit.seconds,
+        DIVERGENCES: fit.divergences,
+        **fit.convergence(),
+    }
+    alpha = fit.posterior[names.ALPHA].stack(sample=(names.CHAIN_DIM, names.DRAW_DIM))
+    lo, hi = equal_tailed(alpha.transpose("sample", ...).values, prob)
+    for s, label in enumerate(alpha[names.SETTING_DIM].values.tolist()):
+        for a, axis in enumerate(alpha[names.AXIS_DIM].values.tolist()):
+            t = float(true_alpha[row_of[label], axes.index(axis)])
+            records.append(
+                _record(redraw, POOLED, SETTING_LEVEL, label, axis, t, lo[s, a], hi[s, a])
+            )
+    pop = fit.posterior[names.ALPHA_POP].stack(sample=(names.CHAIN_DIM, names.DRAW_DIM))
+    plo, phi = equal_tailed(pop.transpose("sample", ...).values, prob)
+    for a, axis in enumerate(pop[names.AXIS_DIM].values.tolist()):
+        t = float(truth.alpha_pop[axes.index(axis)])
+        records.append(_record(redraw, POOLED, POPULATION_LEVEL, "", axis, t, plo[a], phi[a]))
+    start = time.perf_counter()
+    boot = bootstrap_fit(frame, spec, n_boot=jobs.n_boot, prob=prob, seed=int(boot_seed))
+    boot_s = time.perf_counter() - start
+    for row in boot.exponents.itertuples(index=False):
+        t = float(true_alpha[row_of[str(row.setting)], axes.index(str(row.axis))])
+        records.append(
+            _record(
+                redraw, BOOTSTRAP, SETTING_LEVEL, str(row.setting), str(row.axis), t,
+                float(row.lower), float(row.upper),
+            )
+        )  # fmt: skip
+    medians = boot.replicates.groupby(["axis", "replicate"])["alpha"].median()
+    for axis, values in medians.groupby(level="axis"):
+        blo, bhi = equal_tailed(values.to_numpy(), prob)
+        t = float(truth.alpha_pop[axes.index(str(axis))])
+        records.append(
+            _record(redraw, BOOTSTRAP, POPULATION_LEVEL, "", str(axis), t, float(blo), float(bhi))
+        )
+    return {"records": records, "fit": fit_row, "pooled_s": fit.seconds, "bootstrap_s": boot_s}
+
+
 def coverage_study(
     truth: Truth,
     spec: ModelSpec,
@@ -892,101 +1420,58 @@ def coverage_study(
     design_frame: pd.DataFrame | None = None,
     progress: Callable[[str], None] | None = None,
     sampler: CompiledLawSampler | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
 ) -> CoverageResult:
     """Redraw ``truth``'s design (rows without outcomes; default
-    :func:`bayesscale.data.simulate.per_axis_design`) ``n_redraws`` times; fit the pooled law (one compiled sampler for every redraw) and the
-    bootstrap baseline to each, and record whether each ``prob`` interval covers the truth.
+    :func:`bayesscale.data.simulate.per_axis_design`) ``n_redraws`` times; fit the pooled law
+    (one compiled sampler per process for every redraw) and the bootstrap baseline to each,
+    and record whether each ``prob`` interval covers the truth.
 
     Population intervals: the pooled model's ``alpha_pop``; for the baseline, the bootstrap
     distribution of the median over settings of the per-setting exponents (``alpha_pop`` is
     the population median), which ignores between-setting sampling variability. Pass
     ``sampler`` (returning ``alpha`` and ``alpha_pop``) to reuse one compiled for this layout.
+    Each redraw is a job of :func:`bayesscale.checks.fanout.run_jobs` (:func:`coverage_job`,
+    seeded by ``(seed, redraw)``), serially or on Ray (``ray_address``, ``workers``) with the
+    same records either way; ``progress`` gets one line per redraw at the end.
     """
-    from bayesscale.law.baseline import bootstrap_fit
+    from bayesscale.checks.fanout import run_jobs
 
     if n_redraws < 1:
         raise ValueError(f"n_redraws must be >= 1, got {n_redraws}")
     frame0 = per_axis_design(truth) if design_frame is None else design_frame
-    truth_labels = list(setting_labels(pd.DataFrame(truth.settings), spec))
-    seeds = np.random.SeedSequence(seed).spawn(3)
-    data_seeds = seeds[0].generate_state(n_redraws)
-    fit_seeds = seeds[1].generate_state(n_redraws)
-    boot_seeds = seeds[2].generate_state(n_redraws)
-    axes = list(truth.axes)
-    true_alpha = np.asarray(truth.alpha)
-    records: list[dict[str, Any]] = []
-    fits: list[dict[str, Any]] = []
-    timing = {"pooled_s": 0.0, "bootstrap_s": 0.0, "compile_s": 0.0}
-    for r in range(n_redraws):
-        frame = simulate(truth, frame0, seed=int(data_seeds[r]))
-        source = f"<coverage redraw {r}>"
-        design_r = design_of(frame, spec, source)
-        if sampler is None:
-            sampler = CompiledLawSampler.for_design(design_r, config, COVERAGE_VARIABLES)
-        if not sampler.same_layout(design_r):
-            raise ValueError(f"{source}: the sampler was compiled for another design layout")
-        row_of = {label: truth_labels.index(label) for label in design_r.settings}
-        # pooled law
-        if design_r.successes is None:
-            raise ValueError(f"{source}: coverage needs a success-count outcome")
-        fit = sampler.fit(design_r.successes, seed=int(fit_seeds[r]))
-        timing["pooled_s"] += fit.seconds
-        fits.append(
-            {REDRAW: r, SECONDS: fit.seconds, DIVERGENCES: fit.divergences, **fit.convergence()}
-        )
-        alpha = fit.posterior[names.ALPHA].stack(sample=(names.CHAIN_DIM, names.DRAW_DIM))
-        lo, hi = equal_tailed(alpha.transpose("sample", ...).values, prob)
-        for s, label in enumerate(alpha[names.SETTING_DIM].values.tolist()):
-            for a, axis in enumerate(alpha[names.AXIS_DIM].values.tolist()):
-                t = float(true_alpha[row_of[label], axes.index(axis)])
-                records.append(
-                    _record(r, POOLED, SETTING_LEVEL, label, axis, t, lo[s, a], hi[s, a])
-                )
-        pop = fit.posterior[names.ALPHA_POP].stack(sample=(names.CHAIN_DIM, names.DRAW_DIM))
-        plo, phi = equal_tailed(pop.transpose("sample", ...).values, prob)
-        for a, axis in enumerate(pop[names.AXIS_DIM].values.tolist()):
-            t = float(truth.alpha_pop[axes.index(axis)])
-            records.append(_record(r, POOLED, POPULATION_LEVEL, "", axis, t, plo[a], phi[a]))
-        # bootstrap baseline
-        start = time.perf_counter()
-        boot = bootstrap_fit(frame, spec, n_boot=n_boot, prob=prob, seed=int(boot_seeds[r]))
-        timing["bootstrap_s"] += time.perf_counter() - start
-        for row in boot.exponents.itertuples(index=False):
-            t = float(true_alpha[row_of[str(row.setting)], axes.index(str(row.axis))])
-            records.append(
-                _record(
-                    r,
-                    BOOTSTRAP,
-                    SETTING_LEVEL,
-                    str(row.setting),
-                    str(row.axis),
-                    t,
-                    float(row.lower),
-                    float(row.upper),
-                )
-            )
-        medians = boot.replicates.groupby(["axis", "replicate"])["alpha"].median()
-        for axis, values in medians.groupby(level="axis"):
-            blo, bhi = equal_tailed(values.to_numpy(), prob)
-            t = float(truth.alpha_pop[axes.index(str(axis))])
-            records.append(
-                _record(r, BOOTSTRAP, POPULATION_LEVEL, "", str(axis), t, float(blo), float(bhi))
-            )
-        if progress is not None:
-            done = pd.DataFrame([x for x in records if x[REDRAW] == r])
+    var_names: tuple[str, ...] = COVERAGE_VARIABLES
+    if sampler is not None:
+        if sampler.design is None:
+            raise ValueError("the sampler has no design (build it with for_design)")
+        config, var_names = sampler.config, tuple(sampler.var_names)
+        _SAMPLERS[_sampler_key(sampler.design, config, var_names)] = sampler
+    jobs = CoverageJobs(truth, spec, frame0, config, var_names, n_boot, prob)
+    done = run_jobs(
+        coverage_job, list(range(n_redraws)), seed, shared=jobs, ray_address=ray_address,
+        workers=workers,
+    )  # fmt: skip
+    records = [x for d in done for x in d["records"]]
+    fits = [d["fit"] for d in done]
+    timing = {
+        "pooled_s": float(sum(d["pooled_s"] for d in done)),
+        "bootstrap_s": float(sum(d["bootstrap_s"] for d in done)),
+        "compile_s": float(sampler.compile_seconds or 0.0) if sampler is not None else 0.0,
+    }
+    frame_records = pd.DataFrame(records)
+    if progress is not None:
+        for r, fit in enumerate(fits):
+            part = frame_records[frame_records[REDRAW] == r]
             text = ", ".join(
                 f"{m} {lvl} {g[COVERED].mean():.2f}"
-                for (m, lvl), g in done.groupby([ESTIMATOR, LEVEL])
+                for (m, lvl), g in part.groupby([ESTIMATOR, LEVEL])
             )
             progress(
-                f"redraw {r + 1}/{n_redraws}: pooled {fit.seconds:.1f} s, {fit.divergences} "
-                f"divergences, max R-hat {fits[-1][MAX_RHAT]:.3f}, min bulk ESS "
-                f"{fits[-1][MIN_ESS]:.0f}; coverage {text}"
+                f"redraw {r + 1}/{n_redraws}: pooled {fit[SECONDS]:.1f} s, {fit[DIVERGENCES]} "
+                f"divergences, max R-hat {fit[MAX_RHAT]:.3f}, min bulk ESS {fit[MIN_ESS]:.0f}; "
+                f"coverage {text}"
             )
-    assert sampler is not None
-    config = sampler.config
-    timing["compile_s"] = float(sampler.compile_seconds or 0.0)
-    frame_records = pd.DataFrame(records)
     return CoverageResult(
         records=frame_records,
         summary=summarize_coverage(frame_records),
