@@ -78,6 +78,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # result; files not listed follow in their usual order.
 LONGEST_FIRST = (
     "test_lab_loop.py",
+    "test_nutpie_agreement.py",
+    "test_mams_stress.py",
     "test_notebooks.py",
     "test_report.py",
     "test_fit.py",
@@ -90,6 +92,8 @@ LONGEST_FIRST = (
     "test_next.py",
     "test_docs.py",
     "test_calibration.py",
+    "test_fanout.py",
+    "test_fit_outputs.py",
     "test_verl_cli.py",
     "test_verl_example_loop.py",
     "test_lab_train.py",
