@@ -2,20 +2,24 @@
 simulation-based calibration on known answers.
 
 The Ray test starts its own throwaway local instance (``address="local"``, loopback, its own
-temporary folder; never a cluster already running on the machine) and checks that a tiny SBC
-gives the same ranks serially and as Ray tasks on 2 workers.
+temporary folder; never a cluster already running on the machine) and runs three tiny studies
+serially and as Ray tasks on 2 workers: an SBC (the same ranks), a coverage study (the same
+records) and an out-of-scale cross-validation (the same folds; the full fit's figures agree to
+the last bits only with one BLAS thread, so they are compared to 1e-6 relative).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 from testdata import REFERENCE
 
 from bayesscale.checks import calibration as cal
 from bayesscale.checks import fanout
-from bayesscale.data.simulate import Truth
+from bayesscale.data.observations import Table
+from bayesscale.data.simulate import Truth, per_axis_design, simulate
 from bayesscale.data.spec import load_spec
 from bayesscale.law.inference import FitConfig
 
@@ -105,9 +109,10 @@ def test_ecdf_verdict_reports_where_and_refuses_another_size(tmp_path) -> None:
 # --- a tiny SBC, serially and on a real local Ray instance ------------------------------------
 
 
-def test_tiny_sbc_gives_the_same_ranks_serially_and_on_ray(monkeypatch) -> None:
+def test_tiny_studies_give_the_same_results_serially_and_on_ray(monkeypatch) -> None:
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     truth = Truth.from_json(REFERENCE / "truth.json")
+    spec = load_spec()
     design = cal.sbc_design(
         load_spec(), truth, [1], grids=cal.SMALL_GRIDS, anchors=cal.SMALL_ANCHORS, seeds=(0, 1)
     )
@@ -126,3 +131,27 @@ def test_tiny_sbc_gives_the_same_ranks_serially_and_on_ray(monkeypatch) -> None:
     columns = [cal.DATASET, cal.QUANTITY, cal.TRUE_VALUE, cal.RANK, cal.RANK_DRAWS]
     columns += [cal.NORMALIZED_RANK, cal.ESS_BULK, cal.DIVERGENCES]
     assert serial.ranks[columns].equals(on_ray.ranks[columns])
+
+    # coverage over redraws: each redraw a job, seeded by (seed, redraw)
+    one = cal.truth_subset(truth, [1])
+    frame = per_axis_design(one, grids=cal.SMALL_GRIDS, anchors=cal.SMALL_ANCHORS, seeds=(0, 1))
+    study = dict(n_redraws=2, config=TINY_CONFIG, seed=4, n_boot=20, design_frame=frame)
+    coverage = cal.coverage_study(one, spec, **study)
+    with fanout.ray_session(None, workers=2):
+        coverage_ray = cal.coverage_study(one, spec, **study, workers=2)
+        assert fanout.last_run().mode == "ray"  # type: ignore[union-attr]
+    assert len(coverage.records) == 2 * 2 * (3 + 3)
+    pd.testing.assert_frame_equal(coverage.records, coverage_ray.records)
+
+    # out-of-scale cross-validation: each leave-out fold a job, the full fit inside
+    full = per_axis_design(one, seeds=(0, 1))  # the paper's grids: an axis keeps 3+ sizes
+    table = Table.from_frame(simulate(one, full, seed=5), spec)
+    rules = ["rollouts=max", "n_envs=8"]  # the largest rollouts, the fewest environments
+    folds = fanout.crossval_jobs(table, spec, rules, TINY_CONFIG)
+    assert fanout.last_run().mode == "serial"  # type: ignore[union-attr]
+    with fanout.ray_session(None, workers=2):
+        folds_ray = fanout.crossval_jobs(table, spec, rules, TINY_CONFIG, workers=2)
+        assert fanout.last_run().mode == "ray"  # type: ignore[union-attr]
+    assert [f.matched for f in folds.folds] == [f.matched for f in folds_ray.folds]
+    assert len(folds.rows()) > 0
+    pd.testing.assert_frame_equal(folds.rows(), folds_ray.rows(), rtol=1e-6)
