@@ -1,7 +1,7 @@
 """Do the default fit's settings hold across designs and seeds? Divergences and R-hat per fit.
 
-    .venv/bin/python benchmarks/robust_defaults.py [--seeds 10] [--first-seed 0] [--designs reference,thin,twelve]
-        [--target-accept A] [--ray-address ADDR]
+    .venv/bin/python benchmarks/robust_defaults.py [--seeds 10] [--first-seed 0]
+        [--designs reference,thin,twelve] [--target-accept A] [--ray-address ADDR]
 
 Three designs, each fitted with the package's defaults (``bs.fit(table, seed=s)``: MAMS,
 4 chains where the machine has the devices, ESS target 400, R-hat 1.01) for seeds
@@ -15,10 +15,10 @@ Three designs, each fitted with the package's defaults (``bs.fit(table, seed=s)`
   3 seeds; simulation seed 12).
 
 Per fit: divergences, max R-hat, min bulk and tail ESS, the sampler's wall time and whether it
-passed (0 divergences and R-hat <= 1.01). Per design: fits passing. ``--target-accept``
-fits with another target acceptance than the default's (to compare); ``--first-seed K``
-fits seeds ``K .. K + --seeds - 1`` (fresh seeds, to check a setting chosen on the first ten). The issue's target is
->= 95% of fits. With ``--ray-address`` the fits run as Ray tasks
+passed (0 divergences and R-hat <= 1.01). Per design: fits passing; the target is >= 95% of
+fits. ``--target-accept`` fits with another target acceptance than the default's (to
+compare); ``--first-seed K`` fits seeds ``K .. K + --seeds - 1`` (fresh seeds, to check a
+setting chosen on the first ten). With ``--ray-address`` the fits run as Ray tasks
 (:mod:`bayesscale.checks.fanout`); each is seeded by its own (design, seed), so the results
 are the same serially (with one BLAS thread per process, as Ray's workers have). The figures
 of ``docs/speed.md`` are from a serial run. Nothing is written.

@@ -10,6 +10,8 @@ the last bits only with one BLAS thread, so they are compared to 1e-6 relative).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -110,38 +112,31 @@ def test_ecdf_verdict_reports_where_and_refuses_another_size(tmp_path) -> None:
 
 
 def test_tiny_studies_give_the_same_results_serially_and_on_ray(monkeypatch) -> None:
+    """Each study serially first, then all three in one Ray session (one start, not three)."""
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     truth = Truth.from_json(REFERENCE / "truth.json")
     spec = load_spec()
+    # SBC: each dataset a job, seeded by (seed, dataset)
     design = cal.sbc_design(
-        load_spec(), truth, [1], grids=cal.SMALL_GRIDS, anchors=cal.SMALL_ANCHORS, seeds=(0, 1)
+        spec, truth, [1], grids=cal.SMALL_GRIDS, anchors=cal.SMALL_ANCHORS, seeds=(0, 1)
     )
-    serial = cal.simulation_based_calibration(design, 3, TINY_CONFIG, seed=11, max_rank_draws=20)
+    sbc: dict[str, Any] = dict(n_datasets=3, config=TINY_CONFIG, seed=11, max_rank_draws=20)
+    serial = cal.simulation_based_calibration(design, **sbc)
     quantities = {q.label for q in cal.default_quantities(design)}
     assert cal.LOG_LIKELIHOOD in quantities and set(serial.tests) == quantities
     assert set(serial.ecdf) == quantities and serial.band is not None
     assert serial.config["mode"] == "serial"
     loglik = serial.ranks[serial.ranks[cal.QUANTITY] == cal.LOG_LIKELIHOOD]
     assert np.isfinite(loglik[cal.TRUE_VALUE]).all()
-    with fanout.ray_session(None, workers=2):
-        on_ray = cal.simulation_based_calibration(
-            design, 3, TINY_CONFIG, seed=11, max_rank_draws=20, workers=2
-        )
-    assert on_ray.config["mode"] == "ray" and on_ray.config["workers"] == 2
-    columns = [cal.DATASET, cal.QUANTITY, cal.TRUE_VALUE, cal.RANK, cal.RANK_DRAWS]
-    columns += [cal.NORMALIZED_RANK, cal.ESS_BULK, cal.DIVERGENCES]
-    assert serial.ranks[columns].equals(on_ray.ranks[columns])
 
     # coverage over redraws: each redraw a job, seeded by (seed, redraw)
     one = cal.truth_subset(truth, [1])
     frame = per_axis_design(one, grids=cal.SMALL_GRIDS, anchors=cal.SMALL_ANCHORS, seeds=(0, 1))
-    study = dict(n_redraws=2, config=TINY_CONFIG, seed=4, n_boot=20, design_frame=frame)
+    study: dict[str, Any] = dict(
+        n_redraws=2, config=TINY_CONFIG, seed=4, n_boot=20, design_frame=frame
+    )
     coverage = cal.coverage_study(one, spec, **study)
-    with fanout.ray_session(None, workers=2):
-        coverage_ray = cal.coverage_study(one, spec, **study, workers=2)
-        assert fanout.last_run().mode == "ray"  # type: ignore[union-attr]
     assert len(coverage.records) == 2 * 2 * (3 + 3)
-    pd.testing.assert_frame_equal(coverage.records, coverage_ray.records)
 
     # out-of-scale cross-validation: each leave-out fold a job, the full fit inside
     full = per_axis_design(one, seeds=(0, 1))  # the paper's grids: an axis keeps 3+ sizes
@@ -149,9 +144,18 @@ def test_tiny_studies_give_the_same_results_serially_and_on_ray(monkeypatch) -> 
     rules = ["rollouts=max", "n_envs=8"]  # the largest rollouts, the fewest environments
     folds = fanout.crossval_jobs(table, spec, rules, TINY_CONFIG)
     assert fanout.last_run().mode == "serial"  # type: ignore[union-attr]
+    assert len(folds.rows()) > 0
+
     with fanout.ray_session(None, workers=2):
+        on_ray = cal.simulation_based_calibration(design, **sbc, workers=2)
+        coverage_ray = cal.coverage_study(one, spec, **study, workers=2)
+        assert fanout.last_run().mode == "ray"  # type: ignore[union-attr]
         folds_ray = fanout.crossval_jobs(table, spec, rules, TINY_CONFIG, workers=2)
         assert fanout.last_run().mode == "ray"  # type: ignore[union-attr]
+    assert on_ray.config["mode"] == "ray" and on_ray.config["workers"] == 2
+    columns = [cal.DATASET, cal.QUANTITY, cal.TRUE_VALUE, cal.RANK, cal.RANK_DRAWS]
+    columns += [cal.NORMALIZED_RANK, cal.ESS_BULK, cal.DIVERGENCES]
+    assert serial.ranks[columns].equals(on_ray.ranks[columns])
+    pd.testing.assert_frame_equal(coverage.records, coverage_ray.records)
     assert [f.matched for f in folds.folds] == [f.matched for f in folds_ray.folds]
-    assert len(folds.rows()) > 0
     pd.testing.assert_frame_equal(folds.rows(), folds_ray.rows(), rtol=1e-6)
