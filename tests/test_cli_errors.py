@@ -175,11 +175,12 @@ def test_an_out_path_that_is_a_folder_or_an_input_is_refused_even_with_force(
 
 
 def test_commands_sample_at_the_samplers_own_target_acceptance() -> None:
-    """Without --target-accept the law's commands take the sampler's own (MAMS 0.9, NUTS
-    0.8) and the pricing command its model's 0.95; until stop 30 the law's commands passed
-    NUTS's 0.8 to MAMS."""
+    """Without --target-accept the law's commands take the sampler's own (MAMS
+    ``MAMS_TARGET_ACCEPT``, NUTS 0.8) and the pricing command its model's 0.95; until stop 30
+    the law's commands passed NUTS's 0.8 to MAMS."""
     from bayesscale.cli import build_parser
     from bayesscale.cli._sampling import config_from_args
+    from bayesscale.sampling.config import MAMS_TARGET_ACCEPT
 
     parser = build_parser()
     for command in (
@@ -187,7 +188,7 @@ def test_commands_sample_at_the_samplers_own_target_acceptance() -> None:
         ["crossval", "o.csv", "--leave-out", "max"],
         ["report", "o.csv", "--out", "r"],
     ):
-        assert config_from_args(parser.parse_args(command)).accept == 0.9, command
+        assert config_from_args(parser.parse_args(command)).accept == MAMS_TARGET_ACCEPT, command
         nuts = parser.parse_args([*command, "--sampler", "nuts"])
         assert config_from_args(nuts).accept == 0.8, command
         given = parser.parse_args([*command, "--target-accept", "0.85"])

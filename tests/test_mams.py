@@ -108,7 +108,7 @@ def test_trajectory_length_follows_the_autocorrelation_time() -> None:
 
 
 def test_fit_config_names_the_kernel() -> None:
-    assert FitConfig().kernel == "mams" and FitConfig().accept == 0.9
+    assert FitConfig().kernel == "mams" and FitConfig().accept == 0.95
     for other in ("nuts", "numpyro", "nutpie", "pymc"):  # NUTS, at NUTS's target
         assert FitConfig(sampler=other).kernel == "nuts"
         assert FitConfig(sampler=other).accept == 0.8

@@ -285,11 +285,12 @@ def test_the_fingerprint_names_the_samplers_transition() -> None:
 
 
 def test_the_pricing_step_names_the_acceptance_it_samples_at() -> None:
-    """A config without a target acceptance samples the pricing model at its own 0.95, and
-    the report's progress line says so (not MAMS's 0.9 for the law)."""
+    """A config without a target acceptance samples the pricing model at its own 0.95 (with
+    NUTS too, whose own is 0.8), and the report's progress line says so."""
     from bayesscale.pricing.fit import pricing_config
     from bayesscale.report.build import _sampling
     from bayesscale.sampling.config import FitConfig
 
     assert "target_accept 0.95," in _sampling(pricing_config(FitConfig()))
+    assert "target_accept 0.95," in _sampling(pricing_config(FitConfig(sampler="nuts")))
     assert "target_accept 0.9," in _sampling(pricing_config(FitConfig(target_accept=0.9)))

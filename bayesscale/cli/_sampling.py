@@ -34,7 +34,7 @@ def add_sampling_arguments(
 ) -> None:
     """``--sampler --chains --draws --tune --ess-target --max-draws --target-accept --seed
     --preview --quiet``, each with its default in the help. ``target_accept=None`` leaves
-    the target acceptance to the sampler: :attr:`FitConfig.accept`, 0.9 for MAMS and 0.8
+    the target acceptance to the sampler: :attr:`FitConfig.accept`, 0.95 for MAMS and 0.8
     for NUTS (the pricing command passes its model's 0.95)."""
     group = parser.add_argument_group("sampling")
     group.add_argument(

@@ -7,8 +7,8 @@ transitions, MAMS's (:func:`bayesscale.sampling.mams.make_chunk`, the default) o
 Between chunks Python adapts the mass matrix and, for MAMS, the trajectory length
 (:mod:`bayesscale.sampling.adapt`; after the third, fourth and fifth mass windows), draws the
 progress bar, and handles Ctrl-C: an interrupt stops the fit within one chunk. MAMS's step size is
-corrected after warm-up by a probe of ``PROBE`` transitions at a fixed step size (dual
-averaging on single trajectories' acceptance leaves it too small). After ``draws`` draws per
+corrected after warm-up by ``PROBES`` probes of ``PROBE`` transitions each at a fixed step
+size, in turn (dual averaging on single trajectories' acceptance leaves it too small). After ``draws`` draws per
 chain the diagnostics of every stored quantity are computed; while the minimum bulk or tail
 ESS is below ``ess_target`` (or R-hat above its limit) the chains continue, up to
 ``max_draws``.
@@ -47,7 +47,8 @@ from bayesscale.sampling.nuts import (
 )
 from bayesscale.sampling.progress import Progress
 
-PROBE = 50  # MAMS: transitions per chain at the adapted step size, to correct it
+PROBE = 50  # MAMS: transitions per chain at a fixed step size, to correct it
+PROBES = 2  # MAMS: probes in turn, each correcting the step size the one before measured
 CAPACITY = 64  # transitions per compiled chunk at most
 CHUNK_SECONDS = 0.4  # aim for chunks this long: Ctrl-C and the bar respond within about that
 INITIAL_STEP = 0.1
@@ -323,8 +324,8 @@ class CompiledSampler:
         else:  # nutpie's, from the gradients at the starts
             inv_mass = adapt.initial_inv_mass(state.grad)
         mams = self.kernel == MAMS_KERNEL
-        probe = PROBE if mams and settings.tune > 0 else 0
-        warmup = settings.tune + probe  # transitions per chain before the draws kept
+        probes = PROBES if mams and settings.tune > 0 else 0
+        warmup = settings.tune + probes * PROBE  # transitions per chain before the draws kept
         work = _Work(warmup + settings.draws)
         clock = _Clock()
         divergences = 0
@@ -388,12 +389,12 @@ class CompiledSampler:
         step = float(np.exp(np.min(state.step[1]))) if windows else INITIAL_STEP
         state = state._replace(step=step_size_state(np.full(self.chains, step)))
         state = jax.tree.map(np.asarray, state)
-        if probe:
+        for _ in range(probes):
             # dual averaging on single trajectories' acceptance is biased: the averaged step
             # size accepts more often than the target. Measure it at that fixed step size and
-            # rescale (the energy error of a second-order integrator grows as eps^2)
+            # rescale (adapt.step_correction); a second probe corrects what the first missed
             accepts = []
-            for out in advance(probe, False, MAX_TREE_DEPTH, "warm-up", warmup):
+            for out in advance(PROBE, False, MAX_TREE_DEPTH, "warm-up", warmup):
                 warmup_steps += out.steps.sum(axis=1)
                 accepts.append(out.accept)
             accept = float(np.mean(np.concatenate(accepts, axis=1)))

@@ -28,7 +28,7 @@ No tree is built: a transition is a plain loop of gradient steps, so a step cost
 more than its gradient, and on the hierarchical law model it reaches an effective draw in
 fewer gradients than NUTS (docs/speed.md). The step size follows dual averaging towards
 ``target_accept`` during warm-up, as in :mod:`bayesscale.sampling.nuts` but with a larger
-shrinkage (``STEP_GAMMA``); the driver then corrects it by a probe at a fixed step size and
+shrinkage (``STEP_GAMMA``); the driver then corrects it by two probes at fixed step sizes and
 adapts ``L`` from the warm-up draws (:mod:`bayesscale.sampling.engine`,
 :func:`bayesscale.sampling.adapt.trajectory_length`).
 
