@@ -57,7 +57,7 @@ def default_accept(kernel: str) -> float:
     ``DEFAULT_TARGET_ACCEPT`` for NUTS.
 
     >>> default_accept(MAMS_KERNEL), default_accept(NUTS_KERNEL)
-    (0.9, 0.8)
+    (0.95, 0.8)
     """
     return MAMS_TARGET_ACCEPT if kernel == MAMS_KERNEL else DEFAULT_TARGET_ACCEPT
 
