@@ -107,6 +107,27 @@ def test_trajectory_length_follows_the_autocorrelation_time() -> None:
     assert adapt.trajectory_length(walk, 10.0) == pytest.approx(10.0 * adapt.LENGTH_CHANGE)
 
 
+@pytest.mark.parametrize("start", [0.5, 0.65, 1.0])
+def test_two_probes_bring_a_power_law_acceptance_to_the_target(start: float) -> None:
+    """From step sizes where warm-up leaves it (a probe accepting 0.88-0.99 against 0.95):
+    where the rejection rate grows as eps^STEP_POWER, one correction lands on the target
+    exactly; where it grows as eps^2.5 or eps^4 (about the powers measured on the reference
+    fit), two corrections in turn land within 0.01 of it (one alone missed by up to 0.045; two
+    with the square root, STEP_POWER 2, oscillated and ended 0.028-0.072 away at eps^4)."""
+    target = 0.95
+
+    def accept(eps: float, power: float) -> float:
+        return 1 - 0.05 * (eps / 0.8) ** power  # accepts exactly 0.95 at eps = 0.8
+
+    eps = start * adapt.step_correction(accept(start, adapt.STEP_POWER), target)
+    assert accept(eps, adapt.STEP_POWER) == pytest.approx(target)
+    for power in (2.5, 4.0):
+        eps = start
+        for _ in range(2):
+            eps *= adapt.step_correction(accept(eps, power), target)
+        assert abs(accept(eps, power) - target) < 0.01, (start, power, accept(eps, power))
+
+
 def test_fit_config_names_the_kernel() -> None:
     assert FitConfig().kernel == "mams" and FitConfig().accept == 0.95
     for other in ("nuts", "numpyro", "nutpie", "pymc"):  # NUTS, at NUTS's target

@@ -31,8 +31,8 @@ DEFAULT_TARGET_ACCEPT = 0.8
 # MAMS's target is the Metropolis acceptance of whole trajectories, not NUTS's average over a
 # tree. Over 3 designs x 10 seeds (benchmarks/robust_defaults.py; two probes, the step size's
 # power 3), 28 of 30 fits passed (no divergence, R-hat <= 1.01) at 0.9 and 30 of 30 at 0.95,
-# and 29 of 30 at 0.95 on ten fresh seeds; the reference fit took 25% longer at 0.95
-# (docs/speed.md, "Robust defaults")
+# and 29 of 30 at 0.95 on ten fresh seeds, for 7% more of the benchmark's wall time
+# (docs/speed.md, "The defaults across designs and seeds")
 MAMS_TARGET_ACCEPT = 0.95
 # the transitions the package's own sampler runs (bayesscale.sampling.mams and .nuts)
 MAMS_KERNEL = "mams"

@@ -6,12 +6,12 @@ transitions, MAMS's (:func:`bayesscale.sampling.mams.make_chunk`, the default) o
 (:func:`bayesscale.sampling.nuts.make_chunk`), one chain per XLA host device (``jax.pmap``).
 Between chunks Python adapts the mass matrix and, for MAMS, the trajectory length
 (:mod:`bayesscale.sampling.adapt`; after the third, fourth and fifth mass windows), draws the
-progress bar, and handles Ctrl-C: an interrupt stops the fit within one chunk. MAMS's step size is
-corrected after warm-up by ``PROBES`` probes of ``PROBE`` transitions each at a fixed step
-size, in turn (dual averaging on single trajectories' acceptance leaves it too small). After ``draws`` draws per
-chain the diagnostics of every stored quantity are computed; while the minimum bulk or tail
-ESS is below ``ess_target`` (or R-hat above its limit) the chains continue, up to
-``max_draws``.
+progress bar, and handles Ctrl-C: an interrupt stops the fit within one chunk. MAMS's step
+size is corrected after warm-up by ``PROBES`` probes of ``PROBE`` transitions each at a fixed
+step size, in turn (dual averaging on single trajectories' acceptance leaves it too small).
+After ``draws`` draws per chain the diagnostics of every stored quantity are computed; while
+the minimum bulk or tail ESS is below ``ess_target`` (or R-hat above its limit) the chains
+continue, up to ``max_draws``.
 
 Example
 -------
