@@ -28,7 +28,7 @@ No tree is built: a transition is a plain loop of gradient steps, so a step cost
 more than its gradient, and on the hierarchical law model it reaches an effective draw in
 fewer gradients than NUTS (docs/speed.md). The step size follows dual averaging towards
 ``target_accept`` during warm-up, as in :mod:`bayesscale.sampling.nuts` but with a larger
-shrinkage (``STEP_GAMMA``); the driver then corrects it by two probes at fixed step sizes and
+shrinkage (``STEP_GAMMA``); the driver then corrects it by probes at fixed step sizes and
 adapts ``L`` from the warm-up draws (:mod:`bayesscale.sampling.engine`,
 :func:`bayesscale.sampling.adapt.trajectory_length`).
 
@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bayesscale.sampling.config import MAMS_TARGET_ACCEPT
 from bayesscale.sampling.nuts import (
     MAX_DELTA_ENERGY,
     ChainState,
@@ -72,7 +73,7 @@ def mean_to_scale(mean: Any) -> Any:
 def make_chunk(
     potential: Callable[..., Any],
     capacity: int,
-    target_accept: float = 0.9,
+    target_accept: float = MAMS_TARGET_ACCEPT,
     *,
     _kinetic_scale: float = 1.0,
     _metropolis: bool = True,

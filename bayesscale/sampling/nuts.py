@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from bayesscale.sampling.config import DEFAULT_TARGET_ACCEPT
+
 MAX_DELTA_ENERGY = 1000.0  # a trajectory whose energy error exceeds this diverged
 MAX_TREE_DEPTH = 10
 
@@ -97,7 +99,7 @@ def step_size_state(step_size: Any) -> tuple[Any, Any, Any, Any, Any]:
 
 
 def make_chunk(
-    potential: Callable[..., Any], capacity: int, target_accept: float = 0.8
+    potential: Callable[..., Any], capacity: int, target_accept: float = DEFAULT_TARGET_ACCEPT
 ) -> Callable[..., tuple[ChainState, Transitions]]:
     """``chunk(state, inv_mass, n, adapt, depth, *data) -> (state, transitions)``: ``n <=
     capacity`` NUTS transitions of one chain on ``potential(z, *data)``.
