@@ -1,0 +1,226 @@
+"""The extrapolation study on LCDB learning curves: the law and the per-curve baselines.
+
+For a seeded sample of curves (:mod:`bayesscale.data.lcdb`) and a cutoff ``f`` (1/8, 1/32),
+every curve's runs at sizes up to ``f`` times its largest are fitted and every larger size is
+predicted, ``r = x / max fitted x`` beyond (:func:`bayesscale.data.lcdb.split_at`). Methods:
+
+* ``law``: the package's pooled fit (:func:`bayesscale.law.inference.fit`) of
+  :data:`bayesscale.data.lcdb.LCDB_SPEC`, one fit per cutoff and group of curves (all curves
+  in one group by default), the groups fanned out with
+  :func:`bayesscale.checks.fanout.run_jobs` (serially, ``workers`` local Ray workers, or a Ray
+  cluster at ``ray_address``), each fit seeded by its job seed;
+* the per-curve baselines of :mod:`bayesscale.checks.curve_baselines` (last value, POW4,
+  MMF4), fitted here.
+
+Every method is scored per run and per cell by
+:mod:`bayesscale.checks.extrapolation_score`.
+
+Example
+-------
+>>> study = LcdbStudy.sample(read_lcdb(), curves=40, seed=0)  # doctest: +SKIP
+>>> scores = study.run([1 / 8], FitSettings())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.checks import extrapolation_score as es
+from bayesscale.checks.curve_baselines import BASELINES, fit_baselines
+from bayesscale.checks.fanout import run_jobs
+from bayesscale.data import lcdb
+from bayesscale.data.observations import DataWarning, Table, setting_labels
+
+LAW = "law"
+MAX_SCORED_DRAWS = 4000  # posterior draws a law fit is scored on (evenly thinned)
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """The law fits' sampler settings (:class:`bayesscale.sampling.config.FitConfig`; the
+    package's defaults unless given) and the predictive interval's mass."""
+
+    chains: int | None = None
+    draws: int | None = None
+    tune: int | None = None
+    ess_target: float | None = None
+    max_draws: int | None = None
+    prob: float = 0.9
+
+    def config(self, seed: int) -> Any:
+        from bayesscale.sampling.config import FitConfig
+
+        given: dict[str, Any] = {
+            k: v
+            for k, v in (
+                ("chains", self.chains),
+                ("draws", self.draws),
+                ("tune", self.tune),
+                ("ess_target", self.ess_target),
+                ("max_draws", self.max_draws),
+            )
+            if v is not None
+        }
+        return FitConfig(seed=seed, progress=False, **given)
+
+
+def with_ratios(fitted: pd.DataFrame, held_out: pd.DataFrame) -> pd.DataFrame:
+    """``held_out`` with ``ratio``: each row's size over the largest fitted size of its curve
+    (a held-out curve without fitted rows is an error)."""
+    largest = fitted.groupby(list(lcdb.CURVE))[lcdb.SIZE_TRAIN].max().rename("_largest")
+    out = held_out.join(largest, on=list(lcdb.CURVE))
+    if out["_largest"].isna().any():
+        raise ValueError("held-out rows of a curve with no fitted rows")
+    out[es.RATIO] = out[lcdb.SIZE_TRAIN] / out.pop("_largest")
+    return out
+
+
+def _curve_label(frame: pd.DataFrame) -> pd.Series:
+    return frame[lcdb.OPENMLID].astype(str) + " | " + frame[lcdb.LEARNER].astype(str)
+
+
+def baseline_scores(fitted: pd.DataFrame, held_out: pd.DataFrame, prob: float) -> pd.DataFrame:
+    """The per-curve baselines' score frames, all methods stacked (``held_out`` has
+    ``ratio``)."""
+    rate = fitted[names.SUCCESSES] / fitted[names.TRIALS]
+    fitted = fitted.assign(_rate=rate, _curve=_curve_label(fitted))
+    held_out = held_out.assign(_curve=_curve_label(held_out))
+    parts: dict[str, list[pd.DataFrame]] = {b: [] for b in BASELINES}
+    for curve, rows in held_out.groupby("_curve", sort=False):
+        train = fitted[fitted["_curve"] == curve]
+        min_sigma = 1.0 / float(train[names.TRIALS].min())
+        fits = fit_baselines(train[lcdb.SIZE_TRAIN], train["_rate"], min_sigma)
+        for name, base in fits.items():
+            x = rows[lcdb.SIZE_TRAIN].to_numpy(float)
+            mean = base.mean(x)
+            scores = es.gaussian_scores(
+                mean, np.full(len(x), base.sigma), rows[names.SUCCESSES], rows[names.TRIALS], prob
+            )
+            parts[name].append(
+                es.score_frame(name, rows, scores, curve="_curve", size=lcdb.SIZE_TRAIN)
+            )
+    return pd.concat([p for b in BASELINES for p in parts[b]], ignore_index=True)
+
+
+def thinned(fit: xr.DataTree, max_draws: int = MAX_SCORED_DRAWS) -> xr.DataTree:
+    """The posterior and constant data of ``fit``, draws evenly thinned to at most
+    ``max_draws`` in all (what a prediction reads)."""
+    post = fit["posterior"].to_dataset()
+    total = post.sizes[names.CHAIN_DIM] * post.sizes[names.DRAW_DIM]
+    step = max(1, math.ceil(total / max_draws))
+    tree = xr.DataTree.from_dict(
+        {
+            "posterior": post.isel({names.DRAW_DIM: slice(None, None, step)}),
+            "constant_data": fit["constant_data"].to_dataset(),
+        }
+    )
+    tree.attrs = dict(fit.attrs)
+    return tree
+
+
+def law_scores(fit: xr.DataTree, held_out: pd.DataFrame, prob: float, seed: int) -> pd.DataFrame:
+    """The law's score frame on ``held_out`` (with ``ratio``), from ``fit``'s draws."""
+    from bayesscale.law.predict import predict
+
+    pred = predict(thinned(fit), held_out, seed=seed, observed=True)
+    counts = pred.sample(np.random.default_rng([seed, 1]))
+    scores = es.draw_scores(
+        pred.expected(), counts, pred.log_likelihood(), held_out[names.SUCCESSES],
+        held_out[names.TRIALS], prob,
+    )  # fmt: skip
+    rows = held_out.assign(_curve=_curve_label(held_out))
+    return es.score_frame(LAW, rows, scores, curve="_curve", size=lcdb.SIZE_TRAIN)
+
+
+@dataclass(frozen=True)
+class _LawJobs:
+    observations: pd.DataFrame
+    settings: FitSettings
+
+
+def _law_job(jobs: _LawJobs, item: tuple[float, tuple[str, ...]], seed: int) -> dict[str, Any]:
+    """Fit the law on one group of curves at one cutoff; its scores and how the fit went."""
+    from bayesscale.law.inference import fit
+
+    fraction, curves = item
+    spec = lcdb.lcdb_spec()
+    frame = jobs.observations
+    frame = frame[_curve_label(frame).isin(curves)].reset_index(drop=True)
+    fitted, held_out = lcdb.split_at(frame, fraction)
+    held_out = with_ratios(fitted, held_out)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DataWarning)
+        table = Table.from_frame(fitted, spec, source=f"LCDB, sizes up to {fraction:g} x largest")
+    start = time.perf_counter()
+    tree = fit(table, spec, jobs.settings.config(seed))
+    seconds = time.perf_counter() - start
+    stats = tree["sample_stats"].to_dataset()
+    scores = law_scores(tree, held_out, jobs.settings.prob, seed)
+    scores.insert(1, "cutoff", fraction)
+    return {
+        "scores": scores,
+        "seconds": seconds,
+        "curves": len(setting_labels(fitted, spec).unique()),
+        "rows": len(fitted),
+        "draws": int(stats.sizes[names.CHAIN_DIM] * stats.sizes[names.DRAW_DIM]),
+        "divergences": int(stats["diverging"].sum()) if "diverging" in stats else None,
+        "data_warnings": [str(w.message)[:200] for w in caught],
+    }
+
+
+@dataclass(frozen=True)
+class LcdbStudy:
+    """The sampled curves' observation rows (:func:`bayesscale.data.lcdb.to_observations`)
+    and the curves' labels in sample order."""
+
+    observations: pd.DataFrame
+    curves: tuple[str, ...]
+    jobs_info: list[dict[str, Any]] = field(default_factory=list, compare=False)
+
+    @classmethod
+    def sample(
+        cls, raw: pd.DataFrame, curves: int, seed: int = 0,
+        min_largest: int = lcdb.MIN_LARGEST, min_sizes: int = lcdb.MIN_SIZES,
+    ) -> LcdbStudy:  # fmt: skip
+        """``curves`` curves of ``raw`` (LCDB rows) drawn by ``seed`` among the eligible."""
+        chosen = lcdb.sample_curves(lcdb.eligible_curves(raw, min_largest, min_sizes), curves, seed)
+        obs = lcdb.to_observations(lcdb.select(raw, chosen))
+        labels = tuple(_curve_label(chosen.assign(openmlid=chosen[lcdb.OPENMLID].astype(str))))
+        return cls(obs, labels)
+
+    def groups(self, group_size: int | None) -> list[tuple[str, ...]]:
+        """The curves in groups of ``group_size`` in sample order (one group: ``None``/0)."""
+        if not group_size:
+            return [self.curves]
+        return [self.curves[i : i + group_size] for i in range(0, len(self.curves), group_size)]
+
+    def baselines(self, fraction: float, prob: float = 0.9) -> pd.DataFrame:
+        """The baselines' score frame at cutoff ``fraction``."""
+        fitted, held_out = lcdb.split_at(self.observations, fraction)
+        scores = baseline_scores(fitted, with_ratios(fitted, held_out), prob)
+        scores.insert(1, "cutoff", fraction)
+        return scores
+
+    def law(
+        self, fractions: Sequence[float], settings: FitSettings, group_size: int | None = None,
+        seed: int = 0, ray_address: str | None = None, workers: int | None = None,
+    ) -> pd.DataFrame:  # fmt: skip
+        """The law's score frame at every cutoff: one fit per (cutoff, group), fanned out."""
+        items = [(f, g) for f in fractions for g in self.groups(group_size)]
+        jobs = _LawJobs(self.observations, settings)
+        out = run_jobs(_law_job, items, seed, shared=jobs, ray_address=ray_address, workers=workers)
+        self.jobs_info.clear()
+        for (fraction, group), result in zip(items, out, strict=True):
+            info = {k: v for k, v in result.items() if k != "scores"}
+            self.jobs_info.append({"cutoff": fraction, "group_curves": len(group), **info})
+        return pd.concat([r["scores"] for r in out], ignore_index=True)
