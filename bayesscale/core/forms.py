@@ -40,19 +40,29 @@ from typing import Final
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special
 
 Array = NDArray[np.float64]
 
 POWER: Final = "power"
 OFFSET_POWER: Final = "offset_power"
 SATURATING: Final = "saturating"
+KNEE_PRIOR_SCALE: Final = 1.0  # the knee k = D0 / D_ref ~ HalfNormal(KNEE_PRIOR_SCALE)
 # parameter names (each form's term takes them as keyword arguments)
 AMPLITUDE, ALPHA, KNEE, STEEPNESS, MIDPOINT = "amplitude", "alpha", "knee", "steepness", "midpoint"
 
 
 def _a(v: ArrayLike) -> Array:
     return np.asarray(v, dtype=float)
+
+
+def _log_expit(z: Array) -> Array:
+    """``log(1 / (1 + e^-z))`` without overflow."""
+    return np.asarray(-np.logaddexp(0.0, -z), dtype=float)
+
+
+def _expit(z: Array) -> Array:
+    """``1 / (1 + e^-z)``, to full relative precision in both tails."""
+    return np.exp(_log_expit(z))
 
 
 # --- power: T = A e^{-alpha x} -------------------------------------------------------------
@@ -78,7 +88,7 @@ def _offset_power(
     # u and w in logs: exact at k = 0 (u = x, w = 1) and free of overflow for large |x|
     log_k = np.log(np.where(k > 0, k, 1.0))
     u = np.where(k > 0, np.logaddexp(x, log_k) - np.log1p(k), x)
-    w = np.where(k > 0, special.expit(x - log_k), 1.0)
+    w = np.where(k > 0, _expit(np.asarray(x - log_k)), 1.0)
     t = _a(amplitude) * np.exp(-a * u)
     return t, -a * w * t, a * w * t * (a * w - (1.0 - w))
 
@@ -94,9 +104,9 @@ def _saturating(
     b, m = _a(steepness), _a(midpoint)
     z = b * (_a(x) - m)
     # log T = log A - log sigmoid(beta m) + log sigmoid(-z)
-    log_t = np.log(_a(amplitude)) - special.log_expit(b * m) + special.log_expit(-z)
+    log_t = np.log(_a(amplitude)) - _log_expit(b * m) + _log_expit(-z)
     t = np.exp(log_t)
-    s = special.expit(z)
+    s = _expit(z)
     return t, -b * s * t, -b * b * s * (1.0 - 2.0 * s) * t
 
 

@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from bayesscale import names
+from bayesscale.core.forms import FORM_NAMES
+from bayesscale.core.forms import POWER as POWER_FORM
 from bayesscale.tomlfile import non_finite, read_toml, type_name
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "models"
@@ -64,7 +66,8 @@ class Axis:
     """One data axis of the law.
 
     ``column`` holds the size; with ``divide_by`` the size is ``column / divide_by``
-    (the structures-per-world axis is ``n_envs / n_worlds``).
+    (the structures-per-world axis is ``n_envs / n_worlds``). ``form`` is the term's shape in
+    size, one of :data:`bayesscale.core.forms.FORM_NAMES` (default ``"power"``).
     """
 
     name: str
@@ -73,6 +76,15 @@ class Axis:
     exponent: LogNormalPrior
     exponent_spread: float
     divide_by: str | None = None
+    form: str = POWER_FORM
+
+
+def axis_form(reader: SpecReader) -> str:
+    """An axis's ``form`` key: one of the law forms (:mod:`bayesscale.core.forms`)."""
+    value = reader.get("form", str, POWER_FORM)
+    if value not in FORM_NAMES:
+        raise reader._fail("form", f"must be one of {list(FORM_NAMES)}, got {value!r}")
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -301,6 +313,7 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
                 exponent=r.prior("exponent", LogNormalPrior(0.25, 0.75)),
                 exponent_spread=r.positive("exponent_spread", 0.3),
                 divide_by=r.get("divide_by", str, None),
+                form=axis_form(r),
             )
         )
         r.finish()

@@ -15,7 +15,11 @@
     k_i &\\sim \\mathrm{BetaBinomial}(n_i, p_i \\phi, (1-p_i) \\phi), \\quad
           \\mathrm{logit}\\, p_i = -L_i - \\log(-\\mathrm{expm1}(-L_i))
 
-or, for a continuous loss, ``log loss_i ~ StudentT(nu, log L_i, sigma)``. This is the law
+or, for a continuous loss, ``log loss_i ~ StudentT(nu, log L_i, sigma)``. An axis whose spec
+says ``form = "offset_power"`` has the term ``s (1 + k) (u^{-alpha} - 1) / alpha`` with
+``u = (D/D_ref + k) / (1 + k)`` and a knee ``k = D_0 / D_ref ~ HalfNormal(1)`` per axis
+(:mod:`bayesscale.core.forms`; ``k = 0`` is the power law), and amplitude ``A = s (1 + k) /
+alpha``. This is the law
 ``L = L_inf + E N^-alpha_N + sum_a A_a D_a^-alpha_a`` rewritten in the quantities a sweep
 pins down: the level ``c`` at the reference point and the slopes ``s = A alpha`` there
 (DESIGN.md: amplitudes at a reference scale). The floor and amplitudes are derived; the
@@ -48,14 +52,19 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from bayesscale import names
+from bayesscale.core import forms
 from bayesscale.data.observations import Cells, Design
-from bayesscale.data.spec import LogNormalPrior
+from bayesscale.data.spec import LogNormalPrior, SpecError
 from bayesscale.law.likelihood import log_loss_likelihood, observe, success_likelihood
 
 AXIS = names.AXIS_DIM
 SETTING = names.SETTING_DIM
 
 GROUP_LEVEL_SUFFIX = "_z"  # non-centred standard-normal deviations: ``alpha_z``, ``slope_z``, ...
+# the offset-power form's knee D0 / D_ref, one per offset axis (pooled across settings)
+KNEE = forms.KNEE
+KNEE_AXIS_DIM = "knee_axis"
+FITTED_FORMS = (forms.POWER, forms.OFFSET_POWER)
 
 __all__ = [
     "build_law_model",
@@ -87,11 +96,18 @@ def build_law_model(design: Design) -> pm.Model:
     """The pooled hierarchical law for a prepared observation design."""
     spec = design.spec
     cells = design.cells()
+    for axis in spec.axes:
+        if axis.form not in FITTED_FORMS:
+            raise SpecError(
+                f"{spec.source}: axis {axis.name!r}: form {axis.form!r} is not fitted yet; the "
+                f"model fits {list(FITTED_FORMS)}"
+            )
     with pm.Model(coords=design.coords()) as model:
         log_alpha_pop, log_alpha, alpha = _exponents(design)
-        log_slope, amplitude = _slopes(design, log_alpha_pop, log_alpha)
+        knee = _knees(design)
+        log_slope, amplitude = _slopes(design, log_alpha_pop, log_alpha, knee)
         level, floor = _level_and_floor(design, amplitude)
-        loss = _law_at_cells(design, cells, alpha, log_slope, level, floor)
+        loss = _law_at_cells(design, cells, alpha, log_slope, level, floor, knee)
         observe(loss, cells.index, design, spec)
     return model
 
@@ -121,11 +137,29 @@ def _exponents(design: Design) -> tuple[pt.TensorVariable, pt.TensorVariable, pt
     return log_alpha_pop, log_alpha, alpha
 
 
+def _knees(design: Design) -> pt.TensorVariable | None:
+    """The knees ``k_a = D_0,a / D_ref,a ~ HalfNormal(1)`` of the offset-power axes (one per
+    axis, shared by the settings), as an ``(axes,)`` vector with 0 on power axes; ``None``
+    when no axis has the offset form (the model is then exactly today's)."""
+    spec = design.spec
+    offset = [i for i, a in enumerate(spec.axes) if a.form == forms.OFFSET_POWER]
+    if not offset:
+        return None
+    model = pm.modelcontext(None)
+    model.add_coord(KNEE_AXIS_DIM, [spec.axes[i].name for i in offset])
+    knee = pm.HalfNormal(KNEE, sigma=forms.KNEE_PRIOR_SCALE, dims=KNEE_AXIS_DIM)
+    return pt.set_subtensor(pt.zeros(len(spec.axes))[np.asarray(offset)], knee)
+
+
 def _slopes(
-    design: Design, log_alpha_pop: pt.TensorVariable, log_alpha: pt.TensorVariable
+    design: Design,
+    log_alpha_pop: pt.TensorVariable,
+    log_alpha: pt.TensorVariable,
+    knee: pt.TensorVariable | None = None,
 ) -> tuple[pt.TensorVariable, pt.TensorVariable]:
     """Slopes at the reference scale, ``log s[s, a] = log s_pop[a] + sigma[a] z'[s, a]``, and
-    amplitudes ``A = s / alpha``.
+    amplitudes ``A = s / alpha`` (``A = s (1 + k) / alpha`` on an offset-power axis, whose
+    slope at ``D_ref`` is ``alpha A / (1 + k)``).
 
     ``s = A alpha = -dL/dlog D`` at ``D_ref`` is what a sweep pins down; sampling (log s, log
     alpha) instead of (log A, log alpha) removes the ``A ~ 1/alpha`` banana of shallow axes,
@@ -141,9 +175,10 @@ def _slopes(
         log_slope = log_slope + slope_spread * pm.Normal(
             names.SLOPE_Z, 0.0, 1.0, dims=(SETTING, AXIS)
         )
-    pm.Deterministic(names.AMPLITUDE_POP, pt.exp(log_slope_pop - log_alpha_pop), dims=AXIS)
+    widen = 1.0 if knee is None else 1.0 + knee
+    pm.Deterministic(names.AMPLITUDE_POP, pt.exp(log_slope_pop - log_alpha_pop) * widen, dims=AXIS)
     amplitude = pm.Deterministic(
-        names.AMPLITUDE, pt.exp(log_slope - log_alpha), dims=(SETTING, AXIS)
+        names.AMPLITUDE, pt.exp(log_slope - log_alpha) * widen, dims=(SETTING, AXIS)
     )
     return log_slope, amplitude
 
@@ -249,8 +284,11 @@ def _law_at_cells(
     log_slope: pt.TensorVariable,
     level: pt.TensorVariable,
     floor: pt.TensorVariable,
+    knee: pt.TensorVariable | None = None,
 ) -> pt.TensorVariable:
-    """``L = c + sum_a s_a ((D/D_ref)^-alpha_a - 1) / alpha_a`` (and the interaction) per cell."""
+    """``L = c + sum_a s_a ((D/D_ref)^-alpha_a - 1) / alpha_a`` (and the interaction) per cell;
+    on an offset-power axis ``s_a (1 + k_a) (u^-alpha_a - 1) / alpha_a`` with ``u = (D/D_ref +
+    k_a) / (1 + k_a)`` (:mod:`bayesscale.core.forms`), which is the power law at ``k_a = 0``."""
     spec = design.spec
     rows = cells.first_row
     setting = design.setting_index[rows]
@@ -265,7 +303,14 @@ def _law_at_cells(
         log_x = pt.as_tensor(log_x) + log_multiplier * shift
     slope = pt.exp(log_slope)
     a_cell = alpha[setting]
-    loss = level[setting] + (slope[setting] * pt.expm1(-a_cell * log_x) / a_cell).sum(axis=1)
+    if knee is None:
+        loss = level[setting] + (slope[setting] * pt.expm1(-a_cell * log_x) / a_cell).sum(axis=1)
+    else:
+        offset = np.array([a.form == forms.OFFSET_POWER for a in spec.axes])
+        log_u = pt.log(pt.exp(log_x) + knee) - pt.log1p(knee)
+        log_u = pt.switch(offset, log_u, log_x)
+        term = slope[setting] * (1.0 + knee) * pt.expm1(-a_cell * log_u) / a_cell
+        loss = level[setting] + term.sum(axis=1)
     if spec.interaction is not None:
         i, k = (spec.axis_names.index(a) for a in spec.interaction.axes)
         b_mu, b_sd = _lognormal_location(spec.interaction.exponent)
