@@ -5,7 +5,7 @@ every curve's runs at sizes up to ``f`` times its largest are fitted and every l
 predicted, ``r = x / max fitted x`` beyond (:func:`bayesscale.data.lcdb.split_at`). Methods:
 
 * ``law``: the package's pooled fit (:func:`bayesscale.law.inference.fit`) of
-  :data:`bayesscale.data.lcdb.LCDB_SPEC`, one fit per cutoff and group of curves (all curves
+  ``bayesscale.data.lcdb.LCDB_SPEC``, one fit per cutoff and group of curves (all curves
   in one group by default), the groups fanned out with
   :func:`bayesscale.checks.fanout.run_jobs` (serially, ``workers`` local Ray workers, or a Ray
   cluster at ``ray_address``), each fit seeded by its job seed;

@@ -171,7 +171,7 @@ FORM_NAMES: Final = tuple(FORMS)
 
 
 def form(name: str) -> Form:
-    """The form called ``name`` (:data:`FORM_NAMES`); a clear error otherwise."""
+    """The form called ``name`` (``FORM_NAMES``); a clear error otherwise."""
     if name not in FORMS:
         raise ValueError(f"unknown law form {name!r}; the forms are {list(FORM_NAMES)}")
     return FORMS[name]

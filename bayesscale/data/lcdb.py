@@ -11,7 +11,7 @@ success count:
     k = \\mathrm{round}(\\mathrm{accuracy} \\times n_\\mathrm{test}), \\qquad
     n = n_\\mathrm{test}.
 
-:data:`LCDB_SPEC` is the package's law with its default priors on that axis
+``LCDB_SPEC`` is the package's law with its default priors on that axis
 (``L = -log accuracy``). :func:`eligible_curves` and :func:`sample_curves` pick the curves
 of the extrapolation benchmark (``benchmarks/extrapolation.py``); :func:`split_at` keeps the
 sizes up to a fraction of each curve's largest for fitting and the larger ones for checking.
@@ -68,7 +68,7 @@ label = "training examples"
 
 
 def lcdb_spec() -> ModelSpec:
-    """The law of :data:`LCDB_SPEC` (one axis on ``size_train``; default priors)."""
+    """The law of ``LCDB_SPEC`` (one axis on ``size_train``; default priors)."""
     return parse_spec(LCDB_SPEC, source="bayesscale.data.lcdb.LCDB_SPEC")
 
 
@@ -92,7 +92,7 @@ def lcdb_dir(root: str | Path | None = None) -> Path:
 
 def read_lcdb(path: str | Path | None = None) -> pd.DataFrame:
     """LCDB's accuracy rows (``path``: a CSV, gzipped or not; default the development half),
-    checked: every column of :data:`COLUMNS`, numbers where numbers belong, ``0 <= accuracy
+    checked: every column of ``COLUMNS``, numbers where numbers belong, ``0 <= accuracy
     <= 1``, sizes >= 1. Errors name the file, the column and the rows."""
     path = Path(path) if path is not None else lcdb_dir() / DEV_FILE
     frame = pd.read_csv(path)

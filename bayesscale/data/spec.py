@@ -67,7 +67,7 @@ class Axis:
 
     ``column`` holds the size; with ``divide_by`` the size is ``column / divide_by``
     (the structures-per-world axis is ``n_envs / n_worlds``). ``form`` is the term's shape in
-    size, one of :data:`bayesscale.core.forms.FORM_NAMES` (default ``"power"``).
+    size, one of ``bayesscale.core.forms.FORM_NAMES`` (default ``"power"``).
     """
 
     name: str
