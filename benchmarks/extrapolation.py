@@ -2,7 +2,7 @@
 researchers use.
 
     PYTHONPATH=. python benchmarks/extrapolation.py [--curves 200] [--seed 0] [--cutoffs 8,32]
-        [--group-size 0] [--workers N | --ray-address ADDR] [--chains C --tune T --draws D
+        [--group-size 0] [--form power] [--workers N | --ray-address ADDR] [--chains C --tune T --draws D
         --ess-target E] [--out FOLDER [--force]] [--lcdb FILE]
 
 A seeded sample (``--seed``) of ``--curves`` LCDB curves (dataset x learner) whose largest
@@ -12,6 +12,8 @@ sizes up to ``1/c`` of each curve's largest are fitted and every larger size pre
 priors (one fit per cutoff, pooled across all curves, or across groups of ``--group-size``
 curves in sample order), the last observed value, per-curve least-squares POW4 and MMF4
 (:mod:`bayesscale.checks.curve_baselines`: how their predictive intervals are made).
+``--form offset_power`` fits the law with that form on the size axis (method
+``law (offset_power)``; :mod:`bayesscale.core.forms`).
 Scores per extrapolation-ratio bucket (<=2x, 2-4x, 4-8x, >8x;
 :mod:`bayesscale.checks.extrapolation_score`): MAE of the predicted success against the seeds'
 mean, 90% per-run predictive coverage, mean log predictive probability of a run's count.
@@ -36,25 +38,23 @@ import pandas as pd
 
 from bayesscale.atomic import write_atomically
 from bayesscale.checks import extrapolation_score as es
-from bayesscale.checks.curve_baselines import BASELINES
-from bayesscale.checks.lcdb_study import LAW, FitSettings, LcdbStudy
+from bayesscale.checks.lcdb_study import FitSettings, LcdbStudy
 from bayesscale.data.lcdb import read_lcdb
-
-METHODS = (LAW, *BASELINES)
 
 
 def headline(scores: pd.DataFrame) -> list[dict[str, Any]]:
     """Per cutoff: each method's MAE over 2-4x and 4-8x together, the law's coverage per
-    bucket."""
+    bucket (the law: the first method, ``law`` or ``law (FORM)``)."""
     out = []
+    law = str(scores[es.METHOD].iloc[0])
     for cutoff, part in scores.groupby("cutoff", sort=False):
         mae = es.pooled_mae(part)
-        table = es.bucket_table(part[part[es.METHOD] == LAW])
+        table = es.bucket_table(part[part[es.METHOD] == law])
         coverage = dict(zip(table[es.BUCKET], table[es.COVERAGE], strict=True))
         out.append(
             {
                 "cutoff": float(cutoff),
-                "mae": {m: float(mae.get(m, float("nan"))) for m in METHODS},
+                "mae": {str(m): float(v) for m, v in mae.items()},
                 "law_coverage": {b: coverage.get(b, float("nan")) for b in es.BUCKETS},
             }
         )
@@ -62,14 +62,15 @@ def headline(scores: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def format_headline(rows: list[dict[str, Any]]) -> str:
-    head = " | ".join(METHODS)
+    methods = list(rows[0]["mae"])
+    head = " | ".join(methods)
     buckets = " / ".join(es.BUCKETS)
     lines = [
         f"| fitted on sizes up to | {head} | 90% per-run coverage of the law, {buckets} |",
-        "| --- | " + " | ".join("---" for _ in METHODS) + " | --- |",
+        "| --- | " + " | ".join("---" for _ in methods) + " | --- |",
     ]
     for r in rows:
-        mae = " | ".join(f"{r['mae'][m]:.4f}" for m in METHODS)
+        mae = " | ".join(f"{r['mae'].get(m, float('nan')):.4f}" for m in methods)
         cov = " / ".join(f"{r['law_coverage'][b]:.2f}" for b in es.BUCKETS)
         lines.append(f"| 1/{round(1 / r['cutoff'])} of the largest | {mae} | {cov} |")
     return "\n".join(lines)
@@ -81,6 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="the sample's and the fits' seed")
     p.add_argument("--cutoffs", default="8,32", help="fit sizes up to 1/c of the largest, c in")
     p.add_argument("--group-size", type=int, default=0, help="curves per pooled fit (0: all)")
+    p.add_argument("--form", default="power", help="the law's form on the size axis")
     p.add_argument("--workers", type=int, default=None, help="local Ray workers")
     p.add_argument("--ray-address", default=None, help="a Ray cluster to run the fits on")
     for name in ("chains", "tune", "draws", "max-draws"):
@@ -102,7 +104,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         max_draws=args.max_draws, prob=args.prob,
     )  # fmt: skip
     start = time.perf_counter()
-    law = study.law(fractions, settings, args.group_size, args.seed, args.ray_address, args.workers)
+    law = study.law(
+        fractions, settings, args.group_size, args.seed, args.ray_address, args.workers, args.form
+    )
     law_seconds = time.perf_counter() - start
     start = time.perf_counter()
     baselines = pd.concat([study.baselines(f, args.prob) for f in fractions], ignore_index=True)

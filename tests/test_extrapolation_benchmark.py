@@ -214,3 +214,27 @@ def test_small_study_on_real_curves(tmp_path: Path) -> None:
     assert scores["lower"].le(scores["upper"]).all()
     buckets = pd.read_csv(out / "buckets.csv")
     assert buckets["coverage"].between(0, 1).all() and buckets["mae"].ge(0).all()
+
+
+@pytest.mark.slow
+def test_form_prediction_of_the_power_law_is_predicts() -> None:
+    """The benchmark's form-aware reader gives the package's own prediction for a power law
+    (and the offset form's spec is the same law with the knee)."""
+    from bayesscale.checks.lcdb_study import form_prediction, thinned
+    from bayesscale.data.observations import Table
+    from bayesscale.law.inference import fit
+    from bayesscale.law.predict import predict
+    from bayesscale.sampling.config import FitConfig
+
+    if not LCDB_FILE.is_file():
+        pytest.fail(f"{LCDB_FILE} is missing: CI has LCDB's development half there")
+    assert lcdb.lcdb_spec("offset_power").axes[0].form == "offset_power"
+    raw = lcdb.read_lcdb(LCDB_FILE)
+    chosen = lcdb.sample_curves(lcdb.eligible_curves(raw), 2, seed=1)
+    fitted, held = lcdb.split_at(lcdb.to_observations(lcdb.select(raw, chosen)), 1 / 8)
+    spec = lcdb.lcdb_spec()
+    config = FitConfig(chains=2, tune=100, draws=100, ess_target=0, seed=2, progress=False)
+    tree = thinned(fit(Table.from_frame(fitted, spec), spec, config))
+    mine, theirs = form_prediction(tree, held), predict(tree, held, observed=True)
+    np.testing.assert_allclose(mine.loss, theirs.loss, rtol=1e-12)
+    np.testing.assert_array_equal(mine.concentration, theirs.concentration)

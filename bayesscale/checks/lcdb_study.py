@@ -128,24 +128,78 @@ def thinned(fit: xr.DataTree, max_draws: int = MAX_SCORED_DRAWS) -> xr.DataTree:
     return tree
 
 
-def law_scores(fit: xr.DataTree, held_out: pd.DataFrame, prob: float, seed: int) -> pd.DataFrame:
-    """The law's score frame on ``held_out`` (with ``ratio``), from ``fit``'s draws."""
-    from bayesscale.law.predict import predict
+def _stacked(da: xr.DataArray) -> np.ndarray:
+    """``(chain x draw, ...)``, chain-major."""
+    arr = da.transpose(names.CHAIN_DIM, names.DRAW_DIM, ...).to_numpy().astype(float)
+    return arr.reshape(-1, *arr.shape[2:])
 
-    pred = predict(thinned(fit), held_out, seed=seed, observed=True)
+
+def form_prediction(fit: xr.DataTree, held_out: pd.DataFrame) -> Any:
+    """The law's :class:`~bayesscale.law.predict.Prediction` for ``held_out`` rows of settings
+    the fit knows, with the one axis evaluated by its spec's form
+    (:func:`bayesscale.core.forms.evaluate_term`): ``L = L_inf[s] + T(D; A[s], alpha[s],
+    knee)``. For LCDB's one-axis law without size, interaction or dense-reward terms only;
+    for the power form it is :func:`bayesscale.law.predict.predict`'s loss."""
+    from bayesscale.core.forms import ALPHA, AMPLITUDE, KNEE, OFFSET_POWER, evaluate_term
+    from bayesscale.data.fitfile import fit_spec
+    from bayesscale.law.predict import Prediction, validate_rows
+
+    spec = fit_spec(fit)
+    if len(spec.axes) != 1 or spec.size or spec.interaction or spec.dense_reward:
+        raise ValueError("form_prediction reads one-axis laws without other terms")
+    axis = spec.axes[0]
+    post = fit["posterior"].to_dataset()
+    frame = validate_rows(held_out, spec, "held-out LCDB rows", observed=True)
+    settings = [str(v) for v in post[names.ALPHA][names.SETTING_DIM].to_numpy()]
+    labels = setting_labels(frame, spec)
+    sidx = labels.map({v: i for i, v in enumerate(settings)}).to_numpy()
+    params: dict[str, Any] = {
+        AMPLITUDE: _stacked(post[names.AMPLITUDE])[:, sidx, 0],
+        ALPHA: _stacked(post[names.ALPHA])[:, sidx, 0],
+    }
+    if axis.form == OFFSET_POWER:
+        params[KNEE] = _stacked(post[KNEE])[:, :1]
+    reference = float(fit["constant_data"][names.REFERENCE_SCALE].to_numpy()[0])
+    sizes = frame[axis.column].to_numpy(float)[None, :]
+    loss = _stacked(post[names.LOSS_FLOOR])[:, sidx] + evaluate_term(
+        axis.form, sizes, reference, params
+    )
+    return Prediction(
+        frame=frame,
+        source="held-out LCDB rows",
+        outcome=spec.outcome,
+        chains=int(post.sizes[names.CHAIN_DIM]),
+        draws=int(post.sizes[names.DRAW_DIM]),
+        setting=tuple(labels),
+        new_setting=np.zeros(len(frame), dtype=bool),
+        loss=np.asarray(loss, dtype=float),
+        trials=frame[names.TRIALS].to_numpy(np.int64),
+        concentration=_stacked(post[names.CONCENTRATION]),
+        log_loss_sigma=None,
+        student_nu=spec.student_nu,
+        observed=frame[names.SUCCESSES].to_numpy(float),
+    )
+
+
+def law_scores(
+    fit: xr.DataTree, held_out: pd.DataFrame, prob: float, seed: int, method: str = LAW
+) -> pd.DataFrame:
+    """The law's score frame on ``held_out`` (with ``ratio``), from ``fit``'s draws."""
+    pred = form_prediction(thinned(fit), held_out)
     counts = pred.sample(np.random.default_rng([seed, 1]))
     scores = es.draw_scores(
         pred.expected(), counts, pred.log_likelihood(), held_out[names.SUCCESSES],
         held_out[names.TRIALS], prob,
     )  # fmt: skip
     rows = held_out.assign(_curve=_curve_label(held_out))
-    return es.score_frame(LAW, rows, scores, curve="_curve", size=lcdb.SIZE_TRAIN)
+    return es.score_frame(method, rows, scores, curve="_curve", size=lcdb.SIZE_TRAIN)
 
 
 @dataclass(frozen=True)
 class _LawJobs:
     observations: pd.DataFrame
     settings: FitSettings
+    form: str = "power"
 
 
 def _law_job(jobs: _LawJobs, item: tuple[float, tuple[str, ...]], seed: int) -> dict[str, Any]:
@@ -153,7 +207,7 @@ def _law_job(jobs: _LawJobs, item: tuple[float, tuple[str, ...]], seed: int) -> 
     from bayesscale.law.inference import fit
 
     fraction, curves = item
-    spec = lcdb.lcdb_spec()
+    spec = lcdb.lcdb_spec(jobs.form)
     frame = jobs.observations
     frame = frame[_curve_label(frame).isin(curves)].reset_index(drop=True)
     fitted, held_out = lcdb.split_at(frame, fraction)
@@ -165,7 +219,8 @@ def _law_job(jobs: _LawJobs, item: tuple[float, tuple[str, ...]], seed: int) -> 
     tree = fit(table, spec, jobs.settings.config(seed))
     seconds = time.perf_counter() - start
     stats = tree["sample_stats"].to_dataset()
-    scores = law_scores(tree, held_out, jobs.settings.prob, seed)
+    method = LAW if jobs.form == "power" else f"{LAW} ({jobs.form})"
+    scores = law_scores(tree, held_out, jobs.settings.prob, seed, method)
     scores.insert(1, "cutoff", fraction)
     return {
         "scores": scores,
@@ -214,10 +269,13 @@ class LcdbStudy:
     def law(
         self, fractions: Sequence[float], settings: FitSettings, group_size: int | None = None,
         seed: int = 0, ray_address: str | None = None, workers: int | None = None,
+        form: str = "power",
     ) -> pd.DataFrame:  # fmt: skip
-        """The law's score frame at every cutoff: one fit per (cutoff, group), fanned out."""
+        """The law's score frame at every cutoff: one fit per (cutoff, group), fanned out;
+        ``form`` is the axis's (:mod:`bayesscale.core.forms`), method ``law`` for the power
+        law and ``law (FORM)`` for another."""
         items = [(f, g) for f in fractions for g in self.groups(group_size)]
-        jobs = _LawJobs(self.observations, settings)
+        jobs = _LawJobs(self.observations, settings, form)
         out = run_jobs(_law_job, items, seed, shared=jobs, ray_address=ray_address, workers=workers)
         self.jobs_info.clear()
         for (fraction, group), result in zip(items, out, strict=True):

@@ -67,9 +67,10 @@ label = "training examples"
 """
 
 
-def lcdb_spec() -> ModelSpec:
-    """The law of ``LCDB_SPEC`` (one axis on ``size_train``; default priors)."""
-    return parse_spec(LCDB_SPEC, source="bayesscale.data.lcdb.LCDB_SPEC")
+def lcdb_spec(form: str = "power") -> ModelSpec:
+    """The law of ``LCDB_SPEC`` (one axis on ``size_train``; default priors), its axis of
+    the given form (:mod:`bayesscale.core.forms`)."""
+    return parse_spec(f'{LCDB_SPEC}form = "{form}"\n', source="bayesscale.data.lcdb.LCDB_SPEC")
 
 
 def lcdb_dir(root: str | Path | None = None) -> Path:
