@@ -104,9 +104,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         max_draws=args.max_draws, prob=args.prob,
     )  # fmt: skip
     start = time.perf_counter()
+
+    def progress(done: int, total: int) -> None:
+        print(f"law fits done: {done} of {total}, {time.perf_counter() - start:.0f} s", flush=True)
+
     law = study.law(
-        fractions, settings, args.group_size, args.seed, args.ray_address, args.workers, args.form
-    )
+        fractions, settings, args.group_size, args.seed, args.ray_address, args.workers,
+        args.form, progress,
+    )  # fmt: skip
     law_seconds = time.perf_counter() - start
     start = time.perf_counter()
     baselines = pd.concat([study.baselines(f, args.prob) for f in fractions], ignore_index=True)

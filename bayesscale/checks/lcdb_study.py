@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -269,11 +269,11 @@ class LcdbStudy:
     def law(
         self, fractions: Sequence[float], settings: FitSettings, group_size: int | None = None,
         seed: int = 0, ray_address: str | None = None, workers: int | None = None,
-        form: str = "power",
+        form: str = "power", progress: Callable[[int, int], None] | None = None,
     ) -> pd.DataFrame:  # fmt: skip
         """The law's score frame at every cutoff: one fit per (cutoff, group), fanned out;
         ``form`` is the axis's (:mod:`bayesscale.core.forms`), method ``law`` for the power
-        law and ``law (FORM)`` for another."""
+        law and ``law (FORM)`` for another; ``progress(done, total)`` as fits finish."""
         items = [(f, g) for f in fractions for g in self.groups(group_size)]
         jobs = _LawJobs(self.observations, settings, form)
         out = run_jobs(_law_job, items, seed, shared=jobs, ray_address=ray_address, workers=workers)
