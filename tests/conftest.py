@@ -92,7 +92,7 @@ LONGEST_FIRST = (
     "test_next.py",
     "test_docs.py",
     "test_calibration.py",
-    "test_fanout.py",
+    "test_jobs.py",
     "test_fit_outputs.py",
     "test_verl_cli.py",
     "test_verl_example_loop.py",

@@ -45,7 +45,7 @@ from scipy import special, stats
 from bayesscale.sampling import configure, mams
 from bayesscale.sampling.engine import CompiledSampler, RunSettings
 from bayesscale.sampling.logdensity import LogDensity
-from bayesscale.sampling.nuts import ChainState, step_size_state
+from bayesscale.sampling.types import ChainState, step_size_state
 
 DIM = 20
 SHAPES = np.geomspace(0.5, 12.0, DIM)  # k_i: skewness -1.5 (k = 0.5) to -0.3 (k = 12)

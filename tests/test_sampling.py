@@ -79,7 +79,7 @@ def test_draws_do_not_depend_on_where_the_run_is_cut_into_chunks(
     # what makes it so: a chunk of transitions starts from the potential and gradient carried
     # in the state, as they are (an evaluation of its own could round differently); only a
     # chunk of no transitions evaluates them
-    from bayesscale.sampling.nuts import step_size_state
+    from bayesscale.sampling.types import step_size_state
 
     state = sampler._starts(np.random.default_rng(0), ())
     state = state._replace(step=step_size_state(np.full(2, 1e-3)))  # every step accepted

@@ -171,7 +171,7 @@ def divergence_advice(divergences: int, sampler: str | None) -> str:
     >>> "NUTS" in divergence_advice(2, "pymc")
     True
     """
-    from bayesscale.sampling.nuts import MAX_DELTA_ENERGY  # NumPy only: no JAX is loaded
+    from bayesscale.sampling.types import MAX_DELTA_ENERGY  # NumPy only: no JAX is loaded
 
     cap = f"{MAX_DELTA_ENERGY:g}"
     common = (

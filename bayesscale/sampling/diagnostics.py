@@ -222,16 +222,6 @@ def mcse_quantile(x: np.ndarray, prob: float) -> np.ndarray:
 # --- over named quantities -------------------------------------------------------------------
 
 
-def as_dataset(draws: Mapping[str, np.ndarray], dims: Mapping[str, tuple[str, ...]]) -> xr.Dataset:
-    """Draws ``(chain, draw, ...)`` as a Dataset with the given dims per variable."""
-    data = {}
-    for name, values in draws.items():
-        named = tuple(dims.get(name, ()))
-        extra = tuple(f"{name}_dim_{i}" for i in range(len(named), np.ndim(values) - 2))
-        data[name] = ((*SAMPLE_DIMS, *named, *extra), values)
-    return xr.Dataset(data)
-
-
 def convergence(
     draws: Mapping[str, np.ndarray], dims: Mapping[str, tuple[str, ...]] | None = None
 ) -> Convergence:

@@ -38,14 +38,9 @@ from bayesscale.sampling.diagnostics import Convergence, convergence
 from bayesscale.sampling.logdensity import LogDensity, evaluate_over_draws
 from bayesscale.sampling.mams import MAX_STEPS as MAX_MAMS_STEPS
 from bayesscale.sampling.mams import make_chunk as make_mams_chunk
-from bayesscale.sampling.nuts import (
-    MAX_TREE_DEPTH,
-    ChainState,
-    Transitions,
-    make_chunk,
-    step_size_state,
-)
+from bayesscale.sampling.nuts import MAX_TREE_DEPTH, make_chunk
 from bayesscale.sampling.progress import Progress
+from bayesscale.sampling.types import ChainState, Transitions, step_size_state
 
 PROBE = 50  # MAMS: transitions per chain at a fixed step size, to correct it
 PROBES = 2  # MAMS: probes in turn, each correcting the step size the one before measured

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bayesscale.sampling.config import MAMS_TARGET_ACCEPT
-from bayesscale.sampling.nuts import (
+from bayesscale.sampling.types import (
     MAX_DELTA_ENERGY,
     ChainState,
     Transitions,
