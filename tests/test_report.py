@@ -273,8 +273,8 @@ def test_the_report_takes_new_groups_and_older_reports_keep_their_fingerprint() 
 
 
 def test_the_fingerprint_names_the_samplers_transition() -> None:
-    """The default sampler ran NUTS before stop 29 and MAMS since, under one name: a report
-    folder made with NUTS is not taken for this report (its fingerprint has no kernels)."""
+    """The sampler's name (``bayesscale``) covers both transitions: the fingerprint names the
+    kernel of each fit, so a report folder made with NUTS is not taken for a MAMS report."""
     from bayesscale.report.build import fingerprint
     from bayesscale.sampling.config import FitConfig
 

@@ -351,7 +351,7 @@ def test_average_ranks_equal_scipys_with_ties_and_nans() -> None:
     distinct = rng.normal(size=(5, 57))
     with_nan = rng.integers(0, 3, size=(3, 57)).astype(float)
     with_nan[:, [4, 9]] = np.nan
-    untied_nan = rng.normal(size=(1, 57))  # ranked finite before stop 30, NaN in SciPy
+    untied_nan = rng.normal(size=(1, 57))  # one NaN in a row of distinct values: NaN, as SciPy
     untied_nan[0, 7] = np.nan
     signed = rng.choice([-np.inf, -0.0, 0.0, 1.5, np.inf], size=(2, 57))  # -0.0 ties 0.0
     x = np.vstack([tied, distinct, with_nan, untied_nan, signed])
@@ -450,9 +450,9 @@ def test_ctrl_c_stops_a_fit_at_once_and_writes_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="counts Linux memory maps")
 def test_fits_of_new_layouts_do_not_pile_up_compiled_programs() -> None:
-    """JAX kept every fit's compiled programs in memory (about 650 memory maps per law fit of a
-    new layout, never freed): a study crashed after about a hundred fits in one process. Each
-    fit now drops the programs of earlier ones, so the count stays flat."""
+    """JAX keeps a compiled program in memory until it is dropped (about 650 memory maps per law
+    fit of a new layout): a study of a hundred fits in one process would run out. Each fit
+    drops the programs of the fits before it, so the count stays flat."""
     from bayesscale.law.inference import FitConfig, sample
 
     def maps() -> int:
