@@ -54,6 +54,7 @@ from bayesscale.data.observations import setting_labels
 from bayesscale.data.simulate import Truth, per_axis_design, simulate
 from bayesscale.data.spec import ModelSpec
 from bayesscale.jobs import run_jobs
+from bayesscale.law.baseline import bootstrap_fit
 
 if TYPE_CHECKING:
     from bayesscale.law.inference import FitConfig
@@ -160,8 +161,6 @@ def coverage_job(jobs: CoverageJobs, redraw: int, seed: int) -> dict[str, Any]:
     """One redraw of :func:`coverage_study`: simulate (seeded by ``seed``), fit the pooled law
     and the bootstrap, and record every interval; ``{"records": [...], "fit": {...},
     "pooled_s": s, "bootstrap_s": s}``."""
-    from bayesscale.law.baseline import bootstrap_fit
-
     truth, spec, prob = jobs.truth, jobs.spec, jobs.prob
     data_seed, fit_seed, boot_seed = np.random.SeedSequence(seed).generate_state(3)
     truth_labels = list(setting_labels(pd.DataFrame(truth.settings), spec))

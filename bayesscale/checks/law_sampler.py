@@ -27,6 +27,10 @@ from bayesscale import names
 from bayesscale.checks.calibration_io import LOG_LIKELIHOOD, MAX_RHAT, MIN_ESS
 from bayesscale.data.observations import Design
 from bayesscale.sampling.config import OWN_SAMPLERS
+from bayesscale.sampling.diagnostics import convergence_of
+from bayesscale.sampling.engine import CompiledSampler, RunSettings
+from bayesscale.sampling.jaxconfig import configure
+from bayesscale.sampling.logdensity import LogDensity
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -49,8 +53,6 @@ class QuickFit:
 
     def convergence(self) -> dict[str, float]:
         """Max rank-normalised R-hat and min bulk ESS over the returned variables."""
-        from bayesscale.sampling.diagnostics import convergence_of
-
         check = convergence_of(self.posterior)
         return {MAX_RHAT: check.max_rhat, MIN_ESS: check.min_ess_bulk}
 
@@ -72,10 +74,6 @@ class CompiledLawSampler:
     def __init__(
         self, model: pm.Model, config: FitConfig, var_names: Sequence[str] | None = None
     ) -> None:
-        from bayesscale.sampling import configure
-        from bayesscale.sampling.engine import CompiledSampler
-        from bayesscale.sampling.logdensity import LogDensity
-
         if config.sampler not in OWN_SAMPLERS:
             raise ValueError(
                 f"CompiledLawSampler runs bayesscale's own sampler ({' or '.join(OWN_SAMPLERS)}); "
@@ -134,8 +132,6 @@ class CompiledLawSampler:
 
     def fit(self, observed: ArrayLike, seed: int) -> QuickFit:
         """Sample the posterior given ``observed`` (the outcome as the model observes it)."""
-        from bayesscale.sampling.engine import RunSettings
-
         y = np.asarray(observed)
         if y.size != self.n_obs:
             raise ValueError(f"observed has {y.size} values; the design has {self.n_obs} rows")
@@ -188,8 +184,6 @@ def _log_likelihood_function(model: pm.Model) -> Callable[..., Any]:
     """Compile ``(free RV values batched over draws, observed) -> sum_i log p(y_i | theta)``
     in JAX from the model's own likelihood graph (NaN, an invalid parameter, reads as
     ``-inf``)."""
-    from bayesscale.sampling import configure
-
     configure()
     import jax
     import jax.numpy as jnp

@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 
 from bayesscale import names
 from bayesscale.checks.calibration_io import DATASET
+from bayesscale.sampling.jaxconfig import configure
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -109,8 +110,6 @@ def _prior_checks(model: pm.Model) -> Callable[[list[np.ndarray]], tuple[Array, 
     Valid: every parameter of the likelihood finite and, for counts (the beta-binomial),
     positive.
     """
-    from bayesscale.sampling import configure
-
     configure()
     import jax
     import jax.numpy as jnp

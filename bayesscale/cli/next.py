@@ -5,17 +5,21 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bayesscale.cli import CommandError, add_force, add_strict
+from bayesscale.design import defaults
 
 if TYPE_CHECKING:
     import xarray as xr
 
+    from bayesscale.design.next_runs import NextRuns
+    from bayesscale.fits.law import LawFit
+    from bayesscale.verl.sweep import SweepSpec
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from bayesscale.design import defaults
-
     parser = subparsers.add_parser(
         "next",
         help="choose the next runs: where more GPU-hours change the recipe most",
@@ -84,6 +88,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_strict(parser)
     parser.add_argument("--figure", metavar="PNG", help="save value per cost over the grid")
+    _add_candidate_options(parser)
+    parser.add_argument(
+        "--simulations", type=int, default=defaults.DEFAULT_SIMULATIONS, help="outer draws M"
+    )
+    parser.add_argument(
+        "--max-draws",
+        type=int,
+        default=defaults.DEFAULT_MAX_DRAWS,
+        help="posterior draws per chain used (default %(default)s)",
+    )
+    _add_stopping_options(parser)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(func=run)
+
+
+def _add_candidate_options(parser: argparse.ArgumentParser) -> None:
+    """The candidate runs: held-out tasks per run, how far beyond the grid, where the other
+    axes sit."""
     parser.add_argument(
         "--trials",
         type=int,
@@ -114,15 +136,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="hold AXIS at SIZE in every setting's one-axis candidates (repeatable; overrides "
         "--anchors on that axis)",
     )
-    parser.add_argument(
-        "--simulations", type=int, default=defaults.DEFAULT_SIMULATIONS, help="outer draws M"
-    )
-    parser.add_argument(
-        "--max-draws",
-        type=int,
-        default=defaults.DEFAULT_MAX_DRAWS,
-        help="posterior draws per chain used (default %(default)s)",
-    )
+
+
+def _add_stopping_options(parser: argparse.ArgumentParser) -> None:
+    """Where the batch stops (importance weights' ESS) and the refit check of a batch the
+    weights cannot value."""
     parser.add_argument(
         "--min-ess",
         type=float,
@@ -150,8 +168,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=4,
         help="simulated outcomes (refits) of the refit check (default %(default)s)",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.set_defaults(func=run)
 
 
 def _anchor_sizes(given: list[str]) -> dict[str, float]:
@@ -177,14 +193,9 @@ def _anchor_sizes(given: list[str]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
-    from bayesscale.atomic import write_atomically
     from bayesscale.cli import output_path, refuse_failed
     from bayesscale.core.prices import load_prices
     from bayesscale.design import next_runs as nr
-    from bayesscale.design import sweep_file
     from bayesscale.design.costs import Costs, load_costs
     from bayesscale.fits.law import LawFit
     from bayesscale.recipe.draws import law_layout
@@ -210,32 +221,7 @@ def run(args: argparse.Namespace) -> int:
     settings = list(fit_settings)
     keys = nr.setting_keys(fit, settings)
     columns = nr.axis_columns(fit, axes)
-    movers = None
-    max_sizes = None
-    cells = None
-    trials = args.trials
-    spec = None
-    if args.sweep is not None:
-        from bayesscale.verl.plan import count_units, split_holdout
-        from bayesscale.verl.pool import read_pool
-        from bayesscale.verl.sweep import load_sweep_spec
-
-        spec = load_sweep_spec(args.sweep)
-        movers = sweep_file.runnable_settings(settings, keys, spec)
-        if not movers:
-            raise CommandError(
-                f"{args.sweep}: none of the fit's settings {settings} matches its models, "
-                "algorithms and domain"
-            )
-        pool = read_pool(spec.pool)  # one read of the pool, for trials too
-        split = split_holdout(pool, spec)
-        # distinct environments and tasks, as plan counts them: sizes within these are the
-        # n_envs / n_tasks plan realises (more ids would only add copies)
-        pool_size = sweep_file.train_caps(split, count_units(pool, spec.count))
-        max_sizes = {a: float(pool_size[c]) for a, c in columns.items() if c in pool_size}
-        cells = float(spec.cells)  # [alignment] cells: the run's total over its updates
-        if trials is None:
-            trials = len(split.val)
+    spec, movers, max_sizes, cells, trials = _sweep_limits(args, settings, keys, columns)
     result = nr.next_runs(
         fit,
         args.budget,
@@ -273,6 +259,64 @@ def run(args: argparse.Namespace) -> int:
             max_draws=args.max_draws,
             reason=reason,
         )
+    _write_and_print(args, result, law, columns, keys, spec, out, figure)
+    return 0
+
+
+def _sweep_limits(
+    args: argparse.Namespace,
+    settings: list[str],
+    keys: dict[str, dict[str, Any]],
+    columns: dict[str, str],
+) -> tuple[SweepSpec | None, list[str] | None, dict[str, float] | None, float | None, int | None]:
+    """With ``--sweep``: the base sweep spec, the fit's settings it can run, the sizes its
+    pool holds for training, its cells per run and (unless ``--trials``) its held-out cells;
+    without it, nothing but ``--trials``."""
+    if args.sweep is None:
+        return None, None, None, None, args.trials
+    from bayesscale.design import sweep_file
+    from bayesscale.verl.plan import count_units, split_holdout
+    from bayesscale.verl.pool import read_pool
+    from bayesscale.verl.sweep import load_sweep_spec
+
+    trials = args.trials
+    spec = load_sweep_spec(args.sweep)
+    movers = sweep_file.runnable_settings(settings, keys, spec)
+    if not movers:
+        raise CommandError(
+            f"{args.sweep}: none of the fit's settings {settings} matches its models, "
+            "algorithms and domain"
+        )
+    pool = read_pool(spec.pool)  # one read of the pool, for trials too
+    split = split_holdout(pool, spec)
+    # distinct environments and tasks, as plan counts them: sizes within these are the
+    # n_envs / n_tasks plan realises (more ids would only add copies)
+    pool_size = sweep_file.train_caps(split, count_units(pool, spec.count))
+    max_sizes = {a: float(pool_size[c]) for a, c in columns.items() if c in pool_size}
+    cells = float(spec.cells)  # [alignment] cells: the run's total over its updates
+    if trials is None:
+        trials = len(split.val)
+    return spec, movers, max_sizes, cells, trials
+
+
+def _write_and_print(
+    args: argparse.Namespace,
+    result: NextRuns,
+    law: LawFit,
+    columns: dict[str, str],
+    keys: dict[str, dict[str, Any]],
+    spec: SweepSpec | None,
+    out: Path | None,
+    figure: Path | None,
+) -> None:
+    """The batch as a sweep file (``--out``) and a figure (``--figure``), and printed as text
+    or JSON with the fit's diagnostics."""
+    import json
+
+    from bayesscale.atomic import write_atomically
+    from bayesscale.design import next_runs as nr
+    from bayesscale.design import sweep_file
+
     if out is not None and spec is not None:
         points = sweep_file.sweep_points(result.chosen, result.axes, columns, keys, spec)
         note = (
@@ -303,7 +347,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {out}\nnext: bayesscale plan {out} --out SWEEP_DIR")
         elif out is not None:
             print(f"wrote {out}, but the batch is not worth running (see above)")
-    return 0
 
 
 def _refitter(

@@ -32,6 +32,7 @@ from bayesscale.atomic import write_atomically
 from bayesscale.data.spec import ModelSpec, parse_spec
 from bayesscale.sampling.config import DEFAULT_SAMPLER, ESS_TARGET
 from bayesscale.sampling.diagnostics import Convergence, convergence_of, tail_probabilities
+from bayesscale.sampling.types import MAX_DELTA_ENERGY  # NumPy only: no JAX is loaded
 
 RHAT_MAX = 1.01
 # Part of the key of the stored convergence figures: change it when their computation changes,
@@ -171,8 +172,6 @@ def divergence_advice(divergences: int, sampler: str | None) -> str:
     >>> "NUTS" in divergence_advice(2, "pymc")
     True
     """
-    from bayesscale.sampling.types import MAX_DELTA_ENERGY  # NumPy only: no JAX is loaded
-
     cap = f"{MAX_DELTA_ENERGY:g}"
     common = (
         "tighter priors in the spec, or check that every swept axis has enough distinct "
