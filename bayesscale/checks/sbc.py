@@ -114,7 +114,7 @@ def default_quantities(design: Design, log_likelihood: bool = True) -> list[Quan
 @dataclass
 class SBCResult:
     """Ranks of the truth (one row per dataset and quantity), uniformity tests and the ECDF
-    band verdicts (:func:`ecdf_verdict`) per quantity."""
+    band verdicts (:func:`~bayesscale.checks.ecdf_bands.ecdf_verdict`) per quantity."""
 
     ranks: pd.DataFrame
     tests: dict[str, Uniformity]
@@ -294,18 +294,19 @@ def simulation_based_calibration(
 
     Each quantity's truth is ranked among ``L = min(max_rank_draws, ESS_bulk)`` posterior
     draws spaced evenly over the chains (Talts et al.: thin to about independent draws).
-    Pass ``sampler`` (from :meth:`CompiledLawSampler.for_design` on this design) to reuse a
-    compiled one; its configuration then replaces ``config``.
+    Pass ``sampler`` (from
+    :meth:`~bayesscale.checks.law_sampler.CompiledLawSampler.for_design` on this design) to
+    reuse a compiled one; its configuration then replaces ``config``.
 
     The prior datasets are drawn here (seeded by ``seed``); each dataset's fit is a job of
     :func:`bayesscale.jobs.run_jobs` seeded by ``(seed, dataset)`` only
     (:func:`sbc_job`), run serially or on Ray (``ray_address``, ``workers``) with the same
     ranks either way. Uniformity is judged by chi-square and KS tests and by the ECDF of the
-    normalised ranks against a simultaneous ``band_prob`` band (:func:`ecdf_band`, seeded by
-    ``seed``). With ``time_limit`` (seconds of fitting) the study stops starting fits
-    after that long and judges the first ``k`` datasets fitted: exactly the first ``k`` of
-    the full study (``config["n_datasets"]`` says how many, ``"n_datasets_asked"`` how
-    many were asked).
+    normalised ranks against a simultaneous ``band_prob`` band
+    (:func:`~bayesscale.checks.ecdf_bands.ecdf_band`, seeded by ``seed``). With
+    ``time_limit`` (seconds of fitting) the study stops starting fits after that long and
+    judges the first ``k`` datasets fitted: exactly the first ``k`` of the full study
+    (``config["n_datasets"]`` says how many, ``"n_datasets_asked"`` how many were asked).
 
     >>> result = simulation_based_calibration(design, 25, FitConfig(chains=2, draws=200))  # doctest: +SKIP
     >>> result.min_p > 0.001, result.ecdf_inside  # doctest: +SKIP

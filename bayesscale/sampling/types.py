@@ -4,7 +4,7 @@ output of a compiled chunk, the dual-averaging state of the step size and the en
 that counts as a divergence.
 
 NumPy only at import (JAX where the output buffers are made), so a reader of fit files can
-take :data:`MAX_DELTA_ENERGY` without loading JAX.
+take ``MAX_DELTA_ENERGY`` without loading JAX.
 
 Example
 -------
