@@ -70,7 +70,7 @@ def mean_to_scale(mean: Any) -> Any:
     return k + k * (mean - 0.5 * (k + 1)) / (k + 1 - mean)
 
 
-def half_velocity(u: Any, g: Any, eps: Any, dim: int) -> tuple[Any, Any]:
+def isokinetic_half_step(u: Any, g: Any, eps: Any, dim: int) -> tuple[Any, Any]:
     """Half a step of the isokinetic velocity update: the unit velocity ``u`` turned towards
     the (preconditioned) force ``g`` for time ``eps``, and the kinetic-energy change it
     brings (JAX; traced into the chunk).
@@ -157,10 +157,10 @@ def make_chunk(
 
             def integrate(_: Any, c: tuple[Any, Any, Any, Any, Any]) -> Any:
                 z, pe, grad, u, kinetic = c
-                u, k1 = half_velocity(u, -sqrt_m * grad, 0.5 * step_size, dim)
+                u, k1 = isokinetic_half_step(u, -sqrt_m * grad, 0.5 * step_size, dim)
                 z = z + step_size * sqrt_m * u
                 pe, grad = value_and_grad(z, *data)
-                u, k2 = half_velocity(u, -sqrt_m * grad, 0.5 * step_size, dim)
+                u, k2 = isokinetic_half_step(u, -sqrt_m * grad, 0.5 * step_size, dim)
                 return z, pe, grad, u, kinetic + k1 + k2
 
             z, pe, grad, _, kinetic = jax.lax.fori_loop(
