@@ -1017,7 +1017,7 @@ def test_cli_marks_exponents_the_data_barely_identify(
     assert main(args) == 0
     captured = capsys.readouterr()
     assert "env prior-dominated (‡) in 1 of 1 settings" in captured.err
-    assert "‡ / † after an axis" in captured.out
+    assert "‡ / † / ? after an axis" in captured.out
     assert all(f"   {a} ‡ " in captured.out for a in AXES)
     assert main([*args, "--json"]) == 0
     row = json.loads(capsys.readouterr().out)["results"][0]

@@ -31,10 +31,8 @@ Flags, named once here (``FLAG_*``), from the thresholds below:
   error (:func:`contraction_mcse`: the error of the posterior variance over the prior's); where
   ``BORDERLINE_Z`` of those errors either side of it straddle ``CONTRACTION_SENSITIVE``, the
   draws cannot tell prior-sensitive from identified, and the flag says so rather than flip
-  with the seed. The contraction is compared by its interval ``c +- BORDERLINE_Z se``
-  throughout: prior-dominated only when the whole interval lies below
-  ``CONTRACTION_DOMINATED``, unflagged only when it lies at or above
-  ``CONTRACTION_SENSITIVE``.
+  with the seed (flagged or not is what a reader acts on; between prior-dominated and
+  prior-sensitive, both flags, the estimate decides).
 
 The model-size exponent ``alpha_size``, a population scalar, is assessed the same way
 (``size``) against its own prior.
@@ -247,8 +245,8 @@ def flag(
     mcse: float = 0.0,
 ) -> str | None:
     """``FLAG_DOMINATED``, ``FLAG_SENSITIVE``, ``FLAG_BORDERLINE`` or ``None`` by the rule of
-    this module (from the contraction alone when a sensitivity is ``None``), the contraction
-    taken as the interval ``contraction_value +- BORDERLINE_Z mcse``.
+    this module (from the contraction alone when a sensitivity is ``None``): borderline where
+    ``contraction_value +- BORDERLINE_Z mcse`` straddles ``CONTRACTION_SENSITIVE``.
 
     >>> flag(0.79, None, None), flag(0.79, None, None, mcse=0.01), flag(0.9, None, None, 0.01)
     ('prior-sensitive', 'borderline', None)
@@ -256,13 +254,12 @@ def flag(
     psense_known = prior is not None and likelihood is not None
     strong_prior = psense_known and prior >= PSENSE_THRESHOLD  # type: ignore[operator]
     weak_likelihood = psense_known and likelihood < PSENSE_THRESHOLD  # type: ignore[operator]
-    low = contraction_value - BORDERLINE_Z * mcse
-    high = contraction_value + BORDERLINE_Z * mcse
-    if high < CONTRACTION_DOMINATED or (strong_prior and weak_likelihood):
+    margin = BORDERLINE_Z * mcse
+    if contraction_value < CONTRACTION_DOMINATED or (strong_prior and weak_likelihood):
         return FLAG_DOMINATED
-    if high < CONTRACTION_SENSITIVE or strong_prior:
+    if contraction_value < CONTRACTION_SENSITIVE - margin or strong_prior:
         return FLAG_SENSITIVE
-    if low < CONTRACTION_SENSITIVE:
+    if contraction_value < CONTRACTION_SENSITIVE + margin:
         return FLAG_BORDERLINE
     return None
 
