@@ -29,13 +29,9 @@ first use, so ``import bayesscale`` imports neither PyMC nor JAX.
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("bayesscale")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+from bayesscale._version import __version__
 
 _EXPORTS = {
     "fit": "bayesscale.api",
@@ -47,6 +43,7 @@ _EXPORTS = {
     "FitConfig": "bayesscale.sampling.config",
     "load_observations": "bayesscale.data.observations",
     "load_spec": "bayesscale.data.spec",
+    "load_example": "bayesscale.data.examples",
 }
 
 __all__ = [
@@ -58,12 +55,14 @@ __all__ = [
     "fit",
     "fit_pricing",
     "load",
+    "load_example",
     "load_observations",
     "load_spec",
 ]
 
 if TYPE_CHECKING:
     from bayesscale.api import fit, fit_pricing, load
+    from bayesscale.data.examples import load_example
     from bayesscale.data.observations import load_observations
     from bayesscale.data.spec import load_spec
     from bayesscale.fits.caveats import CaveatWarning

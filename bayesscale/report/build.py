@@ -38,7 +38,8 @@ from typing import Any, cast
 import pandas as pd
 import xarray as xr
 
-from bayesscale import __version__, names
+from bayesscale import names
+from bayesscale._version import __version__
 from bayesscale.data.extrapolation import WARN_FACTOR
 from bayesscale.data.fitfile import (
     Diagnostics,
