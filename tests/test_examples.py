@@ -14,6 +14,7 @@ from bayesscale import _bundled, atomic
 from bayesscale.cli import main, missing_optional
 from bayesscale.core.prices import PRICES_FILE, load_prices
 from bayesscale.data.examples import EXAMPLES, example_files, write_example
+from bayesscale.data.observations import Table, load_observations
 from bayesscale.data.spec import SPEC_DIR, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +60,12 @@ def test_load_example_reads_the_tables_with_their_provenance(name: str) -> None:
 
 
 def test_reference_example_is_the_documented_dataset() -> None:
+    """... and ``bs.fit(ex["observations"])`` fits the table ``bayesscale fit`` reads."""
     ex = bs.load_example("reference")
+    spec = load_spec()
+    table = Table.from_frame(ex["observations"], spec)
+    from_file = load_observations(ROOT / "data/reference/observations.csv", spec)
+    pd.testing.assert_frame_equal(table.frame, from_file.frame)
     assert len(ex["observations"]) == 1008 and len(ex["heldout"]) == 315
     assert ex["observations"][["model", "algorithm", "domain"]].drop_duplicates().shape[0] == 21
     assert not bs.load_example("lab").provenance["simulated"]
