@@ -9,21 +9,26 @@
 >>> fit.check("data/reference/heldout.csv")  # doctest: +SKIP
 >>> fit.save("fits/law.nc")  # doctest: +SKIP
 
-The package is layered, imports pointing down only:
+The package is layered, imports pointing down only (``tests/test_layers.py`` holds the code to
+it), top to bottom:
 
 .. code-block:: text
 
-    cli/                   the command line, thin
-    api, fits/             bs.fit, bs.load; LawFit, PricingFit (no PyMC to read a fit)
-    report/                tables, figures, the recipe as text, the report folder
-    checks/   recipe/      held-out checks, calibration   |  the KKT recipe over the posterior
-    law/      pricing/     the law: model, fit, summary   |  the discount model, fit, summary
+    cli/                   the command line, thin: parse, call a fit object, print its notes
+    api                    bs.fit, bs.fit_pricing, bs.load
+    pipeline/              jobs of several steps on the fit objects: the report
+    design/                which runs next, the decision as a sweep file
+    fits/                  LawFit, PricingFit: the one route every front end takes
+    report/                rendering only: tables, figures, the recipe as text, Markdown
+    recipe/ checks/ pricing/   the recipe and its notes | held-out checks, CV, LOO, SBC | kappa, r*
+    law/                   the law's model, fit, summary; law/posterior.py reads every fit
+    verl/                  plan, launch, ingest, count verl sweeps
     data/                  specs, observation tables, simulation, swept ranges, fit files
-    core/     sampling/    pure NumPy math               |  the package's NUTS driver (JAX)
-    names                  every variable, dim and attribute name, once
+    core/                  pure NumPy math: laws, allocation, geometric programs, intervals
+    sampling/              the MAMS/NUTS sampler on a JAX log density
+    leaves                 names, atomic, tomlfile, _version, _bundled, formatting, jobs
 
-``verl/`` (plan, launch and ingest sweeps) sits beside ``data/``. Attributes are loaded on
-first use, so ``import bayesscale`` imports neither PyMC nor JAX.
+Attributes are loaded on first use, so ``import bayesscale`` imports neither PyMC nor JAX.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Example
 >>> write_atomically(path, lambda tmp: tmp.write_text("again"))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-FileExistsError: ... exists; pass --force (overwrite=True) to replace it
+FileExistsError: ... exists; pass overwrite=True (on the command line --force) to replace it
 """
 
 from __future__ import annotations
@@ -90,7 +90,9 @@ def write_atomically(
     if path.is_dir():  # os.replace would fail after the work, with an error naming no file
         raise IsADirectoryError(f"{path} is a directory; give the name of a file to write")
     if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass --force (overwrite=True) to replace it")
+        raise FileExistsError(
+            f"{path} exists; pass overwrite=True (on the command line --force) to replace it"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(fd)

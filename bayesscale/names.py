@@ -232,7 +232,7 @@ DECISION: Final = "decision"  # (setting, budget, axis) sizes maximising E[p] (p
 DECISION_SPEND: Final = "decision_spend"  # (setting, budget, axis) money per axis
 EXPECTED_SUCCESS: Final = "expected_success"  # (setting, budget) E[p] of the decision
 # how far beyond the data (bayesscale.data.extrapolation)
-EXTRAPOLATION: Final = "extrapolation"  # per draw: allocation / largest swept value, per axis
+EXTRAPOLATION: Final = "extrapolation"  # per draw: units bought / largest swept value, per axis
 DECISION_EXTRAPOLATION: Final = "decision_extrapolation"  # (setting, budget, axis) the decision's
 TRAJECTORIES: Final = "trajectories"  # per draw: purchased tasks x rollouts per task
 DECISION_TRAJECTORIES: Final = "decision_trajectories"  # (setting, budget) the decision's

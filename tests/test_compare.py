@@ -146,7 +146,7 @@ def test_fits_of_different_data_are_refused(law_fit, fold):
         tree = tree.copy()
         del tree[names.LOG_LIKELIHOOD_GROUP]
         bare[name] = tree
-    with pytest.raises(CompareError, match="pass the observation table with --data"):
+    with pytest.raises(CompareError, match=r"pass the observation table \(data= in Python; --data"):
         compare_fits(bare)  # its data source is no file
 
 

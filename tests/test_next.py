@@ -42,7 +42,7 @@ from bayesscale.design.next_runs import (
 )
 from bayesscale.design.sweep_file import next_sweep_text, toml_text
 from bayesscale.law.inference import FitConfig, fit
-from bayesscale.recipe.draws import law_draws
+from bayesscale.law.posterior import law_draws
 from bayesscale.recipe.synthetic import synthetic_fit
 from bayesscale.verl import manifest as mf
 from bayesscale.verl.sweep import SpecError, load_sweep_spec, parse_sweep_spec
@@ -169,7 +169,7 @@ def test_draws_the_recipe_leaves_out_are_left_out_of_the_values_too(toy_fit: xr.
     """A draw whose law overflows is left out (at its index in every chain) by the recipe;
     the preposterior values leave out the same draws, so the result is the one of a fit
     without that draw index."""
-    from bayesscale.recipe.draws import RecipeWarning
+    from bayesscale.law.posterior import PosteriorWarning
 
     alpha = toy_fit["posterior"][names.ALPHA].copy()
     alpha[dict(chain=1, draw=7, setting=0, axis=2)] = 500.0
@@ -178,14 +178,14 @@ def test_draws_the_recipe_leaves_out_are_left_out_of_the_values_too(toy_fit: xr.
     without = toy_fit.copy()
     without["posterior"] = toy_fit["posterior"].to_dataset().drop_sel({names.DRAW_DIM: 7})
     options = dict(runs=2, simulations=16, max_draws=None, actions=16, seed=3)
-    with pytest.warns(RecipeWarning, match="2 of 240 posterior draws left out"):
+    with pytest.warns(PosteriorWarning, match="2 of 240 posterior draws left out"):
         left_out = next_runs(broken, 2e4, **options)
     reference = next_runs(without, 2e4, **options)
     assert [r.candidate for r in left_out.chosen] == [r.candidate for r in reference.chosen]
     assert left_out.target_now == reference.target_now
     assert [v.value for v in left_out.first_step] == [v.value for v in reference.first_step]
     # the refit check's target from scratch leaves out the same draws
-    with pytest.warns(RecipeWarning):
+    with pytest.warns(PosteriorWarning):
         exponents_left_out = fit_target(broken, "exponents", 2e4, [], max_draws=None)
     assert exponents_left_out == fit_target(without, "exponents", 2e4, [], max_draws=None)
 

@@ -116,7 +116,7 @@ def test_fixed_cells_prices_rollouts_as_cells_times_rollouts() -> None:
     """A sweep's run trains on [alignment] cells whatever its environments and tasks: with
     trajectories = "fixed-cells" the rollout axis costs c_traj x cells per rollout."""
     from bayesscale.core.prices import money_cost
-    from bayesscale.report.recipe_text import price_unit_note
+    from bayesscale.recipe.notes import price_unit_note
 
     p = parse_prices('[cost]\ntrajectories = "fixed-cells"\ncells = 2048')
     assert (p.trajectories, p.cells) == ("fixed-cells", 2048)

@@ -19,7 +19,8 @@ from bayesscale.core.geometric import (
 )
 from bayesscale.core.intervals import quantiles
 from bayesscale.core.prices import PricesError, default_prices, parse_prices
-from bayesscale.recipe.draws import RecipeError, law_draws
+from bayesscale.law.posterior import PosteriorError, PosteriorWarning, law_draws
+from bayesscale.recipe.draws import RecipeError
 from bayesscale.recipe.iso_budget import iso_budget
 from bayesscale.recipe.output import summarize, to_json
 from bayesscale.recipe.solve import recipe
@@ -291,7 +292,7 @@ def test_priced_model_size_becomes_an_axis() -> None:
     got = ds[names.ALLOCATION].isel(chain=0, draw=0, setting=0, budget=0).to_numpy()
     np.testing.assert_allclose(got, truth.sizes, rtol=1e-10)
     np.testing.assert_allclose(ds[names.DECISION].isel(setting=0, budget=0), truth.sizes, rtol=1e-5)
-    with pytest.raises(RecipeError, match="no size term"):
+    with pytest.raises(PosteriorError, match="no size term"):
         recipe(synthetic_fit(draws=5, chains=1, spread=0.0), [3e4], prices=prices)
 
 
@@ -493,7 +494,6 @@ def test_draws_whose_law_overflows_are_left_out_and_counted() -> None:
     """An exponent in the hundreds makes K = A D_ref^alpha overflow (a preview's far tails):
     that draw index is left out in every chain, with a warning, and counted in the output;
     the other draws give what they give without it."""
-    from bayesscale.recipe.draws import RecipeWarning
 
     fit = synthetic_fit(draws=20, chains=2, spread=0.05)
     alpha = fit["posterior"][names.ALPHA].copy()
@@ -501,13 +501,13 @@ def test_draws_whose_law_overflows_are_left_out_and_counted() -> None:
     broken = fit.copy()
     broken["posterior"] = fit["posterior"].to_dataset().assign({names.ALPHA: alpha})
     with pytest.warns(
-        RecipeWarning,
+        PosteriorWarning,
         match=r"2 of 40 posterior draws left out: 1 whose law.*up to 500.*1 at the same draw index",
     ):
         draws = law_draws(broken)
     assert draws.left_out == 2 and draws.samples == 38 and np.isfinite(draws.coef).all()
     assert 3 not in draws.draw and np.array_equal(np.unique(draws.chain), [0, 1])
-    with pytest.warns(RecipeWarning):
+    with pytest.warns(PosteriorWarning):
         ds = recipe(broken, [3e4], decision=False)
     assert ds.sizes[names.DRAW_DIM] == 19 and ds.attrs["draws_left_out"] == 2
     assert to_json(ds)["draws_left_out"] == 2
@@ -516,13 +516,13 @@ def test_draws_whose_law_overflows_are_left_out_and_counted() -> None:
     assert to_json(recipe(fit, [3e4], decision=False))["draws_left_out"] == 0
     from bayesscale.recipe.compute import compute_recipe
 
-    with pytest.warns(RecipeWarning):
+    with pytest.warns(PosteriorWarning):
         flops = compute_recipe(broken, [1e8])
     assert flops.sizes[names.DRAW_DIM] == 19 and to_json(flops)["draws_left_out"] == 2
     alpha[:] = 500.0
     nowhere = fit.copy()
     nowhere["posterior"] = fit["posterior"].to_dataset().assign({names.ALPHA: alpha})
-    with pytest.raises(RecipeError, match="no posterior draw has a finite law"):
+    with pytest.raises(PosteriorError, match="no posterior draw has a finite law"):
         law_draws(nowhere)
 
 
@@ -552,7 +552,7 @@ def test_price_for_an_axis_the_fit_lacks(point_fit: xr.DataTree) -> None:
 
 
 def test_other_bad_input(point_fit: xr.DataTree) -> None:
-    with pytest.raises(RecipeError, match="not in the fit"):
+    with pytest.raises(PosteriorError, match="not in the fit"):
         recipe(point_fit, [1e4], settings=["nope"])
     with pytest.raises(RecipeError, match="kappa names axis"):
         recipe(point_fit, [1e4], kappa={"world": 0.5})
@@ -563,7 +563,7 @@ def test_other_bad_input(point_fit: xr.DataTree) -> None:
     with pytest.raises(PricesError, match="no price for axis"):
         recipe(_rename_axes(point_fit, ["N", "D", "traj"]), [1e4], prices=default_prices())
     bare = xr.DataTree.from_dict({"posterior": point_fit["posterior"].to_dataset()})
-    with pytest.raises(RecipeError, match="constant_data has no"):
+    with pytest.raises(PosteriorError, match="constant_data has no"):
         recipe(bare, [1e4])
 
 

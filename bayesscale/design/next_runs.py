@@ -56,7 +56,6 @@ from bayesscale import names
 from bayesscale.core import allocate, laws
 from bayesscale.core.prices import Prices
 from bayesscale.data.extrapolation import SweptRange
-from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.simulate import AXIS_COLUMNS, PAPER_ANCHORS
 from bayesscale.design.costs import Costs
 from bayesscale.design.defaults import (
@@ -84,7 +83,7 @@ from bayesscale.design.preposterior import (
     simulate_beta_binomial,
     weighted_variance,
 )
-from bayesscale.recipe.draws import LawDraws, law_draws
+from bayesscale.law.posterior import LawDraws, at_draws, axis_columns, law_draws, setting_keys
 from bayesscale.recipe.solve import recipe
 
 Array = NDArray[np.float64]
@@ -280,44 +279,6 @@ def _array(fit: xr.DataTree, name: str) -> xr.DataArray:
     if not isinstance(value, xr.DataArray):
         raise DesignError(f"{name!r} in the fit is not a variable")
     return value
-
-
-def _at_draws(da: xr.DataArray, draws: LawDraws) -> Array:
-    """``(chain, draw, ...)`` values at the samples of ``draws``, flattened to ``(S, ...)`` in
-    their order: the draws :func:`law_draws` kept (its thinning, less any draw it left out)."""
-    chains = np.unique(draws.chain).astype(int)
-    kept = draws.draw[: draws.samples // chains.size].astype(int)
-    arr = da.sel({names.CHAIN_DIM: chains, names.DRAW_DIM: kept})
-    values = arr.transpose(names.CHAIN_DIM, names.DRAW_DIM, ...).to_numpy().astype(float)
-    return values.reshape(-1, *values.shape[2:])
-
-
-def setting_keys(fit: xr.DataTree, settings: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Per setting: model, algorithm, domain (from constant_data, else the label) and
-    params_b (None when the fit has no model size)."""
-    const = fit["constant_data"].to_dataset() if "constant_data" in fit.children else xr.Dataset()
-    out: dict[str, dict[str, Any]] = {}
-    for s in settings:
-        parts = [p.strip() for p in s.split("|")]
-        keys: dict[str, Any] = dict(zip(names.SETTING_KEYS, parts, strict=False))
-        for key in names.SETTING_KEYS:
-            if key in const and names.SETTING_DIM in const[key].dims:
-                keys[key] = str(const[key].sel({names.SETTING_DIM: s}).item())
-        keys[names.PARAMS_B] = (
-            float(const[names.PARAMS_B].sel({names.SETTING_DIM: s}))
-            if names.PARAMS_B in const
-            else None
-        )
-        out[s] = keys
-    return out
-
-
-def axis_columns(fit: xr.DataTree, axes: Sequence[str]) -> dict[str, str]:
-    """The observation column each axis counts (``n_envs``, ``n_tasks``, ``rollouts``, ...)."""
-    columns = {names.ENV: names.N_ENVS, names.TASK: names.N_TASKS, names.TRAJ: names.ROLLOUTS}
-    if fit.attrs.get(names.ATTR_SPEC):
-        columns.update({a.name: a.column for a in fit_spec(fit).axes})
-    return {a: columns.get(a, a) for a in axes}
 
 
 # --- candidates --------------------------------------------------------------------------------
@@ -687,7 +648,7 @@ def next_runs(
             f"the fit's posterior has no {names.CONCENTRATION!r}: the value of a run needs the "
             "beta-binomial likelihood of a success-count fit"
         )
-    phi = _at_draws(_array(fit, names.CONCENTRATION), draws)
+    phi = at_draws(_array(fit, names.CONCENTRATION), draws)
     S = draws.samples
     if min_ess > 0 and min_ess >= S:
         raise DesignError(
@@ -719,7 +680,7 @@ def next_runs(
     else:
         if names.ALPHA_POP not in post:
             raise DesignError(f"the fit's posterior has no {names.ALPHA_POP!r}")
-        exponents = _at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
+        exponents = at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
 
     engine = _Engine(draws, phi, int(trials), outer, seed, target, success, exponents)
     extra: dict[str, Sequence[Sequence[float]]] = {
@@ -1123,7 +1084,7 @@ def fit_target(
     if target == TARGET_EXPONENTS:
         # the draws next values runs on: law_draws' thinning, less any draw it leaves out
         draws = law_draws(fit, None, max_draws)
-        alpha = _at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
+        alpha = at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
         return float(np.var(alpha, axis=0).sum())
     ds = recipe(
         fit,

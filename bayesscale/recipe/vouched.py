@@ -182,26 +182,6 @@ def headline_json(
     return head
 
 
-def bounded_caveat(
-    bounded: xr.Dataset,
-    unbounded: xr.Dataset,
-    warn_beyond: float,
-    where: str = "`beyond_data` marks those rows. The unbounded recipe is an extrapolation "
-    "(`vouched=False`)",
-) -> str:
-    """The caveat of a bounded headline: how many rows, how far the unbounded recipe went, and
-    what to do; ``where`` says where the unbounded recipe is to be found."""
-    beyond = bounded[names.BEYOND_DATA]
-    worst = rows_worst(unbounded)
-    axes = ", ".join(f"{a} {times(f)}" for a, f in worst.items() if f > warn_beyond)
-    return (
-        f"in {int(beyond.sum())} of {beyond.size} (setting, budget) rows the unbounded recipe "
-        f"asks for more than {warn_beyond:g}x the largest swept value of an axis (up to: "
-        f"{axes}); those rows are the recipe within {warn_beyond:g}x of the data; {where}: "
-        "sweep further first, then refit"
-    )
-
-
 def rows_worst(ds: xr.Dataset) -> dict[str, float]:
     """Per axis, the largest factor over the swept maximum that the decision (else the
     per-draw optimum's median) reaches over every row."""

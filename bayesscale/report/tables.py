@@ -472,7 +472,12 @@ def _flagged(cell: Cell, flag: str | None) -> Cell:
 
 def _prior_notes(summary: Mapping[str, Any]) -> tuple[str, ...]:
     """A note naming the markers and the rule when an exponent is flagged."""
-    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+    from bayesscale.law.sensitivity import (
+        FLAG_BORDERLINE,
+        FLAG_DOMINATED,
+        FLAG_SENSITIVE,
+        MARKERS,
+    )
 
     ident = summary.get("identification")
     entries = list(summary["exponents"]["population"].values())
@@ -485,7 +490,9 @@ def _prior_notes(summary: Mapping[str, Any]) -> tuple[str, ...]:
         f"{MARKERS[FLAG_DOMINATED]} prior-dominated, {MARKERS[FLAG_SENSITIVE]} prior-sensitive: "
         f"the posterior of log α kept more than {1 - t['contraction_dominated']:.0%} "
         f"(resp. {1 - t['contraction_sensitive']:.0%}) of the prior's variance, or power-scaling "
-        f"the prior moved it (sensitivity ≥ {t['psense']:g}); the interval leans on the prior.",
+        f"the prior moved it (sensitivity ≥ {t['psense']:g}); the interval leans on the prior. "
+        f"{MARKERS[FLAG_BORDERLINE]} borderline: the Monte Carlo error of that share cannot tell "
+        "prior-sensitive from identified.",
     )
 
 
@@ -612,7 +619,12 @@ def recipe_table(
     :func:`bayesscale.recipe.output.exponent_flags` of the law fit) marks the units bought
     along an axis whose exponent the data barely identify in that setting (``‡``
     prior-dominated, ``†`` prior-sensitive), with a note under the table."""
-    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+    from bayesscale.law.sensitivity import (
+        FLAG_BORDERLINE,
+        FLAG_DOMINATED,
+        FLAG_SENSITIVE,
+        MARKERS,
+    )
     from bayesscale.recipe.output import summarize
 
     exponent_flags = exponent_flags or {}
@@ -676,7 +688,7 @@ def recipe_table(
         caption += (
             f" Beyond the data: the axes whose median optimum lies more than {warn_factor:g}x "
             "outside the setting's swept range, with the factor over its largest swept value in "
-            "effective units (kappa x units bought: what the law is evaluated at); a power law "
+            "units bought (a synthetic unit counts as one, before its discount); a power law "
             "says little that far beyond the range it was fitted on."
         )
     within = ds.attrs.get("within_data", "none")
@@ -686,7 +698,8 @@ def recipe_table(
     if any(isinstance(cell, _Marked) for row in rows for cell in row):
         notes = (
             f"{MARKERS[FLAG_DOMINATED]} prior-dominated, {MARKERS[FLAG_SENSITIVE]} "
-            "prior-sensitive: the data barely identify the setting's exponent along that axis "
+            f"prior-sensitive, {MARKERS[FLAG_BORDERLINE]} borderline: the data barely (or "
+            "perhaps barely) identify the setting's exponent along that axis "
             "(bayesscale summary), so the units bought along it lean on the prior; refit with "
             "wider exponent priors (bayesscale fit --prior-scale 2) and compare.",
         )

@@ -199,7 +199,9 @@ def save_figure(
             f"{path}: the figure carries no provenance; pass provenance=provenance(fit, ...)"
         )
     if path.exists() and not overwrite:  # before drawing a footer on the figure
-        raise FileExistsError(f"{path} exists; pass --force (overwrite=True) to replace it")
+        raise FileExistsError(
+            f"{path} exists; pass overwrite=True (on the command line --force) to replace it"
+        )
     if suffix == ".png":
         metadata: dict[str, Any] = prov.png_text()
     elif suffix == ".pdf":
