@@ -26,7 +26,7 @@ it), top to bottom:
     data/                  specs, observation tables, simulation, swept ranges, fit files
     core/                  pure NumPy math: laws, allocation, geometric programs, intervals
     sampling/              the MAMS/NUTS sampler on a JAX log density
-    leaves                 names, atomic, tomlfile, _version, formatting, jobs
+    leaves                 names, atomic, tomlfile, _version, _bundled, formatting, jobs
 
 Attributes are loaded on first use, so ``import bayesscale`` imports neither PyMC nor JAX.
 """
@@ -34,13 +34,9 @@ Attributes are loaded on first use, so ``import bayesscale`` imports neither PyM
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("bayesscale")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+from bayesscale._version import __version__
 
 _EXPORTS = {
     "fit": "bayesscale.api",
@@ -52,6 +48,7 @@ _EXPORTS = {
     "FitConfig": "bayesscale.sampling.config",
     "load_observations": "bayesscale.data.observations",
     "load_spec": "bayesscale.data.spec",
+    "load_example": "bayesscale.data.examples",
 }
 
 __all__ = [
@@ -63,12 +60,14 @@ __all__ = [
     "fit",
     "fit_pricing",
     "load",
+    "load_example",
     "load_observations",
     "load_spec",
 ]
 
 if TYPE_CHECKING:
     from bayesscale.api import fit, fit_pricing, load
+    from bayesscale.data.examples import load_example
     from bayesscale.data.observations import load_observations
     from bayesscale.data.spec import load_spec
     from bayesscale.fits.caveats import CaveatWarning

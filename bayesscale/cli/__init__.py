@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from bayesscale import __version__
+from bayesscale._version import __version__
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
 
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return int(_run_interruptibly(args) or 0)  # type: ignore[call-overload]
             return int(args.func(args) or 0)
         except (CommandError, ValueError) as exc:
-            print(f"bayesscale {args.command}: error: {exc}", file=sys.stderr)
+            print(f"bayesscale {args.command}: error: {exc}{_example_hint(exc)}", file=sys.stderr)
             return 2
         except OSError as exc:
             # The package's own refusals (``FileExistsError("... pass --force")``) and the OS's
@@ -176,6 +176,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             _interrupted(args.command)
             return EXIT_INTERRUPTED
+        except ImportError as exc:
+            missing = missing_optional(exc)
+            if missing is None:
+                raise
+            print(f"bayesscale {args.command}: error: {missing}", file=sys.stderr)
+            return 2
+
+
+def _example_hint(exc: Exception) -> str:
+    """Where a missing input is a file of a bundled example, say how to get it."""
+    from bayesscale.data.examples import example_for
+
+    name = example_for(str(exc))
+    return f" (bayesscale example {name} writes it into the current folder)" if name else ""
+
+
+# Optional packages a command may need, and the extra of pyproject.toml that installs each.
+OPTIONAL_EXTRAS = {"ray": "ray", "nutpie": "nutpie"}
+
+
+def missing_optional(exc: ImportError) -> str | None:
+    """One line for an optional package that is not installed (None for any other import
+    error): which package, and the ``pip install`` that adds it.
+
+    >>> missing_optional(ModuleNotFoundError("No module named 'ray'", name="ray"))
+    "needs ray, which is not installed: pip install 'bayesscale[ray]'"
+    >>> missing_optional(ImportError("nutpie not found. Install it with conda"))
+    "needs nutpie, which is not installed: pip install 'bayesscale[nutpie]'"
+    """
+    name = (exc.name or "").partition(".")[0]
+    if name not in OPTIONAL_EXTRAS:  # PyMC's own words for a missing nutpie
+        # (a loop, not next(): this package's module ``next`` shadows the builtin here)
+        found = [n for n in OPTIONAL_EXTRAS if str(exc).startswith(f"{n} not found")]
+        if not found:
+            return None
+        name = found[0]
+    return (
+        f"needs {name}, which is not installed: pip install 'bayesscale[{OPTIONAL_EXTRAS[name]}]'"
+    )
 
 
 def os_error_text(exc: OSError) -> str:

@@ -44,11 +44,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from bayesscale import names
+from bayesscale import _bundled, names
 from bayesscale.core.geometric import Posynomial
 from bayesscale.tomlfile import read_currency, read_toml
 
-PRICES_FILE = Path(__file__).resolve().parents[2] / "models" / "prices.toml"
+PRICES_FILE = _bundled.root() / "models" / "prices.toml"  # the repository's, shipped inside
 DEFAULT_PRICES: dict[str, float] = {names.ENV: 4.10, names.TASK: 0.18, names.TRAJ: 0.02}
 DEFAULT_CURRENCY = "USD"
 _TOP_KEYS = ("currency", "prices", "cost")

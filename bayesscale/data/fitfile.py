@@ -27,7 +27,8 @@ from typing import Any, Final
 import numpy as np
 import xarray as xr
 
-from bayesscale import __version__, names
+from bayesscale import names
+from bayesscale._version import __version__
 from bayesscale.atomic import write_atomically
 from bayesscale.data.spec import ModelSpec, parse_spec
 from bayesscale.sampling.config import DEFAULT_SAMPLER, ESS_TARGET

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import xarray as xr
 
-from bayesscale import __version__, names
+from bayesscale import names
+from bayesscale._version import __version__
 from bayesscale.data.extrapolation import WARN_FACTOR
 from bayesscale.data.fitfile import FitFileError, load_fit
 from bayesscale.data.observations import Table, load_observations, read_table, validate

@@ -31,7 +31,8 @@ from typing import Any, Final
 import xarray as xr
 from matplotlib.figure import Figure
 
-from bayesscale import __version__, names
+from bayesscale import names
+from bayesscale._version import __version__
 from bayesscale.atomic import write_atomically
 from bayesscale.report.figures.style import FigureError
 
