@@ -40,8 +40,9 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.core.intervals import quantiles, tail_quantiles
-from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange, check_threshold, times
+from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange, check_threshold
 from bayesscale.data.observations import Table, axis_sizes, file_lines, read_table
+from bayesscale.formatting import times
 from bayesscale.law.predict import Prediction, fit_layout, predict, validate_rows
 
 DEFAULT_PROB = 0.9
