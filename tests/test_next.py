@@ -568,7 +568,7 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "--refit-below needs --observations" in capsys.readouterr().err
     assert main(["next", str(fit), "--budget", "-1"]) == 2
     assert "budget must be finite and > 0" in capsys.readouterr().err
-    assert main(["next", str(fit), "--budget", "100", "--strict"]) == 2
+    assert main(["next", str(fit), "--budget", "100", "--strict"]) == 3
     assert "DIAGNOSTICS FAILED" in capsys.readouterr().err
     assert main(["next", str(fit), "--budget", "100", "--anchor", "env"]) == 2
     assert "--anchor 'env': expected AXIS=SIZE, e.g. env=256" in capsys.readouterr().err

@@ -945,11 +945,14 @@ def test_cli_strict_refuses_a_failed_fit(
     fit = _save(synthetic_fit(draws=5, chains=2, spread=0.05), tmp_path / "fit.nc")
     out = tmp_path / "r.nc"
     assert main(["recipe", str(fit), "--budget", "1e4", "--json"]) == 0
-    verdict = json.loads(capsys.readouterr().out)["fit_diagnostics"]["law_fit"]
+    captured = capsys.readouterr()
+    verdict = json.loads(captured.out)["fit_diagnostics"]["law_fit"]
     assert verdict["ok"] is False and "DIAGNOSTICS FAILED" in verdict["headline"]
+    # the verdict on standard error too, so `recipe BAD.nc --json > r.json` is not silent
+    assert f"bayesscale recipe: warning: {fit}: DIAGNOSTICS FAILED" in captured.err
     assert main(["recipe", str(fit), "--budget", "1e4"]) == 0
     assert capsys.readouterr().out.startswith("law fit: DIAGNOSTICS FAILED")
-    assert main(["recipe", str(fit), "--budget", "1e4", "--strict", "--out", str(out)]) == 2
+    assert main(["recipe", str(fit), "--budget", "1e4", "--strict", "--out", str(out)]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(fit) in err[0] and "--strict" in err[0]
     assert not out.exists()

@@ -363,7 +363,9 @@ def _verdict(md: _Sections, what: str, d: Any, strict: bool) -> None:
     if headline is None:
         return
     if strict:
-        raise ReportError(f"{what}: {headline} (--strict: no report written)")
+        from bayesscale.data.fitfile import DiagnosticsRefusedError
+
+        raise DiagnosticsRefusedError(f"{what}: {headline} (--strict: no report written)")
     md.warn(f"{what}: {headline}")
     print(f"bayesscale report: warning: {what}: {headline}", file=sys.stderr)
 
