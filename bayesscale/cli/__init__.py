@@ -281,12 +281,20 @@ def _closed_stdout_tolerated() -> Iterator[None]:
 
 
 def _interrupted(command: str) -> None:
-    """Remove unfinished outputs and say so in one line."""
+    """Remove unfinished outputs and say so in one line: what was written, and the unfinished
+    files and folders removed (a report's hidden ``.NAME.partial-*`` folder among them), or
+    any that could not be."""
     from bayesscale import atomic
 
-    atomic.discard_pending()
+    removed = atomic.discard_pending()
     done = ", ".join(str(p) for p in atomic.WRITTEN)
     what = f"wrote only {done}" if done else "nothing written"
+    gone = [p for p in removed if not p.exists()]
+    left = [p for p in removed if p.exists()]
+    if gone:
+        what += f"; removed the unfinished {', '.join(str(p) for p in gone)}"
+    if left:
+        what += f"; could not remove the unfinished {', '.join(str(p) for p in left)}: delete it"
     sys.stdout.flush()
     print(f"\nbayesscale {command}: interrupted: {what}", file=sys.stderr)
     sys.stderr.flush()
