@@ -27,6 +27,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,16 +50,32 @@ def untrack(path: Path, written: Path | None = None) -> None:
             WRITTEN.append(Path(written))
 
 
+DISCARD_TRIES = 50  # removals of a folder that a writer still running fills again
+DISCARD_PAUSE = 0.02  # seconds between them
+
+
 def discard_pending() -> list[Path]:
-    """Remove every temporary file and folder still being written; return what was removed."""
+    """Remove every temporary file and folder still being written; return what was removed.
+
+    A command stopped by Ctrl-C may still have a worker writing into a folder: a removal
+    racing it can fail (a file created while the tree is walked) or the writer can make the
+    folder again (``mkdir(parents=True)``), so a folder is removed until it stays gone (up to
+    :data:`DISCARD_TRIES` times, :data:`DISCARD_PAUSE` apart). Targets written inside a
+    discarded folder leave ``WRITTEN``: they are gone with it."""
     with _LOCK:
         pending = sorted(PENDING)
         PENDING.clear()
     for tmp in pending:
         if tmp.is_dir():
-            shutil.rmtree(tmp, ignore_errors=True)
+            for _ in range(DISCARD_TRIES):
+                shutil.rmtree(tmp, ignore_errors=True)
+                time.sleep(DISCARD_PAUSE)
+                if not tmp.exists():
+                    break
         else:
             tmp.unlink(missing_ok=True)
+    with _LOCK:
+        WRITTEN[:] = [w for w in WRITTEN if not any(w.is_relative_to(t) for t in pending)]
     return pending
 
 

@@ -239,6 +239,7 @@ DECISION_TRAJECTORIES: Final = "decision_trajectories"  # (setting, budget) the 
 BEYOND_DATA: Final = "beyond_data"  # (setting, budget) the unbounded recipe lies beyond the data
 ISO_SUCCESS: Final = "iso_budget_success"  # (chain, draw, setting, axis, share)
 ISO_UNITS: Final = "iso_budget_units"  # (setting, axis, share) median effective units bought
+ISO_INSIDE: Final = "iso_budget_inside"  # (setting, axis, share) the split lies in the box
 # attributes
 ATTR_COST_MODEL: Final = "cost_model"
 ATTR_COST_KIND: Final = "cost_kind"  # exact | linearised | compute

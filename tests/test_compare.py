@@ -184,7 +184,7 @@ def test_cli_compare(fold, tmp_path, capsys):
         names.ATTR_DATA_SOURCE: str(data),
     }
     quick = str(save_fit(preview, tmp_path / "quick.nc"))
-    assert main(["compare", paths[0], quick, "--strict"]) == 2
+    assert main(["compare", paths[0], quick, "--strict"]) == 3
     captured = capsys.readouterr()
     assert captured.out == ""
     err = captured.err.strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -87,8 +88,10 @@ def test_missing_file() -> None:
 
 def test_kappa_validation() -> None:
     assert check_kappa({names.ENV: 0.71, names.TASK: 1}) == {names.ENV: 0.71, names.TASK: 1.0}
-    with pytest.raises(PricesError, match="kappa must be finite and > 0"):
-        check_kappa({names.ENV: 0.0})
+    assert check_kappa({names.ENV: 1}) == {names.ENV: 1.0}  # real data
+    for bad in (0.0, -0.5, 1.0001, 100, math.inf, math.nan):
+        with pytest.raises(PricesError, match=r"must lie in \(0, 1\]"):
+            check_kappa({names.ENV: bad})
     with pytest.raises(PricesError, match="must be a number"):
         check_kappa({names.ENV: "x"})  # type: ignore[dict-item]
 

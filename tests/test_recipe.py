@@ -19,13 +19,13 @@ from bayesscale.core.geometric import (
 )
 from bayesscale.core.intervals import quantiles
 from bayesscale.core.prices import PricesError, default_prices, parse_prices
+from bayesscale.formatting import format_number
 from bayesscale.law.posterior import PosteriorError, PosteriorWarning, law_draws
 from bayesscale.recipe.draws import RecipeError
 from bayesscale.recipe.iso_budget import iso_budget
 from bayesscale.recipe.output import summarize, to_json
 from bayesscale.recipe.solve import recipe
 from bayesscale.recipe.synthetic import synthetic_fit
-from bayesscale.report.tables import format_number
 
 ALPHA = np.array([[0.41, 0.26, 0.11], [0.38, 0.24, 0.12]])
 AMPLITUDE = np.array([[0.35, 0.30, 0.12], [0.30, 0.25, 0.10]])
@@ -448,13 +448,18 @@ def test_iso_budget_curve_peaks_at_the_recipe(point_fit: xr.DataTree) -> None:
     p_opt = float(np.exp(-_truth_law(0).loss(truth.sizes)))
     for i, axis in enumerate(AXES):
         c = curve.sel(axis=axis)
-        # Known answer along the whole curve: the units that money buys, by hand; NaN where
-        # they fall below the box (u >= 1).
+        # Known answer along the whole curve: the units that money buys, by hand; outside
+        # the box where they fall below it (u >= 1), and there evaluated at the bound.
         units = _iso_units(grid, i, spend, b)
         inside = (units >= 1.0).all(axis=1)
-        np.testing.assert_array_equal(np.isnan(c.to_numpy()), ~inside)
+        mask = iso[names.ISO_INSIDE].isel(setting=0).sel(axis=axis).to_numpy()
+        np.testing.assert_array_equal(mask, inside)
+        assert np.isfinite(c.to_numpy()).all()
         expected = np.exp(-_truth_law(0).loss(units[inside]))
         np.testing.assert_allclose(c.to_numpy()[inside], expected, rtol=1e-10)
+        np.testing.assert_allclose(
+            c.to_numpy()[~inside], np.exp(-_truth_law(0).loss(np.maximum(units[~inside], 1.0)))
+        )
         assert float(c.max()) <= p_opt + 1e-12
         np.testing.assert_allclose(float(c.sel(share=share[i])), p_opt, rtol=1e-10)
         assert int(np.nanargmax(c.to_numpy())) == int(np.searchsorted(grid, share[i]))
@@ -780,7 +785,7 @@ def test_cli_iso_budget_curves_pass_through_the_decision(
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["headline"] == "bounded to the data"
-    finite = 0
+    finite = whole = 0
     for row in out["results"]:
         g = int(row["setting"][1])
         truth = _truth_optimum(g, row["budget"], upper=caps)
@@ -792,13 +797,23 @@ def test_cli_iso_budget_curves_pass_through_the_decision(
             curve = row["iso_budget"][axis]
             median = np.array([np.nan if v is None else v for v in curve["median"]])
             units = _iso_units(np.array(curve["share"]), i, spend, row["budget"])
-            inside = ((units >= 1.0) & (units <= caps)).all(axis=1)
+            inside = ((units >= 1.0) & (units <= caps * (1 + 1e-9))).all(axis=1)  # on a face: in
             np.testing.assert_array_equal(np.isnan(median), ~inside)
             expected = np.exp(-_truth_law(g).loss(units[inside]))
             np.testing.assert_allclose(median[inside], expected, rtol=1e-9)
             assert (median[inside] <= p_opt + 1e-9).all()
+            # the grid holds the decision's own split: where the decision spends the budget,
+            # no curve is empty, even where the box pins the decision at a corner and every
+            # other split leaves it
+            at = spend[i] / spend.sum()
+            k = int(np.argmin(np.abs(np.array(curve["share"]) - at)))
+            assert curve["share"][k] == pytest.approx(at, rel=1e-12)
+            spends_all = row["budget_spent"] == pytest.approx(row["budget"], rel=1e-9)
+            assert inside[k] or not spends_all
+            whole += int(spends_all)
             finite += int(inside.sum())
     assert finite > 0  # rollouts per task below their cap at 3e4
+    assert whole > 0
 
 
 # --- how far beyond the data, units, within-data bounds ---------------------------------------
@@ -930,11 +945,14 @@ def test_cli_strict_refuses_a_failed_fit(
     fit = _save(synthetic_fit(draws=5, chains=2, spread=0.05), tmp_path / "fit.nc")
     out = tmp_path / "r.nc"
     assert main(["recipe", str(fit), "--budget", "1e4", "--json"]) == 0
-    verdict = json.loads(capsys.readouterr().out)["fit_diagnostics"]["law_fit"]
+    captured = capsys.readouterr()
+    verdict = json.loads(captured.out)["fit_diagnostics"]["law_fit"]
     assert verdict["ok"] is False and "DIAGNOSTICS FAILED" in verdict["headline"]
+    # the verdict on standard error too, so `recipe BAD.nc --json > r.json` is not silent
+    assert f"bayesscale recipe: warning: {fit}: DIAGNOSTICS FAILED" in captured.err
     assert main(["recipe", str(fit), "--budget", "1e4"]) == 0
     assert capsys.readouterr().out.startswith("law fit: DIAGNOSTICS FAILED")
-    assert main(["recipe", str(fit), "--budget", "1e4", "--strict", "--out", str(out)]) == 2
+    assert main(["recipe", str(fit), "--budget", "1e4", "--strict", "--out", str(out)]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(fit) in err[0] and "--strict" in err[0]
     assert not out.exists()

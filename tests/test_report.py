@@ -15,10 +15,10 @@ from testdata import PRICING, REFERENCE, small_reference_frame
 
 from bayesscale import names
 from bayesscale.cli import main
-from bayesscale.data.fitfile import fit_spec, load_fit, save_fit
+from bayesscale.data.fitfile import DiagnosticsRefusedError, fit_spec, load_fit, save_fit
 from bayesscale.law.inference import FitConfig
 from bayesscale.law.sensitivity import assess
-from bayesscale.pipeline.report import ReportError, ReportOptions, build_report
+from bayesscale.pipeline.report import ReportOptions, build_report
 from bayesscale.report.figures import read_provenance
 from bayesscale.report.folder import MANIFEST, ReportDirError
 
@@ -245,7 +245,7 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     # --strict refuses the failed fit and writes nothing (the verdict is the same whether the
     # report sampled the fit or reuses it; reused here, which saves sampling it again)
     strict = replace(options, strict=True, law_fit=tmp_path / "out" / "fits" / "law.nc")
-    with pytest.raises(ReportError, match=r"law fit: DIAGNOSTICS FAILED.*--strict"):
+    with pytest.raises(DiagnosticsRefusedError, match=r"law fit: DIAGNOSTICS FAILED.*--strict"):
         build_report(strict, tmp_path / "strict")
     assert not (tmp_path / "strict").exists() and not list(tmp_path.glob(".strict*"))
 

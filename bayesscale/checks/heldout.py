@@ -40,9 +40,10 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.core.intervals import DEFAULT_PROB, quantiles, tail_quantiles
-from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange, check_threshold, times
+from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange, check_threshold
 from bayesscale.data.fitfile import Diagnostics, verdict
 from bayesscale.data.observations import Table, axis_sizes, file_lines, read_table
+from bayesscale.formatting import times
 from bayesscale.law.posterior import fit_layout
 from bayesscale.law.predict import Prediction, predict, validate_rows
 

@@ -22,7 +22,10 @@ from typing import Protocol
 
 from bayesscale._version import __version__
 
+EXIT_USAGE = 2  # a usage or input error: nothing was computed
+EXIT_DIAGNOSTICS = 3  # a fit failed its diagnostics (or is a preview) under --strict
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
+_COMMAND = ["bayesscale"]  # the command running, for the messages of shared helpers
 
 
 class CommandError(Exception):
@@ -67,8 +70,8 @@ PROB_HELP = (
     f"mass of the equal-tailed credible interval shown around each median (default {DEFAULT_PROB})"
 )
 STRICT_HELP = (
-    "refuse (exit 2, nothing written) when a fit's diagnostics failed or it is a --preview fit; "
-    "without it the verdict is the first line of the text output and a field of the JSON"
+    "refuse (exit 3, nothing written) when a fit's diagnostics failed or it is a --preview fit; "
+    "without it the verdict goes to standard error (with --json too) and the command goes on"
 )
 FORCE_HELP = "replace an existing output file (without it an existing file is never overwritten)"
 
@@ -121,10 +124,18 @@ class Verdict(Protocol):
 
 
 def refuse_failed(what: str, diagnostics: Verdict, strict: bool) -> None:
-    """With ``--strict``: one line naming the fit and its failed verdict, exit 2."""
+    """A fit whose diagnostics failed (or a preview): with ``--strict`` refused, one line
+    naming the fit and its verdict, nothing written, exit status 3 (:data:`EXIT_DIAGNOSTICS`);
+    without it the verdict goes to standard error (whatever goes to standard output, JSON
+    included) and the command goes on."""
+    from bayesscale.data.fitfile import DiagnosticsRefusedError
+
     headline = diagnostics.headline()
-    if strict and headline is not None:
-        raise CommandError(f"{what}: {headline} (--strict)")
+    if headline is None:
+        return
+    if strict:
+        raise DiagnosticsRefusedError(f"{what}: {headline} (--strict: nothing written)")
+    print(f"bayesscale {_COMMAND[0]}: warning: {what}: {headline}", file=sys.stderr)
 
 
 def check_warn_beyond(value: float) -> float:
@@ -157,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    _COMMAND[0] = args.command
     with _one_line_warnings(args.command), _closed_stdout_tolerated():
         try:
             if getattr(args, "interruptible", False):
@@ -164,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args) or 0)
         except (CommandError, ValueError) as exc:
             print(f"bayesscale {args.command}: error: {exc}{_example_hint(exc)}", file=sys.stderr)
-            return 2
+            return int(getattr(exc, "exit_status", EXIT_USAGE))
         except OSError as exc:
             # The package's own refusals (``FileExistsError("... pass --force")``) and the OS's
             # errors on a named path (missing, a directory, not readable): one line. Any other
@@ -308,12 +320,20 @@ def _closed_stdout_tolerated() -> Iterator[None]:
 
 
 def _interrupted(command: str) -> None:
-    """Remove unfinished outputs and say so in one line."""
+    """Remove unfinished outputs and say so in one line: what was written, and the unfinished
+    files and folders removed (a report's hidden ``.NAME.partial-*`` folder among them), or
+    any that could not be."""
     from bayesscale import atomic
 
-    atomic.discard_pending()
+    removed = atomic.discard_pending()
     done = ", ".join(str(p) for p in atomic.WRITTEN)
     what = f"wrote only {done}" if done else "nothing written"
+    gone = [p for p in removed if not p.exists()]
+    left = [p for p in removed if p.exists()]
+    if gone:
+        what += f"; removed the unfinished {', '.join(str(p) for p in gone)}"
+    if left:
+        what += f"; could not remove the unfinished {', '.join(str(p) for p in left)}: delete it"
     sys.stdout.flush()
     print(f"\nbayesscale {command}: interrupted: {what}", file=sys.stderr)
     sys.stderr.flush()

@@ -285,9 +285,12 @@ def run(args: argparse.Namespace) -> int:
         write_atomically(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), args.force)
     if figure is not None:
         from bayesscale.design.figure import value_per_cost_figure
+        from bayesscale.report.figures.provenance import DEFAULT_DPI
 
         fig = value_per_cost_figure(result)
-        write_atomically(figure, lambda tmp: fig.savefig(tmp, format="png"), args.force)
+        write_atomically(
+            figure, lambda tmp: fig.savefig(tmp, format="png", dpi=DEFAULT_DPI), args.force
+        )
     if args.json:
         print(
             json.dumps(

@@ -40,7 +40,7 @@ import xarray as xr
 from bayesscale import names
 from bayesscale._version import __version__
 from bayesscale.data.extrapolation import WARN_FACTOR
-from bayesscale.data.fitfile import FitFileError, load_fit
+from bayesscale.data.fitfile import DiagnosticsRefusedError, FitFileError, load_fit
 from bayesscale.data.observations import Table, load_observations, read_table, validate
 from bayesscale.data.spec import SENSITIVITY_SCALE, ModelSpec, load_spec
 from bayesscale.pipeline.report_recipe import recipe_section
@@ -369,7 +369,7 @@ def _verdict(md: Sections, what: str, d: Any, strict: bool) -> None:
     if headline is None:
         return
     if strict:
-        raise ReportError(f"{what}: {headline} (--strict: no report written)")
+        raise DiagnosticsRefusedError(f"{what}: {headline} (--strict: no report written)")
     md.warn(f"{what}: {headline}")
     print(f"bayesscale report: warning: {what}: {headline}", file=sys.stderr)
 

@@ -18,7 +18,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.data.extrapolation import times
+from bayesscale.formatting import times
 from bayesscale.recipe.notes import discount_note, price_unit_note
 from bayesscale.recipe.output import to_json
 from bayesscale.recipe.result import RecipeResult

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.data.extrapolation import describe, times
+from bayesscale.data.extrapolation import describe
 from bayesscale.data.fitfile import verdict
+from bayesscale.formatting import times
 from bayesscale.law.sensitivity import FLAG_BORDERLINE, FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
 from bayesscale.recipe.draws import KAPPA_FROM_PRICING_FIT
 from bayesscale.recipe.vouched import rows_worst

@@ -22,7 +22,8 @@ import numpy as np
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.data.extrapolation import WARN_FACTOR, beyond, times
+from bayesscale.data.extrapolation import WARN_FACTOR, beyond
+from bayesscale.formatting import format_number, times
 from bayesscale.recipe.solve import recipe
 
 HEADLINE_WITHIN = "within the data"
@@ -135,8 +136,6 @@ def sweep_further_text(targets: dict[str, tuple[float, float, float]]) -> str:
     >>> sweep_further_text({"env": (1088.0, 8.0, 256.0)})
     'env to >= 1.09k (the sweep reaches 256)'
     """
-    from bayesscale.report.tables import format_number
-
     parts = []
     for axis, (needed, lo, hi) in targets.items():
         if needed > hi:

@@ -1,6 +1,6 @@
 """The recipe as text: what ``bayesscale recipe`` prints, from the recipe's JSON summary.
 
-Every number has one format (:func:`bayesscale.report.tables.format_number`: three
+Every number has one format (:func:`bayesscale.formatting.format_number`: three
 significant digits, k/M/G/T from a thousand up); intervals read ``median [lower, upper]``.
 
 >>> from bayesscale.recipe.output import to_json
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bayesscale.data.extrapolation import times
+from bayesscale.formatting import format_number, times
+from bayesscale.formatting import money as money_text
 from bayesscale.recipe.notes import discount_note, price_unit_note
-from bayesscale.report.tables import format_number
 
 
 def _fmt(x: float | str | None) -> str:
@@ -96,7 +96,7 @@ def format_recipe(summary: dict[str, Any]) -> str:
             mark = f"  |  bounded to {warn:g}x the data"
         elif row.get("within_data"):
             mark = "  |  within the data"
-        lines.append(f"== {row['setting']}  |  budget {row['budget']:,.0f} {cur}{mark}")
+        lines.append(f"== {row['setting']}  |  budget {money_text(row['budget'])} {cur}{mark}")
         head = ("axis", "optimum per draw", "decision", "spend", "x swept max", "exponent e_i")
         lines.append(
             f"   {head[0]:<10} {head[1]:<28} {head[2]:>9} {head[3]:>9}  {head[4]:<12} {head[5]}"
