@@ -1,6 +1,6 @@
 """A recipe and everything said about it: the one object every front end reads.
 
-:func:`build_recipe` solves the recipe over the posterior (money: :func:`vouched_recipe` or
+:func:`build_recipe` solves the recipe over the posterior (money: :func:`~bayesscale.recipe.vouched.vouched_recipe` or
 :func:`~bayesscale.recipe.solve.recipe`; compute: :func:`~bayesscale.recipe.compute.compute_recipe`)
 and returns a :class:`RecipeResult`: the per-draw results, the unbounded recipe where the
 headline is bounded to the data, and the notes of :func:`~bayesscale.recipe.notes.recipe_notes`.
