@@ -49,7 +49,7 @@ from bayesscale.checks.calibration_io import (
 )
 from bayesscale.checks.law_sampler import CompiledLawSampler, cached_sampler, keep_sampler
 from bayesscale.checks.sim_designs import design_of
-from bayesscale.core.intervals import ETI, interval
+from bayesscale.core.intervals import DEFAULT_PROB, ETI, interval
 from bayesscale.data.observations import setting_labels
 from bayesscale.data.simulate import Truth, per_axis_design, simulate
 from bayesscale.data.spec import ModelSpec
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
 Array = NDArray[np.float64]
 
 COVERAGE_VARIABLES: Final = (names.ALPHA_POP, names.ALPHA)
-DEFAULT_PROB = 0.9
 
 
 def equal_tailed(

@@ -30,7 +30,8 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.checks.heldout import ATTR_SOURCE, DEFAULT_PROB, by_setting, check, summarise_rows
+from bayesscale.checks.heldout import ATTR_SOURCE, by_setting, check, summarise_rows
+from bayesscale.core.intervals import DEFAULT_PROB
 from bayesscale.data.observations import (
     ObservationError,
     Table,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bayesscale._version import __version__
+from bayesscale.core.intervals import DEFAULT_PROB
 
 EXIT_USAGE = 2  # a usage or input error: nothing was computed
 EXIT_DIAGNOSTICS = 3  # a fit failed its diagnostics (or is a preview) under --strict
@@ -65,7 +66,6 @@ def check_prob(prob: float, flag: str = "--prob") -> None:
 
 # --- options shared by the commands that read fits: one name, one meaning, one help text ------
 
-DEFAULT_PROB = 0.9
 PROB_HELP = (
     f"mass of the equal-tailed credible interval shown around each median (default {DEFAULT_PROB})"
 )
