@@ -94,13 +94,14 @@ def test_decide_matches_brute_force_and_slsqp(interaction: bool, env_cap: float)
     np.testing.assert_allclose(spent, np.broadcast_to(BUDGETS, (G, BUDGETS.size)), rtol=1e-9)
     if np.isfinite(env_cap):
         assert np.isclose(u[..., 0], env_cap).any()  # the cap binds somewhere
+    floor, gamma, beta = (np.asarray(x) for x in (law.floor, law.gamma, law.beta))
     for g in range(G):
         law_g = allocate.PowerLaw(
             law.coef[:, g, 0],
             law.alpha[:, g, 0],
-            law.floor[:, g, 0],
-            None if law.gamma is None else law.gamma[:, g, 0],
-            None if law.beta is None else law.beta[:, 0, 0],
+            floor[:, g, 0],
+            None if law.gamma is None else gamma[:, g, 0],
+            None if law.beta is None else beta[:, 0, 0],
             law.pair,
         )
         for j, b in enumerate(BUDGETS):
