@@ -56,6 +56,14 @@ def objective(law: PowerLaw, kappa: Array, y: Array) -> tuple[Array, Array, Arra
     return f, g, h
 
 
+def _value(law: PowerLaw, kappa: Array, y: Array) -> Array:
+    """``1 - F`` alone (the line search's)."""
+    lead = (slice(None),) + (None,) * (y.ndim - 1)
+    return np.asarray(
+        1.0 - np.mean(np.exp(-np.maximum(law.loss(kappa[lead] * np.exp(y)[None]), 0.0)), axis=0)
+    )
+
+
 def _constraint(cost: Posynomial, y: Array, log_b: Array) -> tuple[Array, Array, Array]:
     """``c = log Phi(e^y) - log B``, its gradient and Hessian in ``y``."""
     logt = np.log(cost.weights) + y @ cost.powers.T  # (..., M)
@@ -144,7 +152,7 @@ def decide(
     y_lo, y_hi = np.log(lo), np.log(hi)
     log_b = np.log(budgets)[None, :]
     y = _onto_budget(cost, np.clip(np.log(start), y_lo, y_hi), log_b, y_lo)
-    f0 = objective(law, kappa, y)[0]
+    f0 = _value(law, kappa, y)
     # the budget binds unless it buys every upper bound
     on = np.ones(y.shape[:-1], dtype=bool)
     if np.isfinite(y_hi).all():
@@ -175,7 +183,7 @@ def decide(
         trial_y = y
         for _ in range(30):
             trial_y = np.clip(y + step[..., None] * dy, y_lo, y_hi)
-            f_t = objective(law, kappa, trial_y)[0]
+            f_t = _value(law, kappa, trial_y)
             c_t = _constraint(cost, trial_y, log_b)[0]
             better = f_t + rho * np.abs(c_t) <= merit + 1e-15 * (1.0 + np.abs(merit))
             if better.all():
