@@ -128,3 +128,16 @@ def test_objective_derivatives_match_finite_differences() -> None:
         up, down = objective(law, kappa, y + e), objective(law, kappa, y - e)
         np.testing.assert_allclose(g[..., i], (up[0] - down[0]) / (2 * eps), rtol=1e-6)
         np.testing.assert_allclose(h[..., i], (up[1] - down[1]) / (2 * eps), rtol=1e-5, atol=1e-9)
+
+
+def test_a_flat_objective_is_left_to_slsqp() -> None:
+    """Every draw below zero loss: success 1 everywhere, no gradient, a singular Newton
+    system. Newton must not settle there (nor return NaN); the recipe then asks SLSQP."""
+    law = _law(7, interaction=False)
+    flat = allocate.PowerLaw(law.coef, law.alpha, np.full((S, G, 1), -100.0))
+    cost = Posynomial(PRICES, POWERS)
+    even = np.stack([_units(np.full(3, 1 / 3), b) for b in BUDGETS])
+    start = np.broadcast_to(even, (G, BUDGETS.size, 3))
+    u, settled = decide(flat, np.ones((S, 3)), cost, BUDGETS, np.ones(3), np.full(3, np.inf), start)
+    assert not settled.any()
+    assert np.isfinite(u).all() and (cost(u) <= BUDGETS * (1 + 1e-12)).all()

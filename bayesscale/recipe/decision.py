@@ -32,6 +32,8 @@ negative definite) no worse than the start; the rest go to SLSQP one by one
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from bayesscale.core.allocate import Array, BoolArray, PowerLaw
@@ -107,7 +109,14 @@ def _newton_step(
     k[..., n, :n] = col
     k[..., n, n] = np.where(on, 0.0, 1.0)
     rhs = np.concatenate([np.where(free, -g, 0.0), np.where(on, -c, 0.0)[..., None]], axis=-1)
-    sol = np.linalg.solve(k, rhs[..., None])[..., 0]
+    k[..., n, n] = np.where(on & ~col.any(axis=-1), 1.0, k[..., n, n])  # nothing free to move
+    try:
+        sol = np.linalg.solve(k, rhs[..., None])[..., 0]
+    except np.linalg.LinAlgError:  # a singular system somewhere: solve one by one, NaN there
+        sol = np.full(rhs.shape, np.nan)
+        for idx in np.ndindex(*rhs.shape[:-1]):
+            with contextlib.suppress(np.linalg.LinAlgError):
+                sol[idx] = np.linalg.solve(k[idx], rhs[idx])
     return sol[..., :n], np.where(on, sol[..., n], 0.0)
 
 
@@ -169,9 +178,13 @@ def decide(
     )
     mu = np.maximum(mu, 0.0)
     done = np.zeros(y.shape[:-1], dtype=bool)
+    broken = np.zeros(y.shape[:-1], dtype=bool)
     for _ in range(_MAX_ITER):
         free = ~(at_lo | at_hi)
         dy, mu_new = _newton_step(g, h, s, hc, c, mu, free, on)
+        broken = broken | ~np.isfinite(dy).all(axis=-1) | ~np.isfinite(mu_new)
+        done = done | broken  # a singular system: left where it is, for SLSQP
+        dy, mu_new = np.where(done[..., None], 0.0, dy), np.where(done, mu, mu_new)
         # the longest step keeping the free axes in the box; a blocking axis joins the set
         with np.errstate(divide="ignore", invalid="ignore"):
             room = np.where(dy < 0, (y_lo - y) / dy, np.where(dy > 0, (y_hi - y) / dy, np.inf))
@@ -219,6 +232,7 @@ def decide(
     scale = np.max(np.abs(g), axis=-1) + 1e-300
     settled = (
         done
+        & ~broken
         & (np.max(np.abs(grad), axis=-1) <= 1e-8 * scale)
         & (~on | (np.abs(c) < 1e-10))
         & (f <= f0 + 1e-15)
