@@ -18,7 +18,7 @@ Example
 >>> write_atomically(path, lambda tmp: tmp.write_text("again"))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-FileExistsError: ... exists; pass --force (overwrite=True) to replace it
+FileExistsError: ... exists; pass overwrite=True (on the command line --force) to replace it
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,16 +50,32 @@ def untrack(path: Path, written: Path | None = None) -> None:
             WRITTEN.append(Path(written))
 
 
+DISCARD_TRIES = 50  # removals of a folder that a writer still running fills again
+DISCARD_PAUSE = 0.02  # seconds between them
+
+
 def discard_pending() -> list[Path]:
-    """Remove every temporary file and folder still being written; return what was removed."""
+    """Remove every temporary file and folder still being written; return what was removed.
+
+    A command stopped by Ctrl-C may still have a worker writing into a folder: a removal
+    racing it can fail (a file created while the tree is walked) or the writer can make the
+    folder again (``mkdir(parents=True)``), so a folder is removed until it stays gone (up to
+    :data:`DISCARD_TRIES` times, :data:`DISCARD_PAUSE` apart). Targets written inside a
+    discarded folder leave ``WRITTEN``: they are gone with it."""
     with _LOCK:
         pending = sorted(PENDING)
         PENDING.clear()
     for tmp in pending:
         if tmp.is_dir():
-            shutil.rmtree(tmp, ignore_errors=True)
+            for _ in range(DISCARD_TRIES):
+                shutil.rmtree(tmp, ignore_errors=True)
+                time.sleep(DISCARD_PAUSE)
+                if not tmp.exists():
+                    break
         else:
             tmp.unlink(missing_ok=True)
+    with _LOCK:
+        WRITTEN[:] = [w for w in WRITTEN if not any(w.is_relative_to(t) for t in pending)]
     return pending
 
 
@@ -90,7 +107,9 @@ def write_atomically(
     if path.is_dir():  # os.replace would fail after the work, with an error naming no file
         raise IsADirectoryError(f"{path} is a directory; give the name of a file to write")
     if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass --force (overwrite=True) to replace it")
+        raise FileExistsError(
+            f"{path} exists; pass overwrite=True (on the command line --force) to replace it"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(fd)

@@ -232,13 +232,14 @@ DECISION: Final = "decision"  # (setting, budget, axis) sizes maximising E[p] (p
 DECISION_SPEND: Final = "decision_spend"  # (setting, budget, axis) money per axis
 EXPECTED_SUCCESS: Final = "expected_success"  # (setting, budget) E[p] of the decision
 # how far beyond the data (bayesscale.data.extrapolation)
-EXTRAPOLATION: Final = "extrapolation"  # per draw: allocation / largest swept value, per axis
+EXTRAPOLATION: Final = "extrapolation"  # per draw: units bought / largest swept value, per axis
 DECISION_EXTRAPOLATION: Final = "decision_extrapolation"  # (setting, budget, axis) the decision's
 TRAJECTORIES: Final = "trajectories"  # per draw: purchased tasks x rollouts per task
 DECISION_TRAJECTORIES: Final = "decision_trajectories"  # (setting, budget) the decision's
 BEYOND_DATA: Final = "beyond_data"  # (setting, budget) the unbounded recipe lies beyond the data
 ISO_SUCCESS: Final = "iso_budget_success"  # (chain, draw, setting, axis, share)
 ISO_UNITS: Final = "iso_budget_units"  # (setting, axis, share) median effective units bought
+ISO_INSIDE: Final = "iso_budget_inside"  # (setting, axis, share) the split lies in the box
 # attributes
 ATTR_COST_MODEL: Final = "cost_model"
 ATTR_COST_KIND: Final = "cost_kind"  # exact | linearised | compute

@@ -82,12 +82,12 @@ from bayesscale.design.defaults import (
 )
 from bayesscale.design.next_runs import (
     DesignError,
-    axis_columns,
     candidate_grid,
     default_anchors,
     next_runs,
 )
 from bayesscale.law.inference import FitConfig, fit
+from bayesscale.law.posterior import axis_columns
 from bayesscale.recipe.solve import recipe
 from bayesscale.recipe.synthetic import synthetic_fit
 

@@ -82,6 +82,7 @@ LONGEST_FIRST = (
     "test_mams_stress.py",
     "test_notebooks.py",
     "test_report.py",
+    "test_install.py",
     "test_fit.py",
     "test_cli_errors.py",
     "test_fit_objects.py",

@@ -39,12 +39,14 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.core.intervals import quantiles, tail_quantiles
-from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange, check_threshold, times
+from bayesscale.core.intervals import DEFAULT_PROB, quantiles, tail_quantiles
+from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange, check_threshold
+from bayesscale.data.fitfile import Diagnostics, verdict
 from bayesscale.data.observations import Table, axis_sizes, file_lines, read_table
-from bayesscale.law.predict import Prediction, fit_layout, predict, validate_rows
+from bayesscale.formatting import times
+from bayesscale.law.posterior import fit_layout
+from bayesscale.law.predict import Prediction, predict, validate_rows
 
-DEFAULT_PROB = 0.9
 DEFAULT_REPLICATES = 2
 SUMMARY_COLUMNS = (names.N_ROWS, names.MAE, names.COVERAGE, names.MEAN_PERCENTILE)
 # further attributes of a check table (prob, coverage and mae are in bayesscale.names)
@@ -344,6 +346,19 @@ def extrapolation_note(extent: dict[str, Any] | None) -> str | None:
         f"{extent['warn_factor']:g}x outside the swept range (up to "
         f"{extent['largest_outside']:.3g}x); their coverage tests the law that far out"
     )
+
+
+def check_notes(
+    diagnostics: Diagnostics, table: pd.DataFrame, warn_factor: float = WARN_FACTOR
+) -> list[str]:
+    """Everything a held-out check ``table`` notes, in the order it is shown: the law fit's
+    verdict (with these ``diagnostics``), rows more than ``warn_factor`` times outside the swept
+    range, intervals too narrow for the runs (coverage below the nominal level beyond chance)."""
+    found = [
+        extrapolation_note(extent_summary(table, warn_factor)),
+        calibration_note(calibration(table, table.attrs[names.ATTR_PROB])),
+    ]
+    return [*verdict(diagnostics, "law fit"), *(n for n in found if n is not None)]
 
 
 def format_text(result: dict[str, Any]) -> str:

@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.design import sweep_file
     from bayesscale.design.costs import Costs, load_costs
     from bayesscale.fits.law import LawFit
-    from bayesscale.recipe.draws import law_layout
+    from bayesscale.law.posterior import axis_columns, law_layout, setting_keys
 
     anchors = _anchor_sizes(args.anchor)
     if args.refit_below is not None and args.observations is None:
@@ -208,8 +208,8 @@ def run(args: argparse.Namespace) -> int:
     costs = load_costs(args.costs, Costs(data=dict(prices.unit), currency=prices.currency))
     axes, fit_settings = law_layout(fit)  # the settings and axes the recipe sees
     settings = list(fit_settings)
-    keys = nr.setting_keys(fit, settings)
-    columns = nr.axis_columns(fit, axes)
+    keys = setting_keys(fit, settings)
+    columns = axis_columns(fit, axes)
     movers = None
     max_sizes = None
     cells = None
@@ -285,9 +285,12 @@ def run(args: argparse.Namespace) -> int:
         write_atomically(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), args.force)
     if figure is not None:
         from bayesscale.design.figure import value_per_cost_figure
+        from bayesscale.report.figures.provenance import DEFAULT_DPI
 
         fig = value_per_cost_figure(result)
-        write_atomically(figure, lambda tmp: fig.savefig(tmp, format="png"), args.force)
+        write_atomically(
+            figure, lambda tmp: fig.savefig(tmp, format="png", dpi=DEFAULT_DPI), args.force
+        )
     if args.json:
         print(
             json.dumps(

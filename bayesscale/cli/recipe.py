@@ -31,8 +31,7 @@ from bayesscale.cli import (
 )
 
 if TYPE_CHECKING:
-    from bayesscale.fits.law import LawFit
-    from bayesscale.fits.pricing import PricingFit
+    pass
 
 DESCRIPTION = (
     "Propagate a law fit's posterior through the budget allocator: the optimal allocation per "
@@ -246,162 +245,90 @@ def parse_bounds(text: str) -> dict[str, tuple[float | None, float | None]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bayesscale import names
     from bayesscale.core.prices import load_prices
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
-    from bayesscale.recipe.output import to_json
-    from bayesscale.recipe.vouched import bounded_caveat, headline_json, vouched_recipe
-    from bayesscale.report.recipe_text import solver_failures_note
 
     check_prob(args.prob)
     warn_beyond = check_warn_beyond(args.warn_beyond)
     if args.within_data is not None and not args.within_data >= 1:
         raise CommandError(f"--within-data must be a number >= 1, got {args.within_data:g}")
     budgets = parse_budgets(args.budget)
-    kappa = parse_kappa(args.kappa) if args.kappa else None
     bounds = parse_bounds(args.bounds) if args.bounds else None
     output_path(args.out, args.force, [args.fit, args.pricing, args.prices])
     sweep_request = _decision_sweep_request(args, budgets)  # --sweep-out: see the file's end
     if args.cost == "compute":
-        return _run_compute(args, budgets, bounds, warn_beyond)
-    if args.powers or args.unit_cost != 1.0:
-        raise CommandError("--powers and --unit-cost apply to --cost compute only")
-    prices = load_prices(args.prices)
+        money_only = [
+            flag
+            for flag, value in (
+                ("--prices", args.prices),
+                ("--pricing", args.pricing),
+                ("--kappa", args.kappa),
+                ("--grow-axis", args.grow_axis),
+                ("--iso", args.iso),
+            )
+            if value
+        ]
+        if money_only:
+            raise CommandError(f"{', '.join(money_only)} apply to the money cost only")
+        options: dict[str, Any] = {
+            "powers": parse_kappa(args.powers, "--powers") if args.powers else None,
+            "unit_cost": args.unit_cost,
+            "cost_model": args.cost,
+        }
+    else:
+        if args.powers or args.unit_cost != 1.0:
+            raise CommandError("--powers and --unit-cost apply to --cost compute only")
+        options = {
+            "prices": load_prices(args.prices),
+            "kappa": parse_kappa(args.kappa) if args.kappa else None,
+            "grow_axis": args.grow_axis,
+            "decision": not args.no_decision,
+            "cost_model": args.cost,
+        }
     law = LawFit.load(args.fit)  # no PyMC: reading a fit is quick
     priced = PricingFit.load(args.pricing) if args.pricing else None
-    verdicts = _fit_diagnostics(args, law, priced)
-    fit, pricing = law.tree, priced.tree if priced is not None else None
-    ds, unbounded = vouched_recipe(
-        fit,
+    refuse_failed(args.fit, law.diagnostics, args.strict)
+    if priced is not None:
+        refuse_failed(args.pricing, priced.diagnostics, args.strict)
+    result = law.recipe_result(
         budgets,
+        pricing=priced,
         warn_beyond=warn_beyond,
-        prices=prices,
-        pricing=pricing,
-        kappa=kappa,
         bounds=bounds,
         settings=args.setting,
-        grow_axis=args.grow_axis,
         max_draws=args.max_draws,
-        decision=not args.no_decision,
         within_data=args.within_data,
-        cost_model=args.cost,
+        where="the unbounded recipe follows each bounded row as an EXTRAPOLATION",
+        **options,
     )
-    summary = headline_json(
-        to_json(ds, args.prob, warn_beyond),
-        None if unbounded is None else to_json(unbounded, args.prob, warn_beyond),
-        warn_beyond,
-        ds.get(names.BEYOND_DATA),
-    )
-    within = args.within_data if unbounded is None else warn_beyond
-    if unbounded is not None:
-        _note(
-            bounded_caveat(
-                ds,
-                unbounded,
-                warn_beyond,
-                where="the unbounded recipe follows each bounded row as an EXTRAPOLATION",
-            )
-        )
-    summary["fit_diagnostics"] = verdicts
+    summary = result.to_json(args.prob)
     if args.iso:
         from bayesscale.recipe.iso_budget import add_iso_budget
 
         add_iso_budget(
             summary,
-            ds,
-            fit,
+            result.ds,
+            law.tree,
             args.prob,
-            prices=prices,
-            pricing=pricing,
-            kappa=kappa,
+            prices=options["prices"],
+            pricing=priced.tree if priced is not None else None,
+            kappa=options["kappa"],
             bounds=bounds,
             max_draws=args.max_draws,
-            within_data=within,
+            within_data=result.within,
         )
-    _note(solver_failures_note(int(ds.attrs.get("decision_solver_failures", 0))))
-    _warn_extrapolation(summary, within)
-    _flag_exponents(summary, law)
-    written = _write_decision_sweep(sweep_request, ds, fit, summary) if sweep_request else None
-    _emit(ds, summary, args)
+    for line in result.notes:
+        _note(line)
+    written = (
+        _write_decision_sweep(sweep_request, result.ds, law.tree, summary)
+        if sweep_request
+        else None
+    )
+    _emit(result.ds, summary, args)
     if written is not None and not args.json:  # --sweep-out: what was written, after the table
         sys.stdout.write(written)
     return 0
-
-
-def _run_compute(
-    args: argparse.Namespace,
-    budgets: list[float],
-    bounds: dict[str, tuple[float | None, float | None]] | None,
-    warn_beyond: float,
-) -> int:
-    from bayesscale.fits.law import LawFit
-    from bayesscale.recipe.compute import compute_recipe
-    from bayesscale.recipe.output import to_json
-
-    money_only = [
-        flag
-        for flag, value in (
-            ("--prices", args.prices),
-            ("--pricing", args.pricing),
-            ("--kappa", args.kappa),
-            ("--grow-axis", args.grow_axis),
-            ("--iso", args.iso),
-        )
-        if value
-    ]
-    if money_only:
-        raise CommandError(f"{', '.join(money_only)} apply to the money cost only")
-    law = LawFit.load(args.fit)
-    verdicts = _fit_diagnostics(args, law, None)
-    ds = compute_recipe(
-        law.tree,
-        budgets,
-        powers=parse_kappa(args.powers, "--powers") if args.powers else None,
-        unit_cost=args.unit_cost,
-        bounds=bounds,
-        settings=args.setting,
-        max_draws=args.max_draws,
-        within_data=args.within_data,
-    )
-    summary = to_json(ds, args.prob, warn_beyond)
-    summary["fit_diagnostics"] = verdicts
-    _warn_extrapolation(summary, args.within_data)
-    _flag_exponents(summary, law)
-    _emit(ds, summary, args)
-    return 0
-
-
-def _fit_diagnostics(
-    args: argparse.Namespace, law: LawFit, pricing: PricingFit | None
-) -> dict[str, Any]:
-    """The fits' diagnostics verdicts (refused with ``--strict`` when one failed), for the
-    JSON and the first line of the text."""
-    refuse_failed(args.fit, law.diagnostics, args.strict)
-    fits = {"law_fit": law.diagnostics.to_dict()}
-    if pricing is not None:
-        refuse_failed(args.pricing, pricing.diagnostics, args.strict)
-        fits["pricing_fit"] = pricing.diagnostics.to_dict()
-    return fits
-
-
-def _flag_exponents(summary: dict[str, Any], law: LawFit) -> None:
-    """Per row of the recipe's JSON, ``exponent_flags``: the axes whose exponent the data barely
-    identify in the row's setting (``prior-dominated`` or ``prior-sensitive``,
-    :mod:`bayesscale.law.sensitivity`; the split along them leans on the prior); and one note
-    when any are flagged (:func:`~bayesscale.report.recipe_text.exponent_flags_note`)."""
-    from bayesscale.recipe.output import exponent_flags, flag_rows
-    from bayesscale.report.recipe_text import exponent_flags_note
-
-    flag_rows(summary, exponent_flags(law.identification))
-    _note(exponent_flags_note(summary))
-
-
-def _warn_extrapolation(summary: dict[str, Any], within: float | None) -> None:
-    """The recipe's note or warning on how far it lies beyond the data, on standard error."""
-    from bayesscale.report.recipe_text import extrapolation_warning
-
-    _note(extrapolation_warning(summary, within))
 
 
 def _note(line: str | None) -> None:

@@ -29,10 +29,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bayesscale import names
+from bayesscale import _bundled, names
 from bayesscale.tomlfile import non_finite, read_toml, type_name
 
-SPEC_DIR = Path(__file__).resolve().parents[2] / "models"
+# The bundled specs (the repository's models/, shipped inside the package: bayesscale._bundled)
+SPEC_DIR = _bundled.root() / "models"
 DEFAULT_SPEC = "agentic_rl"
 
 OUTCOME_KINDS = ("success", "loss")
@@ -477,6 +478,11 @@ def load_spec(path_or_name: str | Path | None = None) -> ModelSpec:
             path = bundled
         else:
             known = sorted(p.stem for p in SPEC_DIR.glob("*.toml"))
+            if not known:
+                raise SpecError(
+                    f"{path_or_name}: no such spec file, and this installation of bayesscale "
+                    f"has no bundled specs ({SPEC_DIR} is empty or missing; reinstall it)"
+                )
             raise SpecError(
                 f"{path_or_name}: no such spec file, and no bundled spec of that name {known}"
             )

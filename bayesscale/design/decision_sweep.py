@@ -70,7 +70,8 @@ import xarray as xr
 from bayesscale import names
 from bayesscale.core.geometric import Posynomial
 from bayesscale.design import sweep_file
-from bayesscale.design.next_runs import DesignError, axis_columns, setting_keys
+from bayesscale.design.next_runs import DesignError
+from bayesscale.law.posterior import axis_columns, setting_keys
 from bayesscale.verl.sweep import AXIS_COLUMNS, SweepSpec, parse_sweep_spec
 
 DEFAULT_SEEDS = 3  # the paper's protocol: three seeds per configuration

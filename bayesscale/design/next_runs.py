@@ -56,7 +56,6 @@ from bayesscale import names
 from bayesscale.core import allocate, laws
 from bayesscale.core.prices import Prices
 from bayesscale.data.extrapolation import SweptRange
-from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.simulate import AXIS_COLUMNS, PAPER_ANCHORS
 from bayesscale.design.costs import Costs
 from bayesscale.design.defaults import (
@@ -84,7 +83,8 @@ from bayesscale.design.preposterior import (
     simulate_beta_binomial,
     weighted_variance,
 )
-from bayesscale.recipe.draws import LawDraws, law_draws
+from bayesscale.formatting import money, times
+from bayesscale.law.posterior import LawDraws, at_draws, axis_columns, law_draws, setting_keys
 from bayesscale.recipe.solve import recipe
 
 Array = NDArray[np.float64]
@@ -107,6 +107,8 @@ class Candidate:
     axis: str  # the axis varied from the anchors, or "decision"
     beyond: float  # max over axes of size / largest swept size (<= 1: inside the data)
     below: float = 1.0  # min over axes of size / smallest swept size (< 1: below the data)
+    lo: tuple[float, ...] = ()  # the setting's smallest swept size per axis (for the text)
+    hi: tuple[float, ...] = ()  # and its largest
 
 
 @dataclass(frozen=True)
@@ -282,44 +284,6 @@ def _array(fit: xr.DataTree, name: str) -> xr.DataArray:
     return value
 
 
-def _at_draws(da: xr.DataArray, draws: LawDraws) -> Array:
-    """``(chain, draw, ...)`` values at the samples of ``draws``, flattened to ``(S, ...)`` in
-    their order: the draws :func:`law_draws` kept (its thinning, less any draw it left out)."""
-    chains = np.unique(draws.chain).astype(int)
-    kept = draws.draw[: draws.samples // chains.size].astype(int)
-    arr = da.sel({names.CHAIN_DIM: chains, names.DRAW_DIM: kept})
-    values = arr.transpose(names.CHAIN_DIM, names.DRAW_DIM, ...).to_numpy().astype(float)
-    return values.reshape(-1, *values.shape[2:])
-
-
-def setting_keys(fit: xr.DataTree, settings: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Per setting: model, algorithm, domain (from constant_data, else the label) and
-    params_b (None when the fit has no model size)."""
-    const = fit["constant_data"].to_dataset() if "constant_data" in fit.children else xr.Dataset()
-    out: dict[str, dict[str, Any]] = {}
-    for s in settings:
-        parts = [p.strip() for p in s.split("|")]
-        keys: dict[str, Any] = dict(zip(names.SETTING_KEYS, parts, strict=False))
-        for key in names.SETTING_KEYS:
-            if key in const and names.SETTING_DIM in const[key].dims:
-                keys[key] = str(const[key].sel({names.SETTING_DIM: s}).item())
-        keys[names.PARAMS_B] = (
-            float(const[names.PARAMS_B].sel({names.SETTING_DIM: s}))
-            if names.PARAMS_B in const
-            else None
-        )
-        out[s] = keys
-    return out
-
-
-def axis_columns(fit: xr.DataTree, axes: Sequence[str]) -> dict[str, str]:
-    """The observation column each axis counts (``n_envs``, ``n_tasks``, ``rollouts``, ...)."""
-    columns = {names.ENV: names.N_ENVS, names.TASK: names.N_TASKS, names.TRAJ: names.ROLLOUTS}
-    if fit.attrs.get(names.ATTR_SPEC):
-        columns.update({a.name: a.column for a in fit_spec(fit).axes})
-    return {a: columns.get(a, a) for a in axes}
-
-
 # --- candidates --------------------------------------------------------------------------------
 
 
@@ -392,6 +356,8 @@ def candidate_grid(
                 axis,
                 float(np.max(size / sel.hi[g])),
                 float(np.min(size / sel.lo[g])),
+                tuple(float(v) for v in sel.lo[g]),
+                tuple(float(v) for v in sel.hi[g]),
             )
         )
 
@@ -687,7 +653,7 @@ def next_runs(
             f"the fit's posterior has no {names.CONCENTRATION!r}: the value of a run needs the "
             "beta-binomial likelihood of a success-count fit"
         )
-    phi = _at_draws(_array(fit, names.CONCENTRATION), draws)
+    phi = at_draws(_array(fit, names.CONCENTRATION), draws)
     S = draws.samples
     if min_ess > 0 and min_ess >= S:
         raise DesignError(
@@ -719,7 +685,7 @@ def next_runs(
     else:
         if names.ALPHA_POP not in post:
             raise DesignError(f"the fit's posterior has no {names.ALPHA_POP!r}")
-        exponents = _at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
+        exponents = at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
 
     engine = _Engine(draws, phi, int(trials), outer, seed, target, success, exponents)
     extra: dict[str, Sequence[Sequence[float]]] = {
@@ -1076,20 +1042,37 @@ def _notes(
     return notes
 
 
-def where_text(c: Candidate) -> str:
-    """Where a candidate lies against the setting's swept range: ``inside the swept range``,
-    ``4x swept max``, ``below the swept min (0.42x)`` (an axis held under the data, e.g. by the
-    pool's caps), or both.
+def where_text(c: Candidate, axes: Sequence[str] = ()) -> str:
+    """Where a candidate lies against the setting's swept range, naming the axes that lie
+    outside it: ``inside the swept range``, ``traj 256 is 4x the swept max 64``, ``task 135
+    is below the swept min 320 (0.422x)`` (an axis held under the data, e.g. by the pool's
+    caps), or both. Without ``axes`` (or the candidate's swept range) the axes go unnamed.
 
+    >>> c = Candidate("S", (64, 135), "env", 2.0, 135 / 320, (8.0, 320.0), (32.0, 1280.0))
+    >>> where_text(c, ("env", "task"))
+    'task 135 is below the swept min 320 (0.422x); env 64 is 2x the swept max 32'
     >>> where_text(Candidate("S", (8, 320), "env", 1.0, 1.0))
     'inside the swept range'
     >>> where_text(Candidate("S", (64, 135), "env", 2.0, 135 / 320))
     'below the swept min (0.422x) and 2x swept max'
     """
+    eps = 1e-9
+    if axes and len(c.lo) == len(c.hi) == len(c.sizes) == len(axes):
+        below = [
+            f"{a} {s:,} is below the swept min {lo:,.0f} ({s / lo:.3g}x)"
+            for a, s, lo in zip(axes, c.sizes, c.lo, strict=True)
+            if s < lo * (1 - eps)
+        ]
+        above = [
+            f"{a} {s:,} is {times(s / hi)} the swept max {hi:,.0f}"
+            for a, s, hi in zip(axes, c.sizes, c.hi, strict=True)
+            if s > hi * (1 + eps)
+        ]
+        return "; ".join(below + above) or "inside the swept range"
     parts = []
-    if c.below < 1 - 1e-9:
+    if c.below < 1 - eps:
         parts.append(f"below the swept min ({c.below:.3g}x)")
-    if c.beyond > 1 + 1e-9:
+    if c.beyond > 1 + eps:
         parts.append(f"{c.beyond:.3g}x swept max")
     return " and ".join(parts) or "inside the swept range"
 
@@ -1097,7 +1080,7 @@ def where_text(c: Candidate) -> str:
 def _why(c: Candidate, v: Valued, target: str, targets: Sequence[str], axes: Sequence[str]) -> str:
     """Which axis and setting the run varies, where it lies, and which part of the target it
     informs most."""
-    where = where_text(c)
+    where = where_text(c, axes)
     what = "the recipe's decision point" if c.axis == DECISION_AXIS else f"{c.axis} axis"
     k = int(np.argmax(v.by_target))
     if target == TARGET_DECISION:
@@ -1123,7 +1106,7 @@ def fit_target(
     if target == TARGET_EXPONENTS:
         # the draws next values runs on: law_draws' thinning, less any draw it leaves out
         draws = law_draws(fit, None, max_draws)
-        alpha = _at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
+        alpha = at_draws(_array(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM), draws)
         return float(np.var(alpha, axis=0).sum())
     ds = recipe(
         fit,
@@ -1264,10 +1247,65 @@ def to_json(result: NextRuns) -> dict[str, object]:
     }
 
 
+def held_sizes(result: NextRuns) -> dict[str, dict[str, int]]:
+    """Per candidate setting, the size each axis is held at while another axis is varied, as
+    the candidates hold it (the anchors after the pool's caps and rounding); an axis no
+    candidate holds (only one axis) is left out.
+
+    >>> from bayesscale.recipe.synthetic import synthetic_fit
+    >>> fit = with_concentration(synthetic_fit(draws=40, spread=0.1), 800.0)
+    >>> r = next_runs(fit, 2e4, runs=1, simulations=8, max_draws=40, anchors={"env": 256})
+    >>> held_sizes(r)[r.candidates[0].setting]["env"]
+    256
+    """
+    out: dict[str, dict[str, int]] = {}
+    for c in result.candidates:
+        if c.axis == DECISION_AXIS:
+            continue
+        held = out.setdefault(c.setting, {})
+        for a, size in zip(result.axes, c.sizes, strict=True):
+            if a != c.axis:
+                held.setdefault(a, int(size))
+    return out
+
+
+def _anchor_lines(result: NextRuns) -> list[str]:
+    """Where the one-axis candidates hold the other axes: the sizes the rows show, and the
+    anchors they come from where the pool's caps lowered them."""
+    held = held_sizes(result)
+    if not held:
+        return []
+    first = next(iter(held.values()))
+    if any(h != first for h in held.values()):
+        return [
+            "candidates vary one axis, the others held per setting (anchors and the pool's caps; "
+            "the sizes of each row, and the anchors in the JSON)"
+        ]
+    at = " ".join(f"{a}={first[a]:,}" for a in result.axes if a in first)
+    line = f"candidates vary one axis, the others held at {at}"
+    asked = set(result.anchors.values())
+    if len(asked) == 1:
+        anchor = dict(zip(result.axes, next(iter(asked)), strict=True))
+        capped = [a for a in result.axes if a in first and first[a] < round(anchor[a])]
+        paper = " ".join(f"{a}={anchor[a]:,.0f}" for a in result.axes if a in first)
+        if capped:
+            line += (
+                f": the {result.anchor_rule} anchors {paper}, capped at what the sweep's pool "
+                f"holds on {', '.join(capped)}"
+            )
+        else:
+            line += f" (the {result.anchor_rule} anchors)"
+    varied = {c.axis for c in result.candidates}
+    unvaried = [a for a in result.axes if a not in varied]
+    if unvaried:
+        line += f"; no candidate varies {', '.join(unvaried)}: the pool caps it at the size held"
+    return [line]
+
+
 def format_text(result: NextRuns) -> str:
     """The batch as a table, with the target before and after."""
     what = (
-        f"expected value of perfect information at budget {result.budget:g} {result.currency}"
+        f"expected value of perfect information at budget {money(result.budget)} {result.currency}"
         if result.target == TARGET_DECISION
         else "summed posterior variance of the population exponents"
     )
@@ -1282,16 +1320,7 @@ def format_text(result: NextRuns) -> str:
         f"{result.mcse_outcomes:.2g} from the simulated outcomes, {result.mcse_draws:.2g} from "
         f"the draws): {'worth running' if result.worth_running else 'NOT worth running'}",
     ]
-    held = set(result.anchors.values())
-    if held:
-        at = (
-            " ".join(f"{a}={v:g}" for a, v in zip(result.axes, next(iter(held)), strict=True))
-            if len(held) == 1
-            else "per setting in the JSON"
-        )
-        lines.append(
-            f"candidates vary one axis, the others at the {result.anchor_rule} anchors: {at}"
-        )
+    lines += _anchor_lines(result)
     head = (
         f"{'#':>2}  {'setting':<28} {'sizes':<30} {'value':>9} {'cost':>9} {'value/cost':>10} "
         f"{'ESS':>6}  why"

@@ -33,7 +33,13 @@ from bayesscale import names
 from bayesscale.core import laws
 from bayesscale.core.intervals import describe, tail_quantiles
 from bayesscale.data.fitfile import diagnose, fit_spec, format_diagnostics
-from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS, assess
+from bayesscale.law.sensitivity import (
+    FLAG_BORDERLINE,
+    FLAG_DOMINATED,
+    FLAG_SENSITIVE,
+    MARKERS,
+    assess,
+)
 from bayesscale.sampling.diagnostics import mcse_mean, mcse_quantile
 
 SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
@@ -127,6 +133,8 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
         )
         if name in post
     }
+    if "size" in identified:  # the size exponent's identification, as the axes' have theirs
+        other[names.ALPHA_SIZE].update(identified["size"])
     return {
         "prob": prob,
         "model": spec.name,
@@ -144,7 +152,7 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
             "settings": per_setting,
         },
         "identification": {
-            k: v for k, v in identified.items() if k not in ("population", "settings")
+            k: v for k, v in identified.items() if k not in ("population", "settings", "size")
         },
         "reference_scale": {a: float(reference.sel(axis=a)) for a in axes},
         "ordering": {
@@ -179,7 +187,8 @@ def largest_mcse(entries: list[dict[str, Any]]) -> float:
 
 
 def marker(entry: dict[str, Any]) -> str:
-    """``‡`` (prior-dominated), ``†`` (prior-sensitive) or ``""`` for an exponent's entry."""
+    """``‡`` (prior-dominated), ``†`` (prior-sensitive), ``?`` (borderline) or ``""`` for an
+    exponent's entry."""
     return MARKERS.get(entry.get("flag") or "", "")
 
 
@@ -193,7 +202,23 @@ def flagged(result: dict[str, Any]) -> list[str]:
         for a in result["ordering"]["axes"]:
             if values[a].get("flag"):
                 out.append(f"{values[a]['flag']}: {a}, {s}")
+    size = result.get("other", {}).get(names.ALPHA_SIZE, {})
+    if size.get("flag"):
+        out.append(f"{size['flag']}: {names.ALPHA_SIZE} (population)")
     return out
+
+
+def _identified(entry: dict[str, Any]) -> str:
+    """For a scalar with an identification entry (the size exponent): its contraction, and
+    what its flag means, e.g. that the interval is close to the prior's."""
+    if "contraction" not in entry:
+        return ""
+    what = {
+        FLAG_DOMINATED: "mostly the prior's: the data say little about it",
+        FLAG_SENSITIVE: "leans on the prior",
+        FLAG_BORDERLINE: "may lean on the prior",
+    }.get(entry.get("flag") or "", "identified by the data")
+    return f"  (contraction {entry['contraction']:.2f}: {what})"
 
 
 def _psense(v: float | None) -> str:
@@ -254,7 +279,7 @@ def format_text(result: dict[str, Any]) -> str:
     order = " > ".join(f"alpha_{a}" for a in axes)
     lines += ["", f"P({order}) = {result['ordering']['population']:.3f} (population)"]
     for name, value in result["other"].items():
-        lines.append(f"  {name} = {_fmt(value)}")
+        lines.append(f"  {name} = {_fmt(value)}" + _identified(value))
     ident = identification_lines(result)
     if ident:
         lines += ["", *ident]
@@ -277,9 +302,15 @@ def format_text(result: dict[str, Any]) -> str:
     if notes:
         lines.append(
             f"  NOTE: {len(notes)} exponent(s) marked {MARKERS[FLAG_DOMINATED]}/"
-            f"{MARKERS[FLAG_SENSITIVE]}: their intervals lean on the prior (rule above); "
+            f"{MARKERS[FLAG_SENSITIVE]}/{MARKERS[FLAG_BORDERLINE]}: their intervals lean on the "
+            "prior, or may (rule above); "
             "compare a refit with `bayesscale fit --prior-scale 2` (in Python, "
             "`bs.fit(..., prior_scale=2)`)"
+        )
+    if len(result["exponents"]["settings"]) == 1:
+        lines.append(
+            "  NOTE: one setting: nothing is pooled, so these exponents rest on one sweep and "
+            "the priors; the population's are that setting's widened by the prior's spread"
         )
     diag = result["diagnostics"]
     verdict = "ok" if diag["ok"] else ("PREVIEW" if diag.get("preview") else "FAILED")

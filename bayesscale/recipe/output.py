@@ -17,9 +17,9 @@ import numpy as np
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.core.intervals import quantiles, tail_quantiles
+from bayesscale.core.intervals import DEFAULT_PROB, quantiles, tail_quantiles
 from bayesscale.data.extrapolation import WARN_FACTOR, beyond, check_threshold, outside
-from bayesscale.recipe.draws import DEFAULT_PROB, RecipeError
+from bayesscale.recipe.draws import RecipeError
 
 # --- summaries --------------------------------------------------------------------------------
 

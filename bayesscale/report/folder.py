@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from bayesscale import __version__
+from bayesscale._version import __version__
 from bayesscale.atomic import default_mode, track, untrack
 
 MANIFEST: Final = "report.json"

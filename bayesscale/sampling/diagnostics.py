@@ -157,6 +157,12 @@ def _ess(x: np.ndarray) -> np.ndarray:
     return np.where(constant, float(size), ess)
 
 
+def ess_mean(x: np.ndarray) -> np.ndarray:
+    """ESS of the mean per scalar of ``x`` (scalars, chains, draws): split chains, no rank
+    normalisation (ArviZ's ``method="mean"``), for the Monte Carlo error of an average."""
+    return _ess(_split(x))
+
+
 def ess_bulk(x: np.ndarray, z_split: np.ndarray | None = None) -> np.ndarray:
     """Bulk ESS per scalar of ``x`` (scalars, chains, draws)."""
     return _ess(_z_scale(_split(x)) if z_split is None else z_split)

@@ -44,7 +44,7 @@ from bayesscale.core import allocate, laws
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import Table, axis_sizes, setting_labels
 from bayesscale.data.spec import ModelSpec
-from bayesscale.recipe.draws import LawDraws, law_draws
+from bayesscale.law.posterior import LawDraws, law_draws
 from bayesscale.report.figures.marks import (
     EXTRAPOLATED_TEXT,
     LINE_HEIGHT,
