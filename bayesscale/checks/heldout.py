@@ -209,6 +209,31 @@ CALIBRATION_ALPHA = 0.05  # a coverage this unlikely under the nominal level is 
 WITHIN_CHANCE, CONSERVATIVE, OVER_CONFIDENT = "within chance", "conservative", "over-confident"
 
 
+def binomial_p_value(k: int, n: int, p: float) -> float:
+    """Two-sided exact binomial test of ``k`` successes in ``n`` at rate ``p``: the mass of
+    every count no more likely than ``k`` (within a relative 1e-7, as
+    ``scipy.stats.binomtest``, whose import costs a read-only command a second).
+
+    >>> round(binomial_p_value(95, 100, 0.9), 3)
+    0.13
+    """
+    from scipy import special  # loaded by law.predict already
+
+    i = np.arange(n + 1)
+    with np.errstate(divide="ignore"):
+        log_pmf = (
+            special.gammaln(n + 1)
+            - special.gammaln(i + 1)
+            - special.gammaln(n - i + 1)
+            + special.xlogy(i, p)
+            + special.xlog1py(n - i, -p)
+        )
+    pmf = np.exp(log_pmf)
+    if k == n * p:
+        return 1.0
+    return float(min(1.0, pmf[pmf <= pmf[k] * (1 + 1e-7)].sum()))
+
+
 def calibration(table: pd.DataFrame, prob: float) -> dict[str, Any]:
     """Is the coverage of ``table`` (a check table) what its ``prob`` intervals promise?
 
@@ -221,13 +246,11 @@ def calibration(table: pd.DataFrame, prob: float) -> dict[str, Any]:
     >>> calibration(frame, 0.9)["above"], round(calibration(frame, 0.9)["p_value"], 3)
     (5, 0.13)
     """
-    from scipy.stats import binomtest
-
     n = len(table)
     inside = int(table[names.COVERED].sum())
     above = int((table[names.OBSERVED] > table[names.UPPER]).sum())
     below = int((table[names.OBSERVED] < table[names.LOWER]).sum())
-    p_value = float(binomtest(inside, n, prob).pvalue) if n else float("nan")
+    p_value = binomial_p_value(inside, n, prob) if n else float("nan")
     coverage = inside / n if n else float("nan")
     verdict: str | None = None
     if not n:

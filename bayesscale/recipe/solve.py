@@ -44,7 +44,6 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
-from scipy import optimize
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
@@ -56,6 +55,7 @@ from bayesscale.core.geometric import (
 from bayesscale.core.prices import Prices
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.recipe.baselines import baseline_units, budget_multiplier
+from bayesscale.recipe.decision import decide
 from bayesscale.recipe.draws import (
     COST_EXACT,
     COST_LINEARISED,
@@ -112,6 +112,8 @@ def _decision(
 
     y_lo, y_hi = np.log(lo), np.log(hi)
     y0 = _onto_budget(np.clip(np.log(start), y_lo, y_hi), cost, budget, y_lo)
+    from scipy import optimize  # only here: a fallback solver; SciPy's import is 0.5 s
+
     res = optimize.minimize(
         fun,
         y0,
@@ -306,7 +308,9 @@ def recipe(
         dec = np.empty((G, B, n))
         dec_success = np.empty((S, G, B))
         mult = np.full((S, G, B, len(baselines)), np.nan)
-        for g in range(G):
+        starts = np.median(purchased, axis=0)  # (G, B, n): the per-draw optima's median
+        dec[:], settled = decide(batched, kap, cost, budgets_arr, lo, hi, starts)
+        for g, j in zip(*np.nonzero(~settled), strict=True):  # Newton did not settle: SLSQP
             law_g = allocate.PowerLaw(
                 draws.coef[:, g],
                 draws.alpha[:, g],
@@ -315,12 +319,9 @@ def recipe(
                 None if draws.beta is None else draws.beta[:, 0],
                 draws.pair,
             )
-            for j, b in enumerate(budgets_arr):
-                start = np.median(purchased[:, g, j], axis=0)
-                u, converged = _decision(law_g, kap, cost, b, lo, hi, start)
-                failures += not converged
-                dec[g, j] = u
-                dec_success[:, g, j] = success_of(law_g, kap * u)
+            dec[g, j], converged = _decision(law_g, kap, cost, budgets_arr[j], lo, hi, starts[g, j])
+            failures += not converged
+        dec_success[:] = success_of(batched, kap[:, None, None, :] * dec[None])
         data[names.SUCCESS_DECISION] = per_draw(dec_success)
         data[names.SUCCESS_GAIN] = per_draw(
             dec_success[..., None] - base_success, (names.BASELINE_DIM,)
