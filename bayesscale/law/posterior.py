@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -299,13 +299,7 @@ def law_draws(
         raise PosteriorError(
             f"setting(s) {missing} not in the fit; its settings: {list(all_settings)}"
         )
-    chains = [int(c) for c in post[names.CHAIN_DIM].to_numpy()]
-    draws = [int(d) for d in post[names.DRAW_DIM].to_numpy()]
-    if max_draws is not None and max_draws < len(draws):
-        if max_draws < 1:
-            raise PosteriorError(f"max_draws must be >= 1, got {max_draws}")
-        thinned = np.unique(np.linspace(0, len(draws) - 1, max_draws).round().astype(int))
-        draws = [draws[i] for i in thinned]
+    chains, draws = _samples(post, max_draws)
     post = post.sel({names.SETTING_DIM: list(chosen)})
     alpha = _stack_at(post[names.ALPHA].transpose(..., names.AXIS_DIM), chains, draws)
     amp = _stack_at(post[names.AMPLITUDE], chains, draws)
@@ -314,94 +308,138 @@ def law_draws(
     )
     with np.errstate(over="ignore", invalid="ignore"):  # such a draw is left out below
         coef = laws.amplitude_at_one(amp, alpha, reference)
-    floor = _stack_at(post[names.LOSS_FLOOR], chains, draws)
-    if names.SIZE_AMPLITUDE in post and names.ALPHA_SIZE in post:
-        if names.PARAMS_B not in const or names.SIZE_REFERENCE not in const:
-            raise PosteriorError(
-                f"the fit has a size term but constant_data lacks {names.PARAMS_B!r} or "
-                f"{names.SIZE_REFERENCE!r}"
-            )
-        e = _stack_at(post[names.SIZE_AMPLITUDE], chains, draws)
-        a_n = _stack_at(post[names.ALPHA_SIZE], chains, draws)
-        n_ref = float(const[names.SIZE_REFERENCE])
-        if size_axis:
-            g = coef.shape[1]
-            with np.errstate(over="ignore", invalid="ignore"):
-                k_n = laws.amplitude_at_one(e, a_n, n_ref)
-            coef = np.concatenate([coef, np.repeat(k_n[:, None, None], g, axis=1)], axis=-1)
-            alpha = np.concatenate([alpha, np.repeat(a_n[:, None, None], g, axis=1)], axis=-1)
-            reference = np.append(reference, n_ref)
-            axes = (*axes, names.PARAMS_B)
-        else:
-            size = const[names.PARAMS_B].sel({names.SETTING_DIM: list(chosen)})
-            with np.errstate(over="ignore", invalid="ignore"):
-                floor = floor + laws.size_term(
-                    size.to_numpy().astype(float)[None, :], e[:, None], a_n[:, None], n_ref
-                )
-    elif size_axis:
-        raise PosteriorError(
-            f"a price for {names.PARAMS_B!r} asks the recipe to choose the model size, but the "
-            "fit has no size term"
-        )
-    gamma = beta = None
-    pair = None
-    if names.INTERACTION_GAMMA in post and names.INTERACTION_BETA in post:
-        spec_text = fit.attrs.get(names.ATTR_SPEC)
-        if not spec_text:
-            raise PosteriorError(
-                f"the fit has an interaction term but no {names.ATTR_SPEC!r} attribute"
-            )
-        spec = fit_spec(fit)
-        if spec.interaction is None:
-            raise PosteriorError(
-                "the fit has interaction parameters but its spec declares no interaction"
-            )
-        pair = (axes.index(spec.interaction.axes[0]), axes.index(spec.interaction.axes[1]))
-        gamma = _stack_at(post[names.INTERACTION_GAMMA], chains, draws)
-        beta = _stack_at(post[names.INTERACTION_BETA], chains, draws)[:, None]
-    n_chain, n_draw = len(chains), len(draws)
-    parts = [coef, alpha, floor] + [p for p in (gamma, beta) if p is not None]
-    finite = np.all([np.isfinite(p).reshape(len(p), -1).all(axis=1) for p in parts], axis=0)
-    kept = finite.reshape(n_chain, n_draw).all(axis=0)  # a draw index kept in every chain
-    if not kept.all():
-        why = _not_finite(coef[~finite], alpha[~finite])
-        if not kept.any():
-            raise PosteriorError(
-                f"no posterior draw has a finite law in every setting ({why}): the fit "
-                "cannot give a recipe"
-            )
-        left_out, bad = int((~kept).sum()) * n_chain, int((~finite).sum())
-        others = (
-            f", and {left_out - bad} at the same draw index in other chains"
-            if left_out > bad
-            else ""
-        )
-        preview = "; a preview's Laplace draws reach such tails"
-        warnings.warn(
-            f"{left_out} of {n_chain * n_draw} posterior draws left out: {bad} whose law is "
-            f"not finite in some setting ({why}){others}"
-            + (preview if int(fit.attrs.get(names.ATTR_PREVIEW, 0)) else ""),
-            PosteriorWarning,
-            stacklevel=2,
-        )
-        rows = np.tile(kept, n_chain)
-        coef, alpha, floor = coef[rows], alpha[rows], floor[rows]
-        gamma = None if gamma is None else gamma[rows]
-        beta = None if beta is None else beta[rows]
-        draws = [d for d, k in zip(draws, kept, strict=True) if k]
-    return LawDraws(
+    law = LawDraws(
         axes=axes,
         settings=chosen,
         chain=np.repeat(chains, len(draws)).astype(float),
-        draw=np.tile(draws, n_chain).astype(float),
+        draw=np.tile(draws, len(chains)).astype(float),
         coef=coef,
         alpha=alpha,
-        floor=floor,
+        floor=_stack_at(post[names.LOSS_FLOOR], chains, draws),
         reference=reference,
-        gamma=gamma,
-        beta=beta,
-        pair=pair,
-        left_out=int((~kept).sum()) * n_chain,
+    )
+    law = _with_size_term(law, post, const, chains, draws, size_axis)
+    law = _with_interaction(law, fit, post, chains, draws)
+    return _finite_draws(law, len(chains), preview=bool(int(fit.attrs.get(names.ATTR_PREVIEW, 0))))
+
+
+def _samples(post: xr.Dataset, max_draws: int | None) -> tuple[list[int], list[int]]:
+    """The chains and draws read: every chain, each thinned evenly to ``max_draws``."""
+    chains = [int(c) for c in post[names.CHAIN_DIM].to_numpy()]
+    draws = [int(d) for d in post[names.DRAW_DIM].to_numpy()]
+    if max_draws is not None and max_draws < len(draws):
+        if max_draws < 1:
+            raise PosteriorError(f"max_draws must be >= 1, got {max_draws}")
+        thinned = np.unique(np.linspace(0, len(draws) - 1, max_draws).round().astype(int))
+        draws = [draws[i] for i in thinned]
+    return chains, draws
+
+
+def _with_size_term(
+    law: LawDraws,
+    post: xr.Dataset,
+    const: xr.Dataset,
+    chains: list[int],
+    draws: list[int],
+    size_axis: bool,
+) -> LawDraws:
+    """The size term ``E (N/N_ref)^(-alpha_N)``: added to each setting's floor at its model
+    size, or, with ``size_axis``, one more axis ``params_b`` for the recipe to choose."""
+    if names.SIZE_AMPLITUDE not in post or names.ALPHA_SIZE not in post:
+        if size_axis:
+            raise PosteriorError(
+                f"a price for {names.PARAMS_B!r} asks the recipe to choose the model size, but "
+                "the fit has no size term"
+            )
+        return law
+    if names.PARAMS_B not in const or names.SIZE_REFERENCE not in const:
+        raise PosteriorError(
+            f"the fit has a size term but constant_data lacks {names.PARAMS_B!r} or "
+            f"{names.SIZE_REFERENCE!r}"
+        )
+    e = _stack_at(post[names.SIZE_AMPLITUDE], chains, draws)
+    a_n = _stack_at(post[names.ALPHA_SIZE], chains, draws)
+    n_ref = float(const[names.SIZE_REFERENCE])
+    if size_axis:
+        g = law.coef.shape[1]
+        with np.errstate(over="ignore", invalid="ignore"):
+            k_n = laws.amplitude_at_one(e, a_n, n_ref)
+        return replace(
+            law,
+            coef=np.concatenate([law.coef, np.repeat(k_n[:, None, None], g, axis=1)], axis=-1),
+            alpha=np.concatenate([law.alpha, np.repeat(a_n[:, None, None], g, axis=1)], axis=-1),
+            reference=np.append(law.reference, n_ref),
+            axes=(*law.axes, names.PARAMS_B),
+        )
+    size = const[names.PARAMS_B].sel({names.SETTING_DIM: list(law.settings)})
+    with np.errstate(over="ignore", invalid="ignore"):
+        term = laws.size_term(
+            size.to_numpy().astype(float)[None, :], e[:, None], a_n[:, None], n_ref
+        )
+    return replace(law, floor=law.floor + term)
+
+
+def _with_interaction(
+    law: LawDraws, fit: xr.DataTree, post: xr.Dataset, chains: list[int], draws: list[int]
+) -> LawDraws:
+    """The interaction term's weights and exponent, where the fit has one."""
+    if names.INTERACTION_GAMMA not in post or names.INTERACTION_BETA not in post:
+        return law
+    if not fit.attrs.get(names.ATTR_SPEC):
+        raise PosteriorError(
+            f"the fit has an interaction term but no {names.ATTR_SPEC!r} attribute"
+        )
+    spec = fit_spec(fit)
+    if spec.interaction is None:
+        raise PosteriorError(
+            "the fit has interaction parameters but its spec declares no interaction"
+        )
+    axes = law.axes
+    return replace(
+        law,
+        gamma=_stack_at(post[names.INTERACTION_GAMMA], chains, draws),
+        beta=_stack_at(post[names.INTERACTION_BETA], chains, draws)[:, None],
+        pair=(axes.index(spec.interaction.axes[0]), axes.index(spec.interaction.axes[1])),
+    )
+
+
+def _finite_draws(law: LawDraws, n_chain: int, preview: bool) -> LawDraws:
+    """``law`` without the draw indices whose law is not finite in some setting and chain
+    (the draws stay a chain x draw grid), with a :class:`PosteriorWarning` saying how many."""
+    n_draw = law.samples // n_chain
+    parts = [law.coef, law.alpha, law.floor] + [p for p in (law.gamma, law.beta) if p is not None]
+    finite = np.all([np.isfinite(p).reshape(len(p), -1).all(axis=1) for p in parts], axis=0)
+    kept = finite.reshape(n_chain, n_draw).all(axis=0)  # a draw index kept in every chain
+    if kept.all():
+        return law
+    why = _not_finite(law.coef[~finite], law.alpha[~finite])
+    if not kept.any():
+        raise PosteriorError(
+            f"no posterior draw has a finite law in every setting ({why}): the fit "
+            "cannot give a recipe"
+        )
+    left_out, bad = int((~kept).sum()) * n_chain, int((~finite).sum())
+    others = (
+        f", and {left_out - bad} at the same draw index in other chains" if left_out > bad else ""
+    )
+    warnings.warn(
+        f"{left_out} of {n_chain * n_draw} posterior draws left out: {bad} whose law is "
+        f"not finite in some setting ({why}){others}"
+        + ("; a preview's Laplace draws reach such tails" if preview else ""),
+        PosteriorWarning,
+        stacklevel=3,
+    )
+    rows = np.tile(kept, n_chain)
+    return replace(
+        law,
+        chain=law.chain[rows],
+        draw=law.draw[rows],
+        coef=law.coef[rows],
+        alpha=law.alpha[rows],
+        floor=law.floor[rows],
+        gamma=None if law.gamma is None else law.gamma[rows],
+        beta=None if law.beta is None else law.beta[rows],
+        left_out=left_out,
     )
 
 
