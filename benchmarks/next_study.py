@@ -71,6 +71,7 @@ from bayesscale.data.simulate import (
     simulate,
 )
 from bayesscale.data.spec import ModelSpec, parse_spec, with_exponent_prior_scale
+from bayesscale.design.candidates import candidate_grid, default_anchors
 from bayesscale.design.costs import Costs
 from bayesscale.design.defaults import (
     ANCHOR_RULES,
@@ -79,12 +80,8 @@ from bayesscale.design.defaults import (
     TARGET_DECISION,
     TARGETS,
 )
-from bayesscale.design.next_runs import (
-    DesignError,
-    candidate_grid,
-    default_anchors,
-    next_runs,
-)
+from bayesscale.design.next_runs import next_runs
+from bayesscale.design.results import DesignError
 from bayesscale.law.inference import FitConfig, fit
 from bayesscale.law.posterior import axis_columns
 from bayesscale.recipe.solve import recipe

@@ -25,21 +25,13 @@ from bayesscale.data.observations import Table, frame_sha256, validate
 from bayesscale.data.spec import parse_spec
 from bayesscale.design import preposterior as pp
 from bayesscale.design import sweep_file
+from bayesscale.design.candidates import candidate_grid, default_anchors, with_concentration
 from bayesscale.design.costs import Costs, CostsError, load_costs, parse_costs
-from bayesscale.design.next_runs import (
-    DesignError,
-    candidate_grid,
-    default_anchors,
-    fit_target,
-    format_text,
-    next_runs,
-    refit_check,
-    simulated_rows,
-    to_json,
-    value_and_mcse,
-    where_text,
-    with_concentration,
-)
+from bayesscale.design.next_runs import next_runs
+from bayesscale.design.next_text import format_text, to_json, where_text
+from bayesscale.design.refit import fit_target, refit_check, simulated_rows
+from bayesscale.design.results import DesignError
+from bayesscale.design.run_value import value_and_mcse
 from bayesscale.design.sweep_file import next_sweep_text, toml_text
 from bayesscale.law.inference import FitConfig, fit
 from bayesscale.law.posterior import law_draws

@@ -13,6 +13,7 @@ import pytest
 from testdata import ROOT
 
 from bayesscale.cli import main
+from bayesscale.design.candidates import with_concentration
 from bayesscale.design.costs import (
     DEFAULT_TOKENS_PER_TRAJECTORY,
     PAPER_C0,
@@ -22,13 +23,9 @@ from bayesscale.design.costs import (
     load_costs,
     parse_costs,
 )
-from bayesscale.design.next_runs import (
-    Candidate,
-    DesignError,
-    _cost,
-    next_runs,
-    with_concentration,
-)
+from bayesscale.design.greedy import _cost
+from bayesscale.design.next_runs import next_runs
+from bayesscale.design.results import Candidate, DesignError
 from bayesscale.recipe.synthetic import synthetic_fit
 from bayesscale.verl.sweep import load_sweep_spec
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from bayesscale.cli import CommandError, add_force, add_strict
-from bayesscale.design import defaults
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import xarray as xr
 
-    from bayesscale.design.next_runs import NextRuns
+    from bayesscale.core.prices import Prices
+    from bayesscale.design.results import NextRuns
     from bayesscale.fits.law import LawFit
     from bayesscale.verl.sweep import SweepSpec
 
@@ -40,6 +41,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--budget", type=float, required=True, help="the recipe budget B the decision is for"
     )
+    _add_batch_options(parser)
+    _add_file_options(parser)
+    _add_value_options(parser)
+    _add_refit_options(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_batch_options(parser: argparse.ArgumentParser) -> None:
+    """The batch: its size, spend cap, target and target settings."""
+    from bayesscale.design import defaults
+
     parser.add_argument(
         "--runs",
         type=int,
@@ -76,6 +88,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="a setting whose decision counts (repeatable; default: every setting)",
     )
+
+
+def _add_file_options(parser: argparse.ArgumentParser) -> None:
+    """The input and output files, and how the result is printed."""
     parser.add_argument("--costs", metavar="COSTS.toml", help="cost file (docs/next.md)")
     parser.add_argument("--prices", metavar="PRICES.toml", help="unit prices for the recipe")
     parser.add_argument(
@@ -88,24 +104,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_strict(parser)
     parser.add_argument("--figure", metavar="PNG", help="save value per cost over the grid")
-    _add_candidate_options(parser)
-    parser.add_argument(
-        "--simulations", type=int, default=defaults.DEFAULT_SIMULATIONS, help="outer draws M"
-    )
-    parser.add_argument(
-        "--max-draws",
-        type=int,
-        default=defaults.DEFAULT_MAX_DRAWS,
-        help="posterior draws per chain used (default %(default)s)",
-    )
-    _add_stopping_options(parser)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.set_defaults(func=run)
 
 
-def _add_candidate_options(parser: argparse.ArgumentParser) -> None:
-    """The candidate runs: held-out tasks per run, how far beyond the grid, where the other
-    axes sit."""
+def _add_value_options(parser: argparse.ArgumentParser) -> None:
+    """The candidates and how their values are estimated."""
+    from bayesscale.design import defaults
+
     parser.add_argument(
         "--trials",
         type=int,
@@ -136,11 +140,15 @@ def _add_candidate_options(parser: argparse.ArgumentParser) -> None:
         help="hold AXIS at SIZE in every setting's one-axis candidates (repeatable; overrides "
         "--anchors on that axis)",
     )
-
-
-def _add_stopping_options(parser: argparse.ArgumentParser) -> None:
-    """Where the batch stops (importance weights' ESS) and the refit check of a batch the
-    weights cannot value."""
+    parser.add_argument(
+        "--simulations", type=int, default=defaults.DEFAULT_SIMULATIONS, help="outer draws M"
+    )
+    parser.add_argument(
+        "--max-draws",
+        type=int,
+        default=defaults.DEFAULT_MAX_DRAWS,
+        help="posterior draws per chain used (default %(default)s)",
+    )
     parser.add_argument(
         "--min-ess",
         type=float,
@@ -149,6 +157,10 @@ def _add_stopping_options(parser: argparse.ArgumentParser) -> None:
         "batch's simulated outcomes) is below this; a first run below it is flagged; 0 never "
         "stops (default %(default)s)",
     )
+
+
+def _add_refit_options(parser: argparse.ArgumentParser) -> None:
+    """The refit check of runs the draws value poorly, and the seed."""
     parser.add_argument(
         "--refit-below",
         type=float,
@@ -168,6 +180,7 @@ def _add_stopping_options(parser: argparse.ArgumentParser) -> None:
         default=4,
         help="simulated outcomes (refits) of the refit check (default %(default)s)",
     )
+    parser.add_argument("--seed", type=int, default=0)
 
 
 def _anchor_sizes(given: list[str]) -> dict[str, float]:
@@ -193,25 +206,16 @@ def _anchor_sizes(given: list[str]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bayesscale.cli import output_path, refuse_failed
+    from bayesscale.cli import refuse_failed
     from bayesscale.core.prices import load_prices
-    from bayesscale.design import next_runs as nr
     from bayesscale.design.costs import Costs, load_costs
+    from bayesscale.design.defaults import DEFAULT_TRIALS
+    from bayesscale.design.next_runs import next_runs
     from bayesscale.fits.law import LawFit
     from bayesscale.law.posterior import axis_columns, law_layout, setting_keys
 
     anchors = _anchor_sizes(args.anchor)
-    if args.refit_below is not None and args.observations is None:
-        raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
-    inputs = [args.fit, args.observations, args.prices, args.costs, args.sweep]
-    out = output_path(args.out, args.force, inputs)
-    figure = output_path(args.figure, args.force, inputs)
-    if out is not None and figure is not None and out.resolve() == figure.resolve():
-        raise CommandError(f"--figure {figure} is also --out; give each its own file")
-    if out is not None and args.sweep is None:
-        raise CommandError(
-            "--out needs --sweep BASE.toml: the pool, models and verl settings of the runs"
-        )
+    out, figure = _output_paths(args)
     law = LawFit.load(args.fit)
     refuse_failed(args.fit, law.diagnostics, args.strict)
     fit = law.tree
@@ -222,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     keys = setting_keys(fit, settings)
     columns = axis_columns(fit, axes)
     spec, movers, max_sizes, cells, trials = _sweep_limits(args, settings, keys, columns)
-    result = nr.next_runs(
+    result = next_runs(
         fit,
         args.budget,
         runs=args.runs,
@@ -231,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         candidate_settings=movers,
         costs=costs,
         prices=prices,
-        trials=trials or nr.DEFAULT_TRIALS,
+        trials=trials or DEFAULT_TRIALS,
         simulations=args.simulations,
         max_draws=args.max_draws,
         beyond=args.beyond,
@@ -244,42 +248,52 @@ def run(args: argparse.Namespace) -> int:
         first_picks=args.first_picks,
         seed=args.seed,
     )
-    low = [r for r in result.chosen if r.valued.ess_median < (args.refit_below or 0.0)]
-    if low:
-        refit = _refitter(fit, args.observations, args.seed)
-        reason = (
-            f"{len(low)} chosen run(s) with median ESS below --refit-below {args.refit_below:g}"
-        )
-        nr.refit_check(
-            result,
-            fit,
-            refit,
-            args.refit_outcomes,
-            prices,
-            max_draws=args.max_draws,
-            reason=reason,
-        )
-    _write_and_print(args, result, law, columns, keys, spec, out, figure)
+    _refit_check(args, result, fit, prices)
+    if out is not None and spec is not None:
+        _write_sweep(args, out, result, columns, keys, spec)
+    if figure is not None:
+        _write_figure(args, figure, result)
+    _print_result(args, result, law, out)
     return 0
+
+
+def _output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """``--out`` and ``--figure`` as paths (refused where they would overwrite without
+    ``--force``), after the option combinations ``next`` refuses."""
+    from bayesscale.cli import output_path
+
+    if args.refit_below is not None and args.observations is None:
+        raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
+    inputs = [args.fit, args.observations, args.prices, args.costs, args.sweep]
+    out = output_path(args.out, args.force, inputs)
+    figure = output_path(args.figure, args.force, inputs)
+    if out is not None and figure is not None and out.resolve() == figure.resolve():
+        raise CommandError(f"--figure {figure} is also --out; give each its own file")
+    if out is not None and args.sweep is None:
+        raise CommandError(
+            "--out needs --sweep BASE.toml: the pool, models and verl settings of the runs"
+        )
+    return out, figure
 
 
 def _sweep_limits(
     args: argparse.Namespace,
     settings: list[str],
-    keys: dict[str, dict[str, Any]],
-    columns: dict[str, str],
+    keys: Mapping[str, Mapping[str, Any]],
+    columns: Mapping[str, str],
 ) -> tuple[SweepSpec | None, list[str] | None, dict[str, float] | None, float | None, int | None]:
-    """With ``--sweep``: the base sweep spec, the fit's settings it can run, the sizes its
-    pool holds for training, its cells per run and (unless ``--trials``) its held-out cells;
-    without it, nothing but ``--trials``."""
-    if args.sweep is None:
-        return None, None, None, None, args.trials
+    """What ``--sweep BASE.toml`` sets (else ``None`` each): the spec, the settings it can run,
+    the sizes its pool holds, its cells, and the trials per run (``--trials``, else its
+    held-out cells)."""
     from bayesscale.design import sweep_file
+
+    trials = args.trials
+    if args.sweep is None:
+        return None, None, None, None, trials
     from bayesscale.verl.plan import count_units, split_holdout
     from bayesscale.verl.pool import read_pool
     from bayesscale.verl.sweep import load_sweep_spec
 
-    trials = args.trials
     spec = load_sweep_spec(args.sweep)
     movers = sweep_file.runnable_settings(settings, keys, spec)
     if not movers:
@@ -299,53 +313,82 @@ def _sweep_limits(
     return spec, movers, max_sizes, cells, trials
 
 
-def _write_and_print(
-    args: argparse.Namespace,
-    result: NextRuns,
-    law: LawFit,
-    columns: dict[str, str],
-    keys: dict[str, dict[str, Any]],
-    spec: SweepSpec | None,
-    out: Path | None,
-    figure: Path | None,
+def _refit_check(
+    args: argparse.Namespace, result: NextRuns, fit: xr.DataTree, prices: Prices
 ) -> None:
-    """The batch as a sweep file (``--out``) and a figure (``--figure``), and printed as text
-    or JSON with the fit's diagnostics."""
-    import json
+    """With ``--refit-below``, check the batch by refitting when a chosen run's median ESS
+    is below it (stored in ``result.refit``)."""
+    from bayesscale.design.refit import refit_check
+
+    low = [r for r in result.chosen if r.valued.ess_median < (args.refit_below or 0.0)]
+    if low:
+        refit = _refitter(fit, args.observations, args.seed)
+        reason = (
+            f"{len(low)} chosen run(s) with median ESS below --refit-below {args.refit_below:g}"
+        )
+        refit_check(
+            result,
+            fit,
+            refit,
+            args.refit_outcomes,
+            prices,
+            max_draws=args.max_draws,
+            reason=reason,
+        )
+
+
+def _write_sweep(
+    args: argparse.Namespace,
+    out: Path,
+    result: NextRuns,
+    columns: Mapping[str, str],
+    keys: Mapping[str, Mapping[str, Any]],
+    spec: SweepSpec,
+) -> None:
+    """The batch as a sweep file at ``out`` that ``plan`` accepts."""
+    from pathlib import Path
 
     from bayesscale.atomic import write_atomically
-    from bayesscale.design import next_runs as nr
     from bayesscale.design import sweep_file
 
-    if out is not None and spec is not None:
-        points = sweep_file.sweep_points(result.chosen, result.axes, columns, keys, spec)
-        note = (
-            f"written by `bayesscale next {args.fit} --budget {args.budget:g} --runs {args.runs} "
-            f"--target {args.target} --anchors {args.anchors}"
-            + "".join(f" --anchor {a}" for a in args.anchor)
-            + f"` from {args.sweep}"
-        )
-        text = sweep_file.next_sweep_text(spec, points, note)
-        write_atomically(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), args.force)
-    if figure is not None:
-        from bayesscale.design.figure import value_per_cost_figure
-        from bayesscale.report.figures.provenance import DEFAULT_DPI
+    points = sweep_file.sweep_points(result.chosen, result.axes, columns, keys, spec)
+    note = (
+        f"written by `bayesscale next {args.fit} --budget {args.budget:g} --runs {args.runs} "
+        f"--target {args.target} --anchors {args.anchors}"
+        + "".join(f" --anchor {a}" for a in args.anchor)
+        + f"` from {args.sweep}"
+    )
+    text = sweep_file.next_sweep_text(spec, points, note)
+    write_atomically(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), args.force)
 
-        fig = value_per_cost_figure(result)
-        write_atomically(
-            figure, lambda tmp: fig.savefig(tmp, format="png", dpi=DEFAULT_DPI), args.force
-        )
+
+def _write_figure(args: argparse.Namespace, figure: Path, result: NextRuns) -> None:
+    """Value per cost over the candidate grid, as a PNG at ``figure``."""
+    from bayesscale.atomic import write_atomically
+    from bayesscale.design.figure import value_per_cost_figure
+    from bayesscale.report.figures.provenance import DEFAULT_DPI
+
+    fig = value_per_cost_figure(result)
+    write_atomically(
+        figure, lambda tmp: fig.savefig(tmp, format="png", dpi=DEFAULT_DPI), args.force
+    )
+
+
+def _print_result(
+    args: argparse.Namespace, result: NextRuns, law: LawFit, out: Path | None
+) -> None:
+    """The batch as text (``--json``: JSON) with the fit's diagnostics, and what was written."""
+    import json
+
+    from bayesscale.design.next_text import format_text, to_json
+
     if args.json:
         print(
-            json.dumps(
-                {**nr.to_json(result), "fit_diagnostics": law.diagnostics.to_dict()}, indent=2
-            )
+            json.dumps({**to_json(result), "fit_diagnostics": law.diagnostics.to_dict()}, indent=2)
         )
     else:
         headline = law.diagnostics.headline()
-        print(
-            nr.format_text(result) if headline is None else f"{headline}\n{nr.format_text(result)}"
-        )
+        print(format_text(result) if headline is None else f"{headline}\n{format_text(result)}")
         if out is not None and result.worth_running:
             print(f"wrote {out}\nnext: bayesscale plan {out} --out SWEEP_DIR")
         elif out is not None:

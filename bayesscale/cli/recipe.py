@@ -413,7 +413,7 @@ def _decision_sweep_request(
     if out is not None and args.out is not None and out.resolve() == Path(args.out).resolve():
         raise CommandError(f"--sweep-out {out} is also --out; give each its own file")
     from bayesscale.design.decision_sweep import pick_budget
-    from bayesscale.design.next_runs import DesignError
+    from bayesscale.design.results import DesignError
     from bayesscale.design.sweep_file import pool_caps
     from bayesscale.verl.sweep import load_sweep_spec
 

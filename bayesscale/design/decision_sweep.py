@@ -70,7 +70,7 @@ import xarray as xr
 from bayesscale import names
 from bayesscale.core.geometric import Posynomial
 from bayesscale.design import sweep_file
-from bayesscale.design.next_runs import DesignError
+from bayesscale.design.results import DesignError
 from bayesscale.law.posterior import axis_columns, setting_keys
 from bayesscale.verl.sweep import AXIS_COLUMNS, SweepSpec, parse_sweep_spec
 
@@ -294,7 +294,7 @@ def decision_sweep(
     (a point the decision and a baseline share is written once, its labels joined by ``+``).
     A money cost that fixes the cells per run (``[cost] trajectories = "fixed-cells"``) must
     fix ``spec``'s ``[alignment] cells``. Raises
-    :class:`~bayesscale.design.next_runs.DesignError` on what cannot be written."""
+    :class:`~bayesscale.design.results.DesignError` on what cannot be written."""
     if names.DECISION not in ds:
         raise DesignError("the recipe has no decision (computed with decision=False)")
     if not (isinstance(seeds, int) and seeds >= 1):

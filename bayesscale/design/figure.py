@@ -9,7 +9,8 @@ axis no candidate varies (the pool caps it at the size held) is said so in the p
 Example
 -------
 >>> from bayesscale.recipe.synthetic import synthetic_fit
->>> from bayesscale.design.next_runs import next_runs, with_concentration
+>>> from bayesscale.design.candidates import with_concentration
+>>> from bayesscale.design.next_runs import next_runs
 >>> fit = with_concentration(synthetic_fit(draws=50, spread=0.1), 800.0)
 >>> fig = value_per_cost_figure(next_runs(fit, 2e4, runs=1, simulations=8, max_draws=50))
 >>> len(fig.axes) >= 2
@@ -21,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from bayesscale.design.next_runs import DECISION_AXIS, NextRuns, held_sizes
+from bayesscale.design.next_text import held_sizes
+from bayesscale.design.results import DECISION_AXIS, NextRuns
 from bayesscale.formatting import money
 from bayesscale.report.figures.style import (
     PALETTE,
