@@ -60,7 +60,7 @@ def discard_pending() -> list[Path]:
     A command stopped by Ctrl-C may still have a worker writing into a folder: a removal
     racing it can fail (a file created while the tree is walked) or the writer can make the
     folder again (``mkdir(parents=True)``), so a folder is removed until it stays gone (up to
-    :data:`DISCARD_TRIES` times, :data:`DISCARD_PAUSE` apart). Targets written inside a
+    ``DISCARD_TRIES`` times, ``DISCARD_PAUSE`` seconds apart). Targets written inside a
     discarded folder leave ``WRITTEN``: they are gone with it."""
     with _LOCK:
         pending = sorted(PENDING)

@@ -19,10 +19,10 @@ from typing import Final
 
 INFINITY_MD: Final = "∞"
 SCIENTIFIC_FROM: Final = 1e15
-"""From here up, every format is scientific: past the largest suffix (T), 1000T or a run of
-digits would read as a typo."""
+"""Every format is scientific from here up (past the largest suffix, T, 1000T or a run of
+digits would read as a typo)."""
 TIMES_SCIENTIFIC_FROM: Final = 1e6
-"""A factor from here up is scientific: ``5.56e+24x``, not 25 digits."""
+"""A factor is scientific from here up (``5.56e+24x``, not 25 digits)."""
 
 
 def format_number(x: float | None, digits: int | None = 2, sig: int = 3) -> str:

@@ -75,7 +75,7 @@ def _parse_stored_spec(text: str) -> ModelSpec:
 
 class DiagnosticsRefusedError(ValueError):
     """A fit whose diagnostics failed (or a preview), refused under ``strict``: the command
-    line exits with :attr:`exit_status` 3, the one status for "a fit failed its diagnostics
+    line exits with ``exit_status`` 3, the one status for "a fit failed its diagnostics
     under --strict" in every command (2 is a usage or input error)."""
 
     exit_status = 3
