@@ -186,216 +186,310 @@ def cases(folder: Path) -> list[Case]:
     recipe = ("recipe", fit)
     run_id = "qwen3-4b-grpo-e1-t128-r4-s0"
 
-    def c(name: str, argv: Sequence[str], *needles: str, status: tuple[int, ...] = (2,)) -> Case:
-        return Case(name, tuple(argv), needles, status)
+    v = Files(
+        folder=folder,
+        csv=csv,
+        fit=fit,
+        sweeps=sweeps,
+        missing=missing,
+        fit_out=fit_out,
+        exists=exists,
+        a_dir=a_dir,
+        broken_spec=broken_spec,
+        odd_spec=odd_spec,
+        csv_as_fit=csv_as_fit,
+        empty_nc=empty_nc,
+        recipe=recipe,
+        run_id=run_id,
+    )
+    return [case for section in SECTIONS for case in section(v)]
 
+
+@dataclass(frozen=True)
+class Files:
+    """The files and arguments the cases share (made by :func:`cases`)."""
+
+    folder: Path
+    csv: dict[str, Path]
+    fit: str
+    sweeps: dict[str, Path]
+    missing: str
+    fit_out: tuple[str, ...]
+    exists: Path
+    a_dir: Path
+    broken_spec: Path
+    odd_spec: Path
+    csv_as_fit: str
+    empty_nc: str
+    recipe: tuple[str, ...]
+    run_id: str
+
+
+def _c(name: str, argv: Sequence[str], *needles: str, status: tuple[int, ...] = (2,)) -> Case:
+    return Case(name, tuple(argv), needles, status)
+
+
+def _missing_files(v: Files) -> list[Case]:
+    """Missing files."""
     return [
-        # missing files
-        c("fit: missing table", ["fit", f"{missing}.csv", *fit_out], f"{missing}.csv"),
-        c("recipe: missing fit", ["recipe", f"{missing}.nc", "--budget", "1e4"], f"{missing}.nc"),
-        c("check: missing held-out", ["check", fit, f"{missing}.csv"], f"{missing}.csv"),
-        c(
+        _c("fit: missing table", ["fit", f"{v.missing}.csv", *v.fit_out], f"{v.missing}.csv"),
+        _c(
+            "recipe: missing fit",
+            ["recipe", f"{v.missing}.nc", "--budget", "1e4"],
+            f"{v.missing}.nc",
+        ),
+        _c("check: missing held-out", ["check", v.fit, f"{v.missing}.csv"], f"{v.missing}.csv"),
+        _c(
             "price: missing table",
-            ["price", f"{missing}.csv", "--out", str(folder / "p.nc")],
-            f"{missing}.csv",
+            ["price", f"{v.missing}.csv", "--out", str(v.folder / "p.nc")],
+            f"{v.missing}.csv",
         ),
-        c(
+        _c(
             "recipe: missing prices",
-            [*recipe, "--budget", "1e4", "--prices", f"{missing}.toml"],
-            f"{missing}.toml",
+            [*v.recipe, "--budget", "1e4", "--prices", f"{v.missing}.toml"],
+            f"{v.missing}.toml",
         ),
-        c(
+        _c(
             "next: missing costs",
-            ["next", fit, "--budget", "1e4", "--costs", f"{missing}.toml"],
-            f"{missing}.toml",
+            ["next", v.fit, "--budget", "1e4", "--costs", f"{v.missing}.toml"],
+            f"{v.missing}.toml",
         ),
-        c("ingest: missing sweep", ["ingest", missing, "--out", str(folder / "o.csv")], missing),
-        c(
+        _c(
+            "ingest: missing sweep",
+            ["ingest", v.missing, "--out", str(v.folder / "o.csv")],
+            v.missing,
+        ),
+        _c(
             "plan: missing spec",
-            ["plan", f"{missing}.toml", "--out", str(folder / "pl")],
-            f"{missing}.toml",
+            ["plan", f"{v.missing}.toml", "--out", str(v.folder / "pl")],
+            f"{v.missing}.toml",
         ),
-        c("fit: a folder as the table", ["fit", str(a_dir), *fit_out], str(a_dir), "directory"),
-        # bad CSV rows and columns
-        c(
+        _c(
+            "fit: a folder as the table",
+            ["fit", str(v.a_dir), *v.fit_out],
+            str(v.a_dir),
+            "directory",
+        ),
+    ]
+
+
+def _bad_csv_rows_and_columns(v: Files) -> list[Case]:
+    """Bad CSV rows and columns."""
+    return [
+        _c(
             "fit: column missing",
-            ["fit", str(csv["no_trials"]), *fit_out],
+            ["fit", str(v.csv["no_trials"]), *v.fit_out],
             "no_trials.csv",
             "trials",
         ),
-        c(
+        _c(
             "fit: text in a count",
-            ["fit", str(csv["text_count"]), *fit_out],
+            ["fit", str(v.csv["text_count"]), *v.fit_out],
             "text_count.csv",
             "n_envs",
             "row",
         ),
-        c(
+        _c(
             "fit: negative successes",
-            ["fit", str(csv["negative"]), *fit_out],
+            ["fit", str(v.csv["negative"]), *v.fit_out],
             "negative.csv",
             "successes",
             "row",
         ),
-        c(
+        _c(
             "fit: successes > trials",
-            ["fit", str(csv["over"]), *fit_out],
+            ["fit", str(v.csv["over"]), *v.fit_out],
             "over.csv",
             "successes",
             "row",
         ),
-        c(
+        _c(
             "fit: zero tasks",
-            ["fit", str(csv["zero_tasks"]), *fit_out],
+            ["fit", str(v.csv["zero_tasks"]), *v.fit_out],
             "zero_tasks.csv",
             "n_tasks",
             "row",
         ),
-        c(
+        _c(
             "fit: blank setting key",
-            ["fit", str(csv["blank_model"]), *fit_out],
+            ["fit", str(v.csv["blank_model"]), *v.fit_out],
             "blank_model.csv",
             "model",
             "row",
         ),
-        c("fit: empty file", ["fit", str(csv["empty"]), *fit_out], "empty.csv", "empty"),
-        c("fit: header only", ["fit", str(csv["header"]), *fit_out], "header.csv", "no"),
-        c("fit: not a CSV", ["fit", str(csv["binary"]), *fit_out], "binary.csv"),
-        c(
+        _c("fit: empty file", ["fit", str(v.csv["empty"]), *v.fit_out], "empty.csv", "empty"),
+        _c("fit: header only", ["fit", str(v.csv["header"]), *v.fit_out], "header.csv", "no"),
+        _c("fit: not a CSV", ["fit", str(v.csv["binary"]), *v.fit_out], "binary.csv"),
+        _c(
             "price: column missing",
-            ["price", str(csv["pricing_no_synthetic"]), "--out", str(folder / "p.nc")],
+            ["price", str(v.csv["pricing_no_synthetic"]), "--out", str(v.folder / "p.nc")],
             "pricing_no_synthetic.csv",
             "synthetic",
         ),
-        # bad budgets
-        c("budget 0", [*recipe, "--budget", "0"], "--budget", "> 0"),
-        c("budget negative", [*recipe, "--budget", "-5"], "--budget"),
-        c("budget text", [*recipe, "--budget", "abc"], "--budget", "abc"),
-        c("budget N = 0", [*recipe, "--budget", "1e3:1e6:0"], "--budget", "N = 0"),
-        c("budget HI < LO", [*recipe, "--budget", "1e6:1e3:3"], "--budget", "below"),
-        c("budget two parts", [*recipe, "--budget", "1e3:1e6"], "--budget", "LO:HI:N"),
-        c("budget nan", [*recipe, "--budget", "nan"], "--budget", "finite"),
-        c("budget inf", [*recipe, "--budget", "inf"], "--budget", "finite"),
-        c("next: budget 0", ["next", fit, "--budget", "0"], "budget"),
-        # bad specs
-        c(
+    ]
+
+
+def _bad_budgets(v: Files) -> list[Case]:
+    """Bad budgets."""
+    return [
+        _c("budget 0", [*v.recipe, "--budget", "0"], "--budget", "> 0"),
+        _c("budget negative", [*v.recipe, "--budget", "-5"], "--budget"),
+        _c("budget text", [*v.recipe, "--budget", "abc"], "--budget", "abc"),
+        _c("budget N = 0", [*v.recipe, "--budget", "1e3:1e6:0"], "--budget", "N = 0"),
+        _c("budget HI < LO", [*v.recipe, "--budget", "1e6:1e3:3"], "--budget", "below"),
+        _c("budget two parts", [*v.recipe, "--budget", "1e3:1e6"], "--budget", "LO:HI:N"),
+        _c("budget nan", [*v.recipe, "--budget", "nan"], "--budget", "finite"),
+        _c("budget inf", [*v.recipe, "--budget", "inf"], "--budget", "finite"),
+        _c("next: budget 0", ["next", v.fit, "--budget", "0"], "budget"),
+    ]
+
+
+def _bad_specs(v: Files) -> list[Case]:
+    """Bad specs."""
+    return [
+        _c(
             "spec agentic-rl",
-            ["fit", str(OBS), "--spec", "agentic-rl", *fit_out],
+            ["fit", str(OBS), "--spec", "agentic-rl", *v.fit_out],
             "agentic-rl",
             "did you mean 'agentic_rl'",
         ),
-        c(
+        _c(
             "spec prices",
-            ["fit", str(OBS), "--spec", "prices", *fit_out],
+            ["fit", str(OBS), "--spec", "prices", *v.fit_out],
             "prices.toml",
             "unit-prices",
             "--prices",
         ),
-        c(
+        _c(
             "spec pricing",
-            ["fit", str(OBS), "--spec", "pricing", *fit_out],
+            ["fit", str(OBS), "--spec", "pricing", *v.fit_out],
             "pricing.toml",
             "pricing spec",
             "price --spec",
         ),
-        c(
+        _c(
             "spec broken TOML",
-            ["fit", str(OBS), "--spec", str(broken_spec), *fit_out],
+            ["fit", str(OBS), "--spec", str(v.broken_spec), *v.fit_out],
             "broken.toml",
             "line",
         ),
-        c(
+        _c(
             "spec unknown key",
-            ["fit", str(OBS), "--spec", str(odd_spec), *fit_out],
+            ["fit", str(OBS), "--spec", str(v.odd_spec), *v.fit_out],
             "odd.toml",
             "surprise",
         ),
-        # bad fits and flags
-        c("recipe: a CSV as the fit", ["recipe", csv_as_fit, "--budget", "1e4"], "over.csv"),
-        c("recipe: an empty fit file", ["recipe", empty_nc, "--budget", "1e4"], "empty.nc"),
-        c(
+    ]
+
+
+def _bad_fits_and_flags(v: Files) -> list[Case]:
+    """Bad fits and flags."""
+    return [
+        _c("recipe: a CSV as the fit", ["recipe", v.csv_as_fit, "--budget", "1e4"], "over.csv"),
+        _c("recipe: an empty fit file", ["recipe", v.empty_nc, "--budget", "1e4"], "empty.nc"),
+        _c(
             "recipe: a law fit as --pricing",
-            [*recipe, "--budget", "1e4", "--pricing", fit],
+            [*v.recipe, "--budget", "1e4", "--pricing", v.fit],
             "fit.nc",
             "pricing",
         ),
-        c("check: settings not in the fit", ["check", fit, str(HELDOUT)], "heldout.csv", "setting"),
-        c("kappa above 1", [*recipe, "--budget", "1e4", "--kappa", "env=100"], "env", "kappa"),
-        c("kappa 0", [*recipe, "--budget", "1e4", "--kappa", "env=0"], "env", "kappa"),
-        c("kappa unknown axis", [*recipe, "--budget", "1e4", "--kappa", "pages=0.5"], "pages"),
-        c(
+        _c(
+            "check: settings not in the fit",
+            ["check", v.fit, str(HELDOUT)],
+            "heldout.csv",
+            "setting",
+        ),
+        _c("kappa above 1", [*v.recipe, "--budget", "1e4", "--kappa", "env=100"], "env", "kappa"),
+        _c("kappa 0", [*v.recipe, "--budget", "1e4", "--kappa", "env=0"], "env", "kappa"),
+        _c("kappa unknown axis", [*v.recipe, "--budget", "1e4", "--kappa", "pages=0.5"], "pages"),
+        _c(
             "kappa not a number",
-            [*recipe, "--budget", "1e4", "--kappa", "env=lots"],
+            [*v.recipe, "--budget", "1e4", "--kappa", "env=lots"],
             "kappa",
             "lots",
         ),
-        c("prob 1.5", [*recipe, "--budget", "1e4", "--prob", "1.5"], "--prob", "1.5"),
-        c(
+        _c("prob 1.5", [*v.recipe, "--budget", "1e4", "--prob", "1.5"], "--prob", "1.5"),
+        _c(
             "unknown setting",
-            [*recipe, "--budget", "1e4", "--setting", "Nope | x | y"],
+            [*v.recipe, "--budget", "1e4", "--setting", "Nope | x | y"],
             "Nope | x | y",
         ),
-        c(
+        _c(
             "bounds not a number",
-            [*recipe, "--budget", "1e4", "--bounds", "env=abc"],
+            [*v.recipe, "--budget", "1e4", "--bounds", "env=abc"],
             "--bounds",
             "env",
         ),
-        c(
+        _c(
             "within-data below 1",
-            [*recipe, "--budget", "1e4", "--within-data", "0.5"],
+            [*v.recipe, "--budget", "1e4", "--within-data", "0.5"],
             "--within-data",
         ),
-        c("unknown flag", [*recipe, "--budget", "1e4", "--budgte", "3"], "--budgte"),
-        # outputs
-        c("out exists", [*recipe, "--budget", "1e4", "--out", str(exists)], "exists.nc", "--force"),
-        c(
+        _c("unknown flag", [*v.recipe, "--budget", "1e4", "--budgte", "3"], "--budgte"),
+    ]
+
+
+def _outputs(v: Files) -> list[Case]:
+    """Outputs."""
+    return [
+        _c(
+            "out exists",
+            [*v.recipe, "--budget", "1e4", "--out", str(v.exists)],
+            "exists.nc",
+            "--force",
+        ),
+        _c(
             "out is a folder",
-            [*recipe, "--budget", "1e4", "--out", str(a_dir)],
+            [*v.recipe, "--budget", "1e4", "--out", str(v.a_dir)],
             "a_dir",
             "directory",
         ),
-        c(
+        _c(
             "out read-only",
-            [*recipe, "--budget", "1e4", "--out", str(READ_ONLY / "r.nc")],
+            [*v.recipe, "--budget", "1e4", "--out", str(READ_ONLY / "r.nc")],
             str(READ_ONLY / "r.nc"),
             "permission",
         ),
-        c("out is an input", [*recipe, "--budget", "1e4", "--out", fit], "fit.nc", "input"),
-        # sweeps
-        c(
+        _c("out is an input", [*v.recipe, "--budget", "1e4", "--out", v.fit], "fit.nc", "input"),
+    ]
+
+
+def _sweep_cases(v: Files) -> list[Case]:
+    """Sweeps."""
+    return [
+        _c(
             "ingest: truncated manifest",
-            ["ingest", str(sweeps["truncated"]), "--out", str(folder / "o.csv")],
+            ["ingest", str(v.sweeps["truncated"]), "--out", str(v.folder / "o.csv")],
             "manifest.csv",
             "truncated",
             "line",
         ),
-        c(
+        _c(
             "ingest: deleted val.parquet",
-            ["ingest", str(sweeps["no_val"]), "--out", str(folder / "o.csv")],
+            ["ingest", str(v.sweeps["no_val"]), "--out", str(v.folder / "o.csv")],
             "val.parquet",
             "no such file",
-            run_id,
+            v.run_id,
         ),
-        c(
+        _c(
             "launch: missing verl",
             [
                 "launch",
-                str(sweeps["sweep"]),
+                str(v.sweeps["sweep"]),
                 "--local",
                 "--run",
-                run_id,
+                v.run_id,
                 "--entrypoint",
                 f"{sys.executable} -m no_such_verl_here.trainer.main_ppo",
             ],
             "no_such_verl_here",
             "nothing was run",
         ),
-        c(
+        _c(
             "launch: unknown run",
             [
                 "launch",
-                str(sweeps["sweep"]),
+                str(v.sweeps["sweep"]),
                 "--local",
                 "--run",
                 "nope",
@@ -404,13 +498,24 @@ def cases(folder: Path) -> list[Case]:
             ],
             "nope",
         ),
-        c(
+        _c(
             "plan: broken sweep TOML",
-            ["plan", str(sweeps["broken_toml"]), "--out", str(folder / "pl2")],
+            ["plan", str(v.sweeps["broken_toml"]), "--out", str(v.folder / "pl2")],
             "broken_sweep.toml",
             "line",
         ),
     ]
+
+
+SECTIONS = (
+    _missing_files,
+    _bad_csv_rows_and_columns,
+    _bad_budgets,
+    _bad_specs,
+    _bad_fits_and_flags,
+    _outputs,
+    _sweep_cases,
+)
 
 
 def sweep(folder: Path, echo: Callable[[str], None] = print) -> list[Outcome]:
