@@ -23,12 +23,13 @@ FileExistsError: ... exists; pass overwrite=True (on the command line --force) t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 PENDING: set[Path] = set()  # temporary files and folders not yet renamed into place
@@ -91,6 +92,28 @@ def default_mode(directory: bool = False) -> int:
     return (0o777 if directory else 0o666) & ~current_umask()
 
 
+@contextlib.contextmanager
+def naming_target(path: Path) -> Iterator[None]:
+    """An OS error making the temporary file or folder beside ``path`` (a read-only folder, a
+    read-only file system) is raised naming ``path``, the output the user asked for, and the
+    folder it cannot write in, never the hidden temporary name.
+
+    >>> import errno
+    >>> with naming_target(Path("/out/fit.nc")):  # doctest: +ELLIPSIS
+    ...     raise PermissionError(errno.EACCES, "Permission denied", "/out/.fit.nc.x1.tmp")
+    Traceback (most recent call last):
+    ...
+    PermissionError: [Errno 13] Permission denied (cannot create files in /out): '/out/fit.nc'
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno is None or exc.strerror is None:
+            raise
+        where = f" (cannot create files in {path.parent})"
+        raise OSError(exc.errno, exc.strerror + where, str(path)) from exc
+
+
 def write_atomically(
     path: str | Path,
     write: Callable[[Path], object],
@@ -111,7 +134,8 @@ def write_atomically(
             f"{path} exists; pass overwrite=True (on the command line --force) to replace it"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    with naming_target(path):
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(fd)
     tmp = Path(name)
     track(tmp)

@@ -177,14 +177,24 @@ def parse_budgets(text: str) -> list[float]:
     >>> parse_budgets("1e4:1e6:3")
     [10000.0, 100000.0, 1000000.0]
     """
+    form = "expected B, B1,B2,... or LO:HI:N (N log-spaced budgets, 0 < LO <= HI, N >= 1)"
     try:
         if ":" in text:
             parts = text.split(":")
             if len(parts) != 3:
-                raise ValueError
+                raise CommandError(f"--budget {text!r}: {len(parts)} parts; {form}")
             lo, hi, n = float(parts[0]), float(parts[1]), int(parts[2])
-            if n < 1 or lo <= 0 or hi < lo:
-                raise ValueError
+            wrong = (
+                f"N = {n}: the number of budgets must be >= 1"
+                if n < 1
+                else f"LO = {lo:g} must be > 0"
+                if not lo > 0
+                else f"HI = {hi:g} is below LO = {lo:g}"
+                if not hi >= lo
+                else None
+            )
+            if wrong is not None:
+                raise CommandError(f"--budget {text!r}: {wrong}; {form}")
             if n == 1:
                 return [lo]
             step = (math.log(hi) - math.log(lo)) / (n - 1)
@@ -192,10 +202,9 @@ def parse_budgets(text: str) -> list[float]:
             inner = [float(f"{math.exp(math.log(lo) + i * step):.12g}") for i in range(n - 1)]
             return [*inner, hi]
         values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise CommandError(
-            f"--budget {text!r}: expected B, B1,B2,... or LO:HI:N with 0 < LO <= HI"
-        ) from None
+    except ValueError as exc:  # float("abc"): "could not convert string to float: 'abc'"
+        word = str(exc).rpartition(": ")[2]
+        raise CommandError(f"--budget {text!r}: {word} is not a number; {form}") from None
     if not values or any(not (math.isfinite(v) and v > 0) for v in values):
         raise CommandError(f"--budget {text!r}: budgets must be finite and > 0")
     return values

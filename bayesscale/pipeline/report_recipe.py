@@ -304,7 +304,8 @@ def _iso_budget(
         f"Iso-budget curves at {middle:,.0f} {summary['currency']}: each panel moves one axis's "
         "share of the budget and splits the rest over the other axes as the decision at this "
         "budget splits it (the figure's reference spend), so every curve passes through the "
-        "decision.",
+        "decision where the decision spends the whole budget; shares outside the box (the "
+        "bounds) are drawn dashed.",
         "",
     )
     md.add(write_figure(tmp, "iso_budget", fig, save_figure))

@@ -136,9 +136,19 @@ class IngestResult:
         return "\n".join(lines)
 
 
-def _val_counts(sweep_dir: Path, val_path: str, cache: dict[str, dict[str, int]]) -> dict[str, int]:
+def _val_counts(
+    sweep_dir: Path, val_path: str, cache: dict[str, dict[str, int]], run: str = ""
+) -> dict[str, int]:
+    """Held-out tasks per data source of a run's validation file (read once per file)."""
     if val_path not in cache:
-        frame = pd.read_parquet(mf.absolute(sweep_dir, val_path), columns=[names.DATA_SOURCE])
+        path = mf.absolute(sweep_dir, val_path)
+        if not path.is_file():
+            raise mf.ManifestError(
+                f"{path}: no such file: the held-out tasks of run {run} ({names.VAL_PATH} in "
+                f"{sweep_dir / mf.MANIFEST}), written by bayesscale plan; ingest counts the "
+                "held-out tasks of each run from it. Restore it, or plan the sweep again"
+            )
+        frame = pd.read_parquet(path, columns=[names.DATA_SOURCE])
         cache[val_path] = {
             str(k): int(v) for k, v in frame[names.DATA_SOURCE].value_counts().items()
         }
@@ -261,7 +271,7 @@ def ingest_sweep(sweep_dir: str | Path, step: str = "final") -> IngestResult:
             if status in mf.FINISHED_BAD:
                 attempts[run] = int(row[names.ATTEMPT])
             continue
-        counts = _val_counts(sweep_dir, str(row[names.VAL_PATH]), cache)
+        counts = _val_counts(sweep_dir, str(row[names.VAL_PATH]), cache, run)
         out, why, run_notes = ingest_run(row, sweep_dir, counts, step=step)
         if run_notes:
             notes[run] = run_notes
