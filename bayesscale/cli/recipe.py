@@ -57,6 +57,15 @@ def register(subparsers: Any) -> None:
         "recipe", help="budget allocation with credible intervals", description=DESCRIPTION
     )
     p.add_argument("fit", metavar="FIT.nc", help="a law fit saved by `bayesscale fit`")
+    _add_cost_options(p)
+    _add_scope_options(p)
+    _add_output_options(p)
+    _add_sweep_options(p)
+    p.set_defaults(func=run)
+
+
+def _add_cost_options(p: argparse.ArgumentParser) -> None:
+    """The budgets, the cost model and its prices, discounts and bounds."""
     p.add_argument(
         "--budget",
         required=True,
@@ -96,6 +105,10 @@ def register(subparsers: Any) -> None:
         metavar="AXIS=LO:HI,...",
         help="box bounds in purchased units, e.g. env=1:384,traj=2: (default: every axis >= 1)",
     )
+
+
+def _add_scope_options(p: argparse.ArgumentParser) -> None:
+    """Which settings and draws, the interval, the data bounds and what is computed."""
     p.add_argument("--setting", action="append", help="a setting label (repeatable; default: all)")
     add_prob(p)
     p.add_argument("--credible", dest="prob", type=float, help=argparse.SUPPRESS)  # old name
@@ -122,6 +135,10 @@ def register(subparsers: Any) -> None:
         help="add iso-budget curves (success as one axis's budget share varies, the others in "
         "the decision's proportions) with bands to the JSON output",
     )
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """Where the results go and in which form."""
     p.add_argument(
         "--out",
         metavar="RECIPE.nc",
@@ -131,7 +148,10 @@ def register(subparsers: Any) -> None:
     )
     add_force(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    # --- the decision as a sweep file (bayesscale.design.decision_sweep) ---
+
+
+def _add_sweep_options(p: argparse.ArgumentParser) -> None:
+    """The decision as a sweep file (bayesscale.design.decision_sweep)."""
     p.add_argument(
         "--sweep",
         metavar="BASE.toml",
@@ -168,7 +188,6 @@ def register(subparsers: Any) -> None:
         help="with --sweep-out: also write the trajectory-heavy and Chinchilla-style baselines "
         "at the same budget, to run the decision against them at equal money",
     )
-    p.set_defaults(func=run)
 
 
 def parse_budgets(text: str) -> list[float]:

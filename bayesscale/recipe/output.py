@@ -76,77 +76,11 @@ def to_json(
         [str(b) for b in ds[names.BASELINE_DIM].to_numpy()] if names.BASELINE_DIM in ds.dims else []
     )
 
-    def trio(values: np.ndarray) -> dict[str, float | str | None]:
-        return {
-            k: _json_number(x)
-            for k, x in zip(("lower", "median", "upper"), values.astype(float), strict=True)
-        }
-
-    rows = []
-    for setting in s[names.SETTING_DIM].to_numpy():
-        for budget in s[names.BUDGET_DIM].to_numpy():
-            sel = {names.SETTING_DIM: setting, names.BUDGET_DIM: budget}
-            row: dict[str, object] = {"setting": str(setting), "budget": float(budget)}
-            row["allocation"] = {
-                a: trio(at(names.PURCHASED, {**sel, names.AXIS_DIM: a})) for a in axes
-            }
-            if names.SPEND_SHARE in s:
-                row["spend_share"] = {
-                    a: trio(at(names.SPEND_SHARE, {**sel, names.AXIS_DIM: a})) for a in axes
-                }
-                row["spend"] = {
-                    a: trio(at(names.SPEND_SHARE, {**sel, names.AXIS_DIM: a}) * float(budget))
-                    for a in axes
-                }
-            row["recipe_exponent"] = {
-                a: trio(at(names.RECIPE_EXPONENT, {**sel, names.AXIS_DIM: a})) for a in axes
-            }
-            row["success_at_own_optimum"] = trio(at(names.SUCCESS_OPTIMUM, sel))
-            if names.DECISION in s:
-                row["decision"] = {
-                    a: _json_number(float(at(names.DECISION, {**sel, names.AXIS_DIM: a})))
-                    for a in axes
-                }
-                row["decision_spend"] = {
-                    a: _json_number(float(at(names.DECISION_SPEND, {**sel, names.AXIS_DIM: a})))
-                    for a in axes
-                }
-                row["expected_success"] = _json_number(float(at(names.EXPECTED_SUCCESS, sel)))
-                row["success_at_decision"] = trio(at(names.SUCCESS_DECISION, sel))
-            row["baselines"] = {}
-            for b in baselines:
-                entry = {
-                    "success": trio(at(names.SUCCESS_BASELINE, {**sel, names.BASELINE_DIM: b}))
-                }
-                if names.SUCCESS_GAIN in s:
-                    entry["gain_of_decision"] = trio(
-                        at(names.SUCCESS_GAIN, {**sel, names.BASELINE_DIM: b})
-                    )
-                if names.COMPUTE_MULTIPLIER in s:
-                    entry["compute_multiplier"] = trio(
-                        at(names.COMPUTE_MULTIPLIER, {**sel, names.BASELINE_DIM: b})
-                    )
-                row["baselines"][b] = entry  # type: ignore[index]
-            for name in s.data_vars:
-                if str(name).startswith(names.SWITCH_PRICE):
-                    row[str(name)] = trio(at(str(name), sel))
-            if names.TRAJECTORIES in s:
-                trajectories: dict[str, object] = {"optimum": trio(at(names.TRAJECTORIES, sel))}
-                if names.DECISION_TRAJECTORIES in s:
-                    trajectories["decision"] = _json_number(
-                        float(at(names.DECISION_TRAJECTORIES, sel))
-                    )
-                row["trajectories"] = trajectories
-            if names.DECISION_SPEND in s:
-                spent = float(np.nansum(at(names.DECISION_SPEND, sel)))
-            elif names.SPEND_SHARE in ds:
-                shares = ds[names.SPEND_SHARE].sel(sel).sum(names.AXIS_DIM)
-                spent = float(shares.median()) * float(budget)
-            else:
-                spent = float("nan")  # a compute budget: spent in full by construction
-            row["budget_spent"] = _json_number(spent)
-            row["extrapolation"] = _extent_json(at, sel, axes, warn_factor)
-            rows.append(row)
+    rows = [
+        _json_row(ds, s, at, setting, budget, axes, baselines, warn_factor)
+        for setting in s[names.SETTING_DIM].to_numpy()
+        for budget in s[names.BUDGET_DIM].to_numpy()
+    ]
     return {
         "prob": prob,
         "cost_model": ds.attrs.get(names.ATTR_COST_MODEL),
@@ -172,6 +106,86 @@ def to_json(
             else {}
         ),
     }
+
+
+def _trio(values: np.ndarray) -> dict[str, float | str | None]:
+    """A summary's (lower, median, upper) as strict-JSON numbers."""
+    return {
+        k: _json_number(x)
+        for k, x in zip(("lower", "median", "upper"), values.astype(float), strict=True)
+    }
+
+
+def _json_row(
+    ds: xr.Dataset,
+    s: xr.Dataset,
+    at: _Lookup,
+    setting: Any,
+    budget: Any,
+    axes: Sequence[str],
+    baselines: Sequence[str],
+    warn_factor: float,
+) -> dict[str, object]:
+    """One (setting, budget) row of :func:`to_json`'s ``results``."""
+    sel = {names.SETTING_DIM: setting, names.BUDGET_DIM: budget}
+    row: dict[str, object] = {"setting": str(setting), "budget": float(budget)}
+    row["allocation"] = {a: _trio(at(names.PURCHASED, {**sel, names.AXIS_DIM: a})) for a in axes}
+    if names.SPEND_SHARE in s:
+        row["spend_share"] = {
+            a: _trio(at(names.SPEND_SHARE, {**sel, names.AXIS_DIM: a})) for a in axes
+        }
+        row["spend"] = {
+            a: _trio(at(names.SPEND_SHARE, {**sel, names.AXIS_DIM: a}) * float(budget))
+            for a in axes
+        }
+    row["recipe_exponent"] = {
+        a: _trio(at(names.RECIPE_EXPONENT, {**sel, names.AXIS_DIM: a})) for a in axes
+    }
+    row["success_at_own_optimum"] = _trio(at(names.SUCCESS_OPTIMUM, sel))
+    if names.DECISION in s:
+        row["decision"] = {
+            a: _json_number(float(at(names.DECISION, {**sel, names.AXIS_DIM: a}))) for a in axes
+        }
+        row["decision_spend"] = {
+            a: _json_number(float(at(names.DECISION_SPEND, {**sel, names.AXIS_DIM: a})))
+            for a in axes
+        }
+        row["expected_success"] = _json_number(float(at(names.EXPECTED_SUCCESS, sel)))
+        row["success_at_decision"] = _trio(at(names.SUCCESS_DECISION, sel))
+    row["baselines"] = {b: _baseline_json(s, at, sel, b) for b in baselines}
+    for name in s.data_vars:
+        if str(name).startswith(names.SWITCH_PRICE):
+            row[str(name)] = _trio(at(str(name), sel))
+    if names.TRAJECTORIES in s:
+        trajectories: dict[str, object] = {"optimum": _trio(at(names.TRAJECTORIES, sel))}
+        if names.DECISION_TRAJECTORIES in s:
+            trajectories["decision"] = _json_number(float(at(names.DECISION_TRAJECTORIES, sel)))
+        row["trajectories"] = trajectories
+    if names.DECISION_SPEND in s:
+        spent = float(np.nansum(at(names.DECISION_SPEND, sel)))
+    elif names.SPEND_SHARE in ds:
+        shares = ds[names.SPEND_SHARE].sel(sel).sum(names.AXIS_DIM)
+        spent = float(shares.median()) * float(budget)
+    else:
+        spent = float("nan")  # a compute budget: spent in full by construction
+    row["budget_spent"] = _json_number(spent)
+    row["extrapolation"] = _extent_json(at, sel, axes, warn_factor)
+    return row
+
+
+def _baseline_json(s: xr.Dataset, at: _Lookup, sel: Mapping[str, Any], b: str) -> dict[str, object]:
+    """A row's entry for baseline ``b``: its success, and the decision's gain over it and the
+    budget multiplier it needs where the summary has them."""
+    entry: dict[str, object] = {
+        "success": _trio(at(names.SUCCESS_BASELINE, {**sel, names.BASELINE_DIM: b}))
+    }
+    if names.SUCCESS_GAIN in s:
+        entry["gain_of_decision"] = _trio(at(names.SUCCESS_GAIN, {**sel, names.BASELINE_DIM: b}))
+    if names.COMPUTE_MULTIPLIER in s:
+        entry["compute_multiplier"] = _trio(
+            at(names.COMPUTE_MULTIPLIER, {**sel, names.BASELINE_DIM: b})
+        )
+    return entry
 
 
 def exponent_flags(identification: Mapping[str, Any]) -> dict[str, dict[str, str]]:

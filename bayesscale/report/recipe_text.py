@@ -40,6 +40,16 @@ def format_recipe(summary: dict[str, Any]) -> str:
     """The text ``bayesscale recipe`` prints: a table per (setting, budget) row of the recipe's
     JSON (:func:`bayesscale.recipe.output.to_json`), after the cost model, units, discounts and
     bounds it was computed with."""
+    lines = _header_lines(summary)
+    lines.append("")
+    for row in summary["results"]:
+        lines += _row_lines(row, summary["currency"], summary.get("extrapolation_warn_factor"))
+    return "\n".join(lines)
+
+
+def _header_lines(summary: dict[str, Any]) -> list[str]:
+    """What the recipe was computed with: cost model, units, discounts, bounds, intervals, and
+    the legends of the markers its rows use."""
     from bayesscale.law.sensitivity import (
         FLAG_BORDERLINE,
         FLAG_DOMINATED,
@@ -89,65 +99,69 @@ def format_recipe(summary: dict[str, Any]) -> str:
             f"{warn:g}x outside the swept range, the table is the recipe bounded to {warn:g}x "
             "the largest swept values, and the unbounded one follows it as an extrapolation"
         )
-    lines.append("")
-    for row in summary["results"]:
-        mark = ""
-        if row.get("within_data") is False and "extrapolation_recipe" in row:
-            mark = f"  |  bounded to {warn:g}x the data"
-        elif row.get("within_data"):
-            mark = "  |  within the data"
-        lines.append(f"== {row['setting']}  |  budget {money_text(row['budget'])} {cur}{mark}")
-        head = ("axis", "optimum per draw", "decision", "spend", "x swept max", "exponent e_i")
+    return lines
+
+
+def _row_lines(row: dict[str, Any], cur: str, warn: float | None) -> list[str]:
+    """One (setting, budget) row's table and the lines under it, ending with a blank line."""
+    from bayesscale.law.sensitivity import MARKERS
+
+    lines: list[str] = []
+    mark = ""
+    if row.get("within_data") is False and "extrapolation_recipe" in row:
+        mark = f"  |  bounded to {warn:g}x the data"
+    elif row.get("within_data"):
+        mark = "  |  within the data"
+    lines.append(f"== {row['setting']}  |  budget {money_text(row['budget'])} {cur}{mark}")
+    head = ("axis", "optimum per draw", "decision", "spend", "x swept max", "exponent e_i")
+    lines.append(
+        f"   {head[0]:<10} {head[1]:<28} {head[2]:>9} {head[3]:>9}  {head[4]:<12} {head[5]}"
+    )
+    extent = row.get("extrapolation") or {}
+    flags = row.get("exponent_flags") or {}
+    for axis, t in row["allocation"].items():
+        label = f"{axis} {MARKERS[flags[axis]]}" if axis in flags else axis
+        dec = _fmt(row["decision"][axis]) if "decision" in row else "-"
+        if "decision_spend" in row:
+            money = _fmt(row["decision_spend"][axis])
+        elif "spend" in row:
+            money = _fmt(row["spend"][axis]["median"])
+        else:
+            money = "-"
+        expo = _interval(row["recipe_exponent"][axis])
+        factor = _factor(extent, axis)
+        lines.append(f"   {label:<10} {_interval(t):<28} {dec:>9} {money:>9}  {factor:<12} {expo}")
+    if "trajectories" in row:
+        tr = row["trajectories"]
+        text = f"   trajectories: optimum {_interval(tr['optimum'])}"
+        if "decision" in tr:
+            text += f"; decision {_fmt(tr['decision'])}"
+        lines.append(text)
+    spent = row.get("budget_spent")
+    if spent is not None and spent < 0.99 * row["budget"]:
         lines.append(
-            f"   {head[0]:<10} {head[1]:<28} {head[2]:>9} {head[3]:>9}  {head[4]:<12} {head[5]}"
+            f"   spent: {_fmt(spent)} of {_fmt(row['budget'])} {cur}: the bounds leave the "
+            "rest unspent"
         )
-        extent = row.get("extrapolation") or {}
-        flags = row.get("exponent_flags") or {}
-        for axis, t in row["allocation"].items():
-            label = f"{axis} {MARKERS[flags[axis]]}" if axis in flags else axis
-            dec = _fmt(row["decision"][axis]) if "decision" in row else "-"
-            if "decision_spend" in row:
-                money = _fmt(row["decision_spend"][axis])
-            elif "spend" in row:
-                money = _fmt(row["spend"][axis]["median"])
-            else:
-                money = "-"
-            expo = _interval(row["recipe_exponent"][axis])
-            factor = _factor(extent, axis)
-            lines.append(
-                f"   {label:<10} {_interval(t):<28} {dec:>9} {money:>9}  {factor:<12} {expo}"
-            )
-        if "trajectories" in row:
-            tr = row["trajectories"]
-            text = f"   trajectories: optimum {_interval(tr['optimum'])}"
-            if "decision" in tr:
-                text += f"; decision {_fmt(tr['decision'])}"
-            lines.append(text)
-        spent = row.get("budget_spent")
-        if spent is not None and spent < 0.99 * row["budget"]:
-            lines.append(
-                f"   spent: {_fmt(spent)} of {_fmt(row['budget'])} {cur}: the bounds leave the "
-                "rest unspent"
-            )
-        if "success_at_decision" in row:
-            lines.append(
-                f"   success of the decision: {_interval(row['success_at_decision'])} "
-                f"(expected {_fmt(row['expected_success'])})"
-            )
-        for b, entry in row.get("baselines", {}).items():
-            text = f"   vs {b:<11} success {_interval(entry['success'])}"
-            if "gain_of_decision" in entry:
-                text += f"; gain {_interval(entry['gain_of_decision'])}"
-            if "compute_multiplier" in entry:
-                text += f"; budget x needed {_interval(entry['compute_multiplier'])}"
-            lines.append(text)
-        for key, value in row.items():
-            if key.startswith("switch_price"):
-                lines.append(f"   {key} ({cur} per unit): {_interval(value)}")
-        if "extrapolation_recipe" in row:
-            lines += _extrapolation_lines(row, cur)
-        lines.append("")
-    return "\n".join(lines)
+    if "success_at_decision" in row:
+        lines.append(
+            f"   success of the decision: {_interval(row['success_at_decision'])} "
+            f"(expected {_fmt(row['expected_success'])})"
+        )
+    for b, entry in row.get("baselines", {}).items():
+        text = f"   vs {b:<11} success {_interval(entry['success'])}"
+        if "gain_of_decision" in entry:
+            text += f"; gain {_interval(entry['gain_of_decision'])}"
+        if "compute_multiplier" in entry:
+            text += f"; budget x needed {_interval(entry['compute_multiplier'])}"
+        lines.append(text)
+    for key, value in row.items():
+        if key.startswith("switch_price"):
+            lines.append(f"   {key} ({cur} per unit): {_interval(value)}")
+    if "extrapolation_recipe" in row:
+        lines += _extrapolation_lines(row, cur)
+    lines.append("")
+    return lines
 
 
 def _factor(extent: dict[str, Any], axis: str) -> str:

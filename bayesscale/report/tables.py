@@ -579,12 +579,6 @@ def recipe_table(
     :func:`bayesscale.recipe.output.exponent_flags` of the law fit) marks the units bought
     along an axis whose exponent the data barely identify in that setting (``‡``
     prior-dominated, ``†`` prior-sensitive), with a note under the table."""
-    from bayesscale.law.sensitivity import (
-        FLAG_BORDERLINE,
-        FLAG_DOMINATED,
-        FLAG_SENSITIVE,
-        MARKERS,
-    )
     from bayesscale.recipe.output import summarize
 
     exponent_flags = exponent_flags or {}
@@ -618,24 +612,56 @@ def recipe_table(
         if k:
             breaks.append(len(rows))
         for j in picks:
-            bought = (
-                s[names.PURCHASED].isel({names.BUDGET_DIM: j}).sel({names.SETTING_DIM: setting})
+            rows.append(
+                _recipe_row(s, have, j, setting, axes, exponent_flags.get(setting, {}), warn_factor)
             )
-            row: list[Cell | str | int | float] = [setting, Number(float(have[j]), None)]
-            at = {names.SETTING_DIM: setting}
-            flags = exponent_flags.get(setting, {})
-            for a in axes:
-                q = bought.sel({names.AXIS_DIM: a}).to_numpy().astype(float)
-                row.append(_flagged(Interval(q[1], q[0], q[2], digits=None), flags.get(a)))
-            if trajectories:
-                qt = s[names.TRAJECTORIES].isel({names.BUDGET_DIM: j}).sel(at).to_numpy()
-                row.append(Interval(float(qt[1]), float(qt[0]), float(qt[2]), digits=None))
-            success = s[names.SUCCESS_OPTIMUM].isel({names.BUDGET_DIM: j}).sel(at)
-            qs = success.to_numpy().astype(float)
-            row.append(Interval(qs[1], qs[0], qs[2], digits=3))
-            if extent:
-                row.append(_beyond_text(s, j, setting, axes, warn_factor))
-            rows.append(row)
+    caption = _recipe_caption(ds, prob, trajectories, extent, warn_factor)
+    return PaperTable(
+        header,
+        rows,
+        caption,
+        label,
+        breaks=tuple(breaks),
+        notes=_recipe_notes(rows),
+        provenance=provenance,
+    )
+
+
+def _recipe_row(
+    s: xr.Dataset,
+    have: np.ndarray,
+    j: int,
+    setting: str,
+    axes: Sequence[str],
+    flags: Mapping[str, str],
+    warn_factor: float,
+) -> list[Cell | str | int | float]:
+    """One row of :func:`recipe_table`: the setting and budget ``have[j]``, the units bought per
+    axis, the trajectories (if the summary ``s`` has them), the success and how far beyond the
+    data (if it has that)."""
+    trajectories = names.TRAJECTORIES in s
+    extent = names.EXTRAPOLATION in s
+    bought = s[names.PURCHASED].isel({names.BUDGET_DIM: j}).sel({names.SETTING_DIM: setting})
+    row: list[Cell | str | int | float] = [setting, Number(float(have[j]), None)]
+    at = {names.SETTING_DIM: setting}
+    for a in axes:
+        q = bought.sel({names.AXIS_DIM: a}).to_numpy().astype(float)
+        row.append(_flagged(Interval(q[1], q[0], q[2], digits=None), flags.get(a)))
+    if trajectories:
+        qt = s[names.TRAJECTORIES].isel({names.BUDGET_DIM: j}).sel(at).to_numpy()
+        row.append(Interval(float(qt[1]), float(qt[0]), float(qt[2]), digits=None))
+    success = s[names.SUCCESS_OPTIMUM].isel({names.BUDGET_DIM: j}).sel(at)
+    qs = success.to_numpy().astype(float)
+    row.append(Interval(qs[1], qs[0], qs[2], digits=3))
+    if extent:
+        row.append(_beyond_text(s, j, setting, axes, warn_factor))
+    return row
+
+
+def _recipe_caption(
+    ds: xr.Dataset, prob: float, trajectories: bool, extent: bool, warn_factor: float
+) -> str:
+    """:func:`recipe_table`'s caption."""
     caption = (
         f"Budget recipe: optimal units bought per axis and the success they buy, posterior "
         f"median [{_pct(prob)} equal-tailed interval] over per-draw optima; cost model "
@@ -654,6 +680,18 @@ def recipe_table(
     within = ds.attrs.get("within_data", "none")
     if within != "none":
         caption += f" Every axis bounded at {float(within):g}x its largest swept value."
+    return caption
+
+
+def _recipe_notes(rows: list[list[Cell | str | int | float]]) -> tuple[str, ...]:
+    """The note on the exponent markers, if any row's cell carries one."""
+    from bayesscale.law.sensitivity import (
+        FLAG_BORDERLINE,
+        FLAG_DOMINATED,
+        FLAG_SENSITIVE,
+        MARKERS,
+    )
+
     notes: tuple[str, ...] = ()
     if any(isinstance(cell, _Marked) for row in rows for cell in row):
         notes = (
@@ -663,9 +701,7 @@ def recipe_table(
             "(bayesscale summary), so the units bought along it lean on the prior; refit with "
             "wider exponent priors (bayesscale fit --prior-scale 2) and compare.",
         )
-    return PaperTable(
-        header, rows, caption, label, breaks=tuple(breaks), notes=notes, provenance=provenance
-    )
+    return notes
 
 
 def _beyond_text(s: xr.Dataset, j: int, setting: str, axes: Sequence[str], warn: float) -> str:
