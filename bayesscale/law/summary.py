@@ -24,6 +24,7 @@ Example
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -52,15 +53,36 @@ def interval(da: xr.DataArray, prob: float) -> dict[str, float | None]:
     """Mean, median and the equal-tailed ``prob`` interval of one scalar's draws, with the
     Monte Carlo standard error of each (``mcse_mean``, ``mcse_median``, ``mcse_lower``,
     ``mcse_upper``; ``None`` where the draws are too few or not finite)."""
-    out: dict[str, float | None] = dict(describe(da.to_numpy(), prob))
-    x = da.transpose(*SAMPLE, ...).to_numpy().astype(float)[None]
+    return intervals(da, prob)[()]
+
+
+def intervals(da: xr.DataArray, prob: float) -> dict[tuple[str, ...], dict[str, float | None]]:
+    """:func:`interval` of every scalar of ``da``, keyed by its labels along the dims other
+    than chain and draw (in ``da``'s order; ``()`` for a scalar variable). The Monte Carlo
+    errors of all scalars are computed together (one batched ESS per statistic).
+
+    >>> da = xr.DataArray(np.arange(24.0).reshape(2, 6, 2), dims=("chain", "draw", "axis"),
+    ...                   coords={"axis": ["env", "traj"]})
+    >>> sorted(intervals(da, 0.9)), intervals(da, 0.9)[("env",)]["median"]
+    ([('env',), ('traj',)], 11.0)
+    """
+    other = [str(d) for d in da.dims if d not in SAMPLE]
+    arr = da.transpose(*other, *SAMPLE)
+    x = arr.to_numpy().astype(float).reshape(-1, *arr.shape[len(other) :])
+    labels = list(itertools.product(*(arr[d].to_numpy().astype(str) for d in other)))
     lower, upper = tail_quantiles(prob)
-    valid = x.shape[2] >= 4 and bool(np.all(np.isfinite(x)))
+    valid = (x.shape[2] >= 4) & np.isfinite(x).all(axis=(1, 2))
     with np.errstate(divide="ignore", invalid="ignore"):
-        mcse = {"mcse_mean": mcse_mean(x)[0] if valid else np.nan}
+        mcse = {"mcse_mean": mcse_mean(x)}
         for key, p in (("mcse_median", 0.5), ("mcse_lower", lower), ("mcse_upper", upper)):
-            mcse[key] = mcse_quantile(x, p)[0] if valid else np.nan
-    out |= {k: float(v) if np.isfinite(v) else None for k, v in mcse.items()}
+            mcse[key] = mcse_quantile(x, p)
+    out = {}
+    for i, label in enumerate(labels):
+        entry: dict[str, float | None] = dict(describe(x[i], prob))
+        for key, values in mcse.items():
+            v = values[i] if valid[i] else np.nan
+            entry[key] = float(v) if np.isfinite(v) else None
+        out[tuple(str(v) for v in label)] = entry
     return out
 
 
@@ -109,17 +131,22 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     spec = fit_spec(tree)
     identified = assess(tree, spec)
 
+    setting_axis = (names.SETTING_DIM, names.AXIS_DIM)
+    alphas = intervals(alpha.transpose(..., *setting_axis), prob)
+    amplitudes = intervals(amplitude_one.transpose(..., *setting_axis), prob)
+    floors = intervals(post[names.LOSS_FLOOR], prob)
     per_setting: dict[str, Any] = {}
     for s in settings:
         per_setting[s] = {
             a: {
-                **interval(alpha.sel(setting=s, axis=a), prob),
-                "amplitude_at_one": interval(amplitude_one.sel(setting=s, axis=a), prob),
+                **alphas[(s, a)],
+                "amplitude_at_one": amplitudes[(s, a)],
                 **identified["settings"][s][a],
             }
             for a in axes
         }
-        per_setting[s]["loss_floor"] = interval(post[names.LOSS_FLOOR].sel(setting=s), prob)
+        per_setting[s]["loss_floor"] = floors[(s,)]
+    pop_intervals = intervals(alpha_pop, prob)
     ordering_settings = ordering_probability(alpha)
     other = {
         name: interval(post[name], prob)
@@ -145,10 +172,7 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
         "sampler": tree.attrs.get(names.ATTR_SAMPLER),
         "seed": int(tree.attrs.get(names.ATTR_SEED, -1)),
         "exponents": {
-            "population": {
-                a: {**interval(alpha_pop.sel(axis=a), prob), **identified["population"][a]}
-                for a in axes
-            },
+            "population": {a: {**pop_intervals[(a,)], **identified["population"][a]} for a in axes},
             "settings": per_setting,
         },
         "identification": {
