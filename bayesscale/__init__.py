@@ -9,33 +9,34 @@
 >>> fit.check("data/reference/heldout.csv")  # doctest: +SKIP
 >>> fit.save("fits/law.nc")  # doctest: +SKIP
 
-The package is layered, imports pointing down only:
+The package is layered, imports pointing down only (``tests/test_layers.py`` holds the code to
+it), top to bottom:
 
 .. code-block:: text
 
-    cli/                   the command line, thin
-    api, fits/             bs.fit, bs.load; LawFit, PricingFit (no PyMC to read a fit)
-    report/                tables, figures, the recipe as text, the report folder
-    checks/   recipe/      held-out checks, calibration   |  the KKT recipe over the posterior
-    law/      pricing/     the law: model, fit, summary   |  the discount model, fit, summary
+    cli/                   the command line, thin: parse, call a fit object, print its notes
+    api                    bs.fit, bs.fit_pricing, bs.load
+    pipeline/              jobs of several steps on the fit objects: the report
+    design/                which runs next, the decision as a sweep file
+    fits/                  LawFit, PricingFit: the one route every front end takes
+    report/                rendering only: tables, figures, the recipe as text, Markdown
+    recipe/ checks/ pricing/   the recipe and its notes | held-out checks, CV, LOO, SBC | kappa, r*
+    law/                   the law's model, fit, summary; law/posterior.py reads every fit
+    verl/                  plan, launch, ingest, count verl sweeps
     data/                  specs, observation tables, simulation, swept ranges, fit files
-    core/     sampling/    pure NumPy math               |  the package's NUTS driver (JAX)
-    names                  every variable, dim and attribute name, once
+    core/                  pure NumPy math: laws, allocation, geometric programs, intervals
+    sampling/              the MAMS/NUTS sampler on a JAX log density
+    leaves                 names, atomic, tomlfile, _version, _bundled, formatting, jobs
 
-``verl/`` (plan, launch and ingest sweeps) sits beside ``data/``. Attributes are loaded on
-first use, so ``import bayesscale`` imports neither PyMC nor JAX.
+Attributes are loaded on first use, so ``import bayesscale`` imports neither PyMC nor JAX.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("bayesscale")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+from bayesscale._version import __version__
 
 _EXPORTS = {
     "fit": "bayesscale.api",
@@ -47,6 +48,7 @@ _EXPORTS = {
     "FitConfig": "bayesscale.sampling.config",
     "load_observations": "bayesscale.data.observations",
     "load_spec": "bayesscale.data.spec",
+    "load_example": "bayesscale.data.examples",
 }
 
 __all__ = [
@@ -58,12 +60,14 @@ __all__ = [
     "fit",
     "fit_pricing",
     "load",
+    "load_example",
     "load_observations",
     "load_spec",
 ]
 
 if TYPE_CHECKING:
     from bayesscale.api import fit, fit_pricing, load
+    from bayesscale.data.examples import load_example
     from bayesscale.data.observations import load_observations
     from bayesscale.data.spec import load_spec
     from bayesscale.fits.caveats import CaveatWarning

@@ -29,7 +29,7 @@ from bayesscale import names
 from bayesscale.data.fitfile import load_fit
 from bayesscale.data.observations import Table, load_observations
 from bayesscale.data.spec import ModelSpec, load_spec
-from bayesscale.fits.caveats import announce, failed_fit, verdict
+from bayesscale.fits.caveats import announce, failed_fit, single_setting, verdict
 from bayesscale.fits.law import LawFit
 from bayesscale.fits.pricing import PricingFit
 from bayesscale.sampling.config import FitConfig
@@ -70,7 +70,7 @@ def fit(
         table = data if isinstance(data, Table) else load_observations(data, spec)
     config = replace(config or FitConfig(), **sampling)
     law = LawFit(fit_law(table, spec, config), table=table)
-    announce(failed_fit(law.diagnostics, "law fit"))
+    announce([*failed_fit(law.diagnostics, "law fit"), *single_setting(len(law.settings))])
     return law
 
 

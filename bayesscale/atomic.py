@@ -18,16 +18,18 @@ Example
 >>> write_atomically(path, lambda tmp: tmp.write_text("again"))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-FileExistsError: ... exists; pass --force (overwrite=True) to replace it
+FileExistsError: ... exists; pass overwrite=True (on the command line --force) to replace it
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 PENDING: set[Path] = set()  # temporary files and folders not yet renamed into place
@@ -49,16 +51,32 @@ def untrack(path: Path, written: Path | None = None) -> None:
             WRITTEN.append(Path(written))
 
 
+DISCARD_TRIES = 50  # removals of a folder that a writer still running fills again
+DISCARD_PAUSE = 0.02  # seconds between them
+
+
 def discard_pending() -> list[Path]:
-    """Remove every temporary file and folder still being written; return what was removed."""
+    """Remove every temporary file and folder still being written; return what was removed.
+
+    A command stopped by Ctrl-C may still have a worker writing into a folder: a removal
+    racing it can fail (a file created while the tree is walked) or the writer can make the
+    folder again (``mkdir(parents=True)``), so a folder is removed until it stays gone (up to
+    ``DISCARD_TRIES`` times, ``DISCARD_PAUSE`` seconds apart). Targets written inside a
+    discarded folder leave ``WRITTEN``: they are gone with it."""
     with _LOCK:
         pending = sorted(PENDING)
         PENDING.clear()
     for tmp in pending:
         if tmp.is_dir():
-            shutil.rmtree(tmp, ignore_errors=True)
+            for _ in range(DISCARD_TRIES):
+                shutil.rmtree(tmp, ignore_errors=True)
+                time.sleep(DISCARD_PAUSE)
+                if not tmp.exists():
+                    break
         else:
             tmp.unlink(missing_ok=True)
+    with _LOCK:
+        WRITTEN[:] = [w for w in WRITTEN if not any(w.is_relative_to(t) for t in pending)]
     return pending
 
 
@@ -72,6 +90,28 @@ def current_umask() -> int:
 def default_mode(directory: bool = False) -> int:
     """The mode ``open()`` (``0o666``) or ``mkdir()`` (``0o777``) would give under the umask."""
     return (0o777 if directory else 0o666) & ~current_umask()
+
+
+@contextlib.contextmanager
+def naming_target(path: Path) -> Iterator[None]:
+    """An OS error making the temporary file or folder beside ``path`` (a read-only folder, a
+    read-only file system) is raised naming ``path``, the output the user asked for, and the
+    folder it cannot write in, never the hidden temporary name.
+
+    >>> import errno
+    >>> with naming_target(Path("/out/fit.nc")):  # doctest: +ELLIPSIS
+    ...     raise PermissionError(errno.EACCES, "Permission denied", "/out/.fit.nc.x1.tmp")
+    Traceback (most recent call last):
+    ...
+    PermissionError: [Errno 13] Permission denied (cannot create files in /out): '/out/fit.nc'
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno is None or exc.strerror is None:
+            raise
+        where = f" (cannot create files in {path.parent})"
+        raise OSError(exc.errno, exc.strerror + where, str(path)) from exc
 
 
 def write_atomically(
@@ -90,9 +130,12 @@ def write_atomically(
     if path.is_dir():  # os.replace would fail after the work, with an error naming no file
         raise IsADirectoryError(f"{path} is a directory; give the name of a file to write")
     if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass --force (overwrite=True) to replace it")
+        raise FileExistsError(
+            f"{path} exists; pass overwrite=True (on the command line --force) to replace it"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    with naming_target(path):
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(fd)
     tmp = Path(name)
     track(tmp)

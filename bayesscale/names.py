@@ -88,7 +88,6 @@ INTERACTION_BETA: Final = "interaction_beta"  # () interaction exponent
 DENSE_MULTIPLIER: Final = "dense_multiplier"  # () effective-rollout multiplier of dense reward
 CONCENTRATION: Final = "concentration"  # () beta-binomial seed-to-seed concentration
 LOG_LOSS_SIGMA: Final = "log_loss_sigma"  # () Student-t scale on log loss
-EXPECTED_LOSS: Final = "expected_loss"  # (obs) deterministic law value per row
 OUTCOME: Final = "outcome"  # observed variable
 
 # --- free variables of the law model (bayesscale.law.model; read back by predict, calibration)
@@ -131,7 +130,6 @@ ATTR_DATA_HASH: Final = "data_sha256"
 ATTR_DATA_SOURCE: Final = "data_source"
 ATTR_SAMPLER: Final = "sampler"
 ATTR_SEED: Final = "random_seed"
-ATTR_SETTINGS_TABLE: Final = "settings_json"
 ATTR_KIND: Final = "bayesscale_kind"
 ATTR_PREVIEW: Final = "preview"  # 1 for a --preview fit (Laplace approximation), else 0
 SAMPLER_PREVIEW: Final = "laplace (preview)"  # the sampler attribute of a preview fit
@@ -146,7 +144,6 @@ AXIS_COLUMN: Final = (
 )
 REAL: Final = "real"  # column: real count on that axis
 SYNTHETIC: Final = "synthetic"  # column: synthetic count on that axis
-RATIO: Final = "ratio"  # derived: synthetic / real
 METHOD_DIM: Final = "method"
 PRICED_AXIS_DIM: Final = "priced_axis"  # axes that some method synthesises
 KAPPA0: Final = "kappa0"  # (method) small-ratio discount intercept
@@ -210,7 +207,6 @@ TOKENS: Final = "tokens"
 BASELINE_DIM: Final = "baseline"  # comparison allocations at equal budget
 QUANTILE_DIM: Final = "quantile"  # summary quantiles of a per-draw quantity
 SHARE_DIM: Final = "share"  # iso-budget curves: budget share of the varied axis
-STAT_DIM: Final = "stat"  # summary statistic: mean, median, lower, upper
 # baseline labels (coords of BASELINE_DIM)
 TRAJ_HEAVY: Final = "traj_heavy"  # anchors held at the reference scale, rest to one axis
 CHINCHILLA: Final = "chinchilla"  # every axis scaled by one common factor from the anchors
@@ -232,13 +228,14 @@ DECISION: Final = "decision"  # (setting, budget, axis) sizes maximising E[p] (p
 DECISION_SPEND: Final = "decision_spend"  # (setting, budget, axis) money per axis
 EXPECTED_SUCCESS: Final = "expected_success"  # (setting, budget) E[p] of the decision
 # how far beyond the data (bayesscale.data.extrapolation)
-EXTRAPOLATION: Final = "extrapolation"  # per draw: allocation / largest swept value, per axis
+EXTRAPOLATION: Final = "extrapolation"  # per draw: units bought / largest swept value, per axis
 DECISION_EXTRAPOLATION: Final = "decision_extrapolation"  # (setting, budget, axis) the decision's
 TRAJECTORIES: Final = "trajectories"  # per draw: purchased tasks x rollouts per task
 DECISION_TRAJECTORIES: Final = "decision_trajectories"  # (setting, budget) the decision's
 BEYOND_DATA: Final = "beyond_data"  # (setting, budget) the unbounded recipe lies beyond the data
 ISO_SUCCESS: Final = "iso_budget_success"  # (chain, draw, setting, axis, share)
 ISO_UNITS: Final = "iso_budget_units"  # (setting, axis, share) median effective units bought
+ISO_INSIDE: Final = "iso_budget_inside"  # (setting, axis, share) the split lies in the box
 # attributes
 ATTR_COST_MODEL: Final = "cost_model"
 ATTR_COST_KIND: Final = "cost_kind"  # exact | linearised | compute

@@ -18,7 +18,7 @@ in CSV files beside it (``OUT.sbc-ranks.csv``, ``OUT.negative-ranks.csv``). It a
 With the defaults it takes about an hour on 2 shared cores (most of it the 20 pooled fits of the
 reference design, 2-3 minutes each); scale with the arguments.
 
-The fits run as seeded jobs (:mod:`bayesscale.checks.fanout`): serially by default, on a
+The fits run as seeded jobs (:mod:`bayesscale.jobs`): serially by default, on a
 throwaway local Ray instance with ``--workers N``, or on a cluster with ``--ray-address ADDR``
 (``ray.init(address=ADDR)``; bayesscale installed on its nodes). The results are the same
 either way. ``--sbc-minutes`` stops starting SBC fits after that long and judges the datasets
@@ -38,9 +38,28 @@ from pathlib import Path
 from typing import Any
 
 import bayesscale.law.inference as inference
-from bayesscale import names
-from bayesscale.checks import calibration as cal
-from bayesscale.checks import fanout
+from bayesscale import jobs, names
+from bayesscale.checks.calibration_io import (
+    DATASET,
+    DIVERGENCES,
+    ESS_BULK,
+    NORMALIZED_RANK,
+    QUANTITY,
+    RANK,
+    RANK_DRAWS,
+    write_json,
+)
+from bayesscale.checks.coverage import coverage_study
+from bayesscale.checks.ecdf_bands import plot_ecdf_difference
+from bayesscale.checks.law_sampler import CompiledLawSampler
+from bayesscale.checks.prior_draws import scale_variable
+from bayesscale.checks.sbc import (
+    DEFAULT_MAX_RANK_DRAWS,
+    SBCResult,
+    default_quantities,
+    simulation_based_calibration,
+)
+from bayesscale.checks.sim_designs import SMALL_ANCHORS, SMALL_GRIDS, sbc_design
 from bayesscale.data.simulate import PAPER_ANCHORS, PAPER_GRIDS, Truth
 from bayesscale.data.spec import load_spec
 
@@ -60,18 +79,18 @@ def _print(text: str = "") -> None:
 def sbc_section(args: argparse.Namespace, truth: Truth) -> dict[str, Any]:
     spec = load_spec()
     small = args.sbc_grid == "small"
-    design = cal.sbc_design(
+    design = sbc_design(
         spec,
         truth,
         [int(s) for s in args.sbc_settings.split(",")],
-        cal.SMALL_GRIDS if small else PAPER_GRIDS,
-        cal.SMALL_ANCHORS if small else PAPER_ANCHORS,
+        SMALL_GRIDS if small else PAPER_GRIDS,
+        SMALL_ANCHORS if small else PAPER_ANCHORS,
         seeds=tuple(range(args.sbc_seeds)),
     )
     config = _config(args.sbc_chains, args.sbc_tune, args.sbc_draws, args.seed)
-    quantities = cal.default_quantities(design)
+    quantities = default_quantities(design)
     start = time.perf_counter()
-    sampler = cal.CompiledLawSampler.for_design(
+    sampler = CompiledLawSampler.for_design(
         design, config, sorted({q.variable for q in quantities})
     )
     build_s = time.perf_counter() - start
@@ -90,8 +109,8 @@ def sbc_section(args: argparse.Namespace, truth: Truth) -> dict[str, Any]:
             _print(f"  {done}/{total} datasets fitted ({time.perf_counter() - tic:.0f} s)")
 
     tic = time.perf_counter()
-    with fanout.ray_session(args.ray_address, args.workers):
-        result = cal.simulation_based_calibration(
+    with jobs.ray_session(args.ray_address, args.workers):
+        result = simulation_based_calibration(
             design,
             args.sbc_datasets,
             config,
@@ -109,15 +128,15 @@ def sbc_section(args: argparse.Namespace, truth: Truth) -> dict[str, Any]:
         f"({result.config['mode']}, {result.config['workers']} worker(s))"
     )
     _print(result.report())
-    divergent = int((result.ranks.groupby(cal.DATASET)[cal.DIVERGENCES].first() > 0).sum())
+    divergent = int((result.ranks.groupby(DATASET)[DIVERGENCES].first() > 0).sum())
     _print(
         f"prior acceptance (wall and validity) {result.acceptance:.3f}; fits with divergences "
-        f"{divergent}/{n}; min bulk ESS {result.ranks[cal.ESS_BULK].min():.0f}; "
+        f"{divergent}/{n}; min bulk ESS {result.ranks[ESS_BULK].min():.0f}; "
         f"min p over quantities and tests {result.min_p:.3g}; ECDF inside the band for "
         f"{sum(v.inside for v in result.ecdf.values())} of {len(result.ecdf)} quantities"
     )
     if args.ecdf_png is not None:
-        path = cal.plot_ecdf_difference(
+        path = plot_ecdf_difference(
             result.normalized(),
             args.ecdf_png,
             seed=args.seed,
@@ -134,15 +153,15 @@ def sbc_section(args: argparse.Namespace, truth: Truth) -> dict[str, Any]:
     out["sbc"]["ranks_csv"] = str(_write_ranks(result, args.out, "sbc"))
     out["sbc"]["design_settings"] = list(design.settings)
     if args.broken_datasets > 0:
-        with fanout.ray_session(args.ray_address, args.workers):
-            broken = cal.simulation_based_calibration(
+        with jobs.ray_session(args.ray_address, args.workers):
+            broken = simulation_based_calibration(
                 design,
                 args.broken_datasets,
                 config,
                 seed=args.seed + 1,
                 sampler=sampler,
                 max_rank_draws=args.sbc_rank_draws,
-                perturb=cal.scale_variable(names.CONCENTRATION, BROKEN_FACTOR),
+                perturb=scale_variable(names.CONCENTRATION, BROKEN_FACTOR),
                 ray_address=args.ray_address,
                 workers=args.workers,
             )
@@ -159,7 +178,7 @@ def sbc_section(args: argparse.Namespace, truth: Truth) -> dict[str, Any]:
     return out
 
 
-def _write_ranks(result: cal.SBCResult, out: Path, what: str) -> Path:
+def _write_ranks(result: SBCResult, out: Path, what: str) -> Path:
     """Every dataset's ranks (one row per dataset and quantity) beside ``--out``:
     ``calibration.json`` -> ``calibration.sbc-ranks.csv``, to re-judge or re-plot later."""
     path = out.with_name(f"{out.stem}.{what}-ranks.csv")
@@ -178,17 +197,17 @@ def speedup(
     workers = args.workers if args.workers > 1 else 2
     seed = args.seed + 2
     tic = time.perf_counter()
-    serial = cal.simulation_based_calibration(design, n, config, seed=seed, sampler=sampler)
+    serial = simulation_based_calibration(design, n, config, seed=seed, sampler=sampler)
     serial_s = time.perf_counter() - tic
     tic = time.perf_counter()
-    with fanout.ray_session(args.ray_address, workers):
+    with jobs.ray_session(args.ray_address, workers):
         started_s = time.perf_counter() - tic
-        ray = cal.simulation_based_calibration(
+        ray = simulation_based_calibration(
             design, n, config, seed=seed, sampler=sampler, ray_address=args.ray_address,
             workers=workers,
         )  # fmt: skip
     ray_s = time.perf_counter() - tic
-    columns = [cal.DATASET, cal.QUANTITY, cal.RANK, cal.RANK_DRAWS, cal.NORMALIZED_RANK]
+    columns = [DATASET, QUANTITY, RANK, RANK_DRAWS, NORMALIZED_RANK]
     same = serial.ranks[columns].equals(ray.ranks[columns])
     prior_s = serial.timing["prior_draws_s"]
     jobs_serial, jobs_ray = serial.timing["jobs_wall_s"], ray.timing["jobs_wall_s"]
@@ -216,7 +235,7 @@ def speedup(
 
 
 def compare_pm_sample(
-    design: Any, config: inference.FitConfig, sampler: cal.CompiledLawSampler
+    design: Any, config: inference.FitConfig, sampler: CompiledLawSampler
 ) -> dict[str, Any]:
     """Wall seconds of two pm.sample(nuts_sampler="numpyro") calls on one model and data, and
     of two fits with the compiled sampler (compiled already, so both are sampling only)."""
@@ -248,8 +267,8 @@ def coverage_section(args: argparse.Namespace, truth: Truth) -> dict[str, Any]:
         f"settings); pooled {config.chains} chains x {config.draws} draws (+{config.tune} "
         f"warm-up), bootstrap {args.n_boot} replicates; 90% intervals"
     )
-    with fanout.ray_session(args.ray_address, args.workers):
-        result = cal.coverage_study(
+    with jobs.ray_session(args.ray_address, args.workers):
+        result = coverage_study(
             truth,
             load_spec(),
             args.redraws,
@@ -284,7 +303,7 @@ def main() -> None:
     parser.add_argument("--sbc-chains", type=int, default=2)
     parser.add_argument("--sbc-tune", type=int, default=200)
     parser.add_argument("--sbc-draws", type=int, default=200)
-    parser.add_argument("--sbc-rank-draws", type=int, default=cal.DEFAULT_MAX_RANK_DRAWS)
+    parser.add_argument("--sbc-rank-draws", type=int, default=DEFAULT_MAX_RANK_DRAWS)
     parser.add_argument("--broken-datasets", type=int, default=30, help="0 skips the control")
     parser.add_argument("--redraws", type=int, default=20, help="0 skips the coverage study")
     parser.add_argument("--cov-chains", type=int, default=2)
@@ -334,7 +353,7 @@ def main() -> None:
         payload.update(coverage_section(args, truth))
     payload["machine"]["load_average_at_end"] = list(os.getloadavg())
     payload["wall_s"] = time.perf_counter() - start
-    path = cal.write_json(payload, args.out, overwrite=args.force)
+    path = write_json(payload, args.out, overwrite=args.force)
     _print(f"\ntotal {payload['wall_s'] / 60:.1f} min; wrote {path}")
     sys.stdout.flush()
 

@@ -18,7 +18,7 @@ Scores per extrapolation-ratio bucket (<=2x, 2-4x, 4-8x, >8x;
 :mod:`bayesscale.checks.extrapolation_score`): MAE of the predicted success against the seeds'
 mean, 90% per-run predictive coverage, mean log predictive probability of a run's count.
 
-The law's fits are jobs of :func:`bayesscale.checks.fanout.run_jobs` (serially by default,
+The law's fits are jobs of :func:`bayesscale.jobs.run_jobs` (serially by default,
 ``--workers N`` local Ray workers, ``--ray-address`` a cluster), job ``i`` seeded by
 ``job_seed(--seed, i)``. The package's default fit (ESS 400, R-hat 1.01) unless the sampler
 options are given. Prints the headline table (MAE pooled over 2-4x and 4-8x; the law's

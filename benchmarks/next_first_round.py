@@ -39,7 +39,8 @@ from next_study import BOUNDS, MAX_SIZES, fit_frame, initial_sweep, small_truth
 
 from bayesscale.data.observations import DataWarning
 from bayesscale.design.defaults import ANCHORS_SWEPT
-from bayesscale.design.next_runs import NextRuns, next_runs
+from bayesscale.design.next_runs import next_runs
+from bayesscale.design.results import NextRuns
 
 SWEPT = {"anchor_rule": ANCHORS_SWEPT}  # the candidates' anchors until stop 26
 SETTINGS: dict[str, dict[str, Any]] = {

@@ -36,7 +36,7 @@ reruns some strategies only. Prints the curves, saves ``regret.png`` and ``study
 ``--out``; for every round ``study.json`` keeps the runs bought (setting, sizes, seed) and the
 decision of the refit after them (round 0: the initial sweep's fit). Seeded throughout.
 
-Replicates are independent jobs (:func:`bayesscale.checks.fanout.run_jobs`): serially by
+Replicates are independent jobs (:func:`bayesscale.checks.jobs.run_jobs`): serially by
 default, on a throwaway local Ray instance with ``--workers N``, or on a cluster with
 ``--ray-address ADDR``. Each replicate is seeded by its number alone (as it always was), so
 the results do not depend on where it ran; the per-round lines a replicate prints stay in the
@@ -57,8 +57,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayesscale import names
-from bayesscale.checks import fanout
+from bayesscale import jobs, names
 from bayesscale.core import laws
 from bayesscale.data.extrapolation import SweptRange
 from bayesscale.data.observations import DataWarning, Table, frame_sha256, validate
@@ -72,6 +71,7 @@ from bayesscale.data.simulate import (
     simulate,
 )
 from bayesscale.data.spec import ModelSpec, parse_spec, with_exponent_prior_scale
+from bayesscale.design.candidates import candidate_grid, default_anchors
 from bayesscale.design.costs import Costs
 from bayesscale.design.defaults import (
     ANCHOR_RULES,
@@ -80,14 +80,10 @@ from bayesscale.design.defaults import (
     TARGET_DECISION,
     TARGETS,
 )
-from bayesscale.design.next_runs import (
-    DesignError,
-    axis_columns,
-    candidate_grid,
-    default_anchors,
-    next_runs,
-)
+from bayesscale.design.next_runs import next_runs
+from bayesscale.design.results import DesignError
 from bayesscale.law.inference import FitConfig, fit
+from bayesscale.law.posterior import axis_columns
 from bayesscale.recipe.solve import recipe
 from bayesscale.recipe.synthetic import synthetic_fit
 
@@ -535,7 +531,7 @@ def replicate(
 def replicate_job(
     shared: tuple[argparse.Namespace, Truth, np.ndarray, tuple[str, ...]], rep: int, _seed: int
 ) -> dict:
-    """One replicate as a job of :func:`bayesscale.checks.fanout.run_jobs` (in a Ray worker
+    """One replicate as a job of :func:`bayesscale.checks.jobs.run_jobs` (in a Ray worker
     too): seeded by ``rep`` alone, the job seed is not used."""
     args, truth, optimum, run_now = shared
     # the initial sweep has one seed per point, on purpose (a worker has its own filters)
@@ -644,8 +640,8 @@ def main() -> None:
     elif args.reuse:
         parser.error("--reuse takes the curves of strategies not run: use it with --strategies")
     numbers = list(range(first, first + args.replicates))
-    with fanout.ray_session(args.ray_address, args.workers):
-        done = fanout.run_jobs(
+    with jobs.ray_session(args.ray_address, args.workers):
+        done = jobs.run_jobs(
             replicate_job,
             numbers,
             seed=first,

@@ -11,7 +11,7 @@ reference sees (the same simulated outcomes, seeded by replicate) with each seed
 the regret of the recipe's decision under the truth and the posterior's EVPI per seed, with
 their mean and standard deviation over seeds. Prints what it measures; asserts nothing.
 
-Each (replicate, seed) refit is a job of :func:`bayesscale.checks.fanout.run_jobs`, serially
+Each (replicate, seed) refit is a job of :func:`bayesscale.checks.jobs.run_jobs`, serially
 by default or as Ray tasks (``--workers N`` on a local instance, ``--ray-address ADDR`` on a
 cluster); the refit is seeded by its sampler seed alone, so the numbers do not depend on
 where it ran (run serially with ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1`` to match the
@@ -38,7 +38,7 @@ from next_study import (
     truth_optimum,
 )
 
-from bayesscale.checks import fanout
+from bayesscale import jobs
 from bayesscale.data.observations import DataWarning
 
 
@@ -74,8 +74,8 @@ def main() -> None:
 
         # the job's helpers live in next_study (a script's folder, not on the workers' path)
         ray.cloudpickle.register_pickle_by_value(sys.modules["next_study"])
-    with fanout.ray_session(args.ray_address, args.workers):
-        done = fanout.run_jobs(
+    with jobs.ray_session(args.ray_address, args.workers):
+        done = jobs.run_jobs(
             refit_job,
             items,
             seed=0,

@@ -19,7 +19,7 @@ passed (0 divergences and R-hat <= 1.01). Per design: fits passing; the target i
 fits. ``--target-accept`` fits with another target acceptance than the default's (to
 compare); ``--first-seed K`` fits seeds ``K .. K + --seeds - 1`` (fresh seeds, to check a
 setting chosen on the first ten). With ``--ray-address`` the fits run as Ray tasks
-(:mod:`bayesscale.checks.fanout`); each is seeded by its own (design, seed), so the results
+(:mod:`bayesscale.jobs`); each is seeded by its own (design, seed), so the results
 are the same serially (with one BLAS thread per process, as Ray's workers have). The figures
 of ``docs/speed.md`` are from a serial run. Nothing is written.
 """
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         design_frame(d)  # a bad design name is said before any fit
     start = time.perf_counter()
     if args.ray_address:
-        from bayesscale.checks.fanout import run_jobs
+        from bayesscale.jobs import run_jobs
 
         results = run_jobs(
             fit_job, jobs, seed=0, shared=args.target_accept, ray_address=args.ray_address

@@ -13,7 +13,7 @@ reference data) it compares the mean and the 5% and 95% quantiles of the two fit
 ``z = (a - b) / sqrt(MCSE_a^2 + MCSE_b^2)``, with ArviZ's MCSE (``method="mean"`` and
 ``method="quantile"``). It prints the worst ``|z|`` of each statistic and where it falls, the
 count beyond 3 against what N(0, 1) expects, the mean and spread of the z-scores, the
-Bonferroni bound for the number of comparisons (a family-wise 1%), and each fit's wall time,
+Bonferroni bound for the number of comparisons (a family-wise 0.1%), and each fit's wall time,
 draws, minimum bulk and tail ESS, divergences and (MAMS) acceptance. ``--defect`` runs the
 MAMS fit with a deliberately broken transition (the private hooks of
 :func:`bayesscale.sampling.mams.make_chunk`), to see what the comparison can catch.
@@ -37,7 +37,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 QUANTILES = (0.05, 0.95)
 STATISTICS = ("mean", *(f"q{round(100 * p):02d}" for p in QUANTILES))
-FAMILY_ALPHA = 0.01  # an exact pair of samplers exceeds the bound with about this chance
+FAMILY_ALPHA = 0.001  # an exact pair of samplers exceeds the bound with about this chance
 
 
 @dataclass(frozen=True)

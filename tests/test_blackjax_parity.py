@@ -70,7 +70,7 @@ import numpy as np
 import pytest
 
 from bayesscale.sampling import configure, mams
-from bayesscale.sampling.nuts import ChainState, step_size_state
+from bayesscale.sampling.types import ChainState, step_size_state
 
 STEPS = 6
 STEP_SIZES = (0.3, 2.5)  # in whitened units: a typical step and one far too large

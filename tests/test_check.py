@@ -352,7 +352,7 @@ def test_cli_strict_and_the_extrapolation_note(small_fit_path, tmp_path, capsys)
     assert captured.out.startswith("DIAGNOSTICS FAILED")  # 2 x 50 draws
     assert "largest size over the largest swept value" in captured.out
     assert "held-out rows lie more than 1.5x outside the swept range" in captured.err
-    assert main(["check", small_fit_path, str(HELDOUT), "--strict", "--out", str(out)]) == 2
+    assert main(["check", small_fit_path, str(HELDOUT), "--strict", "--out", str(out)]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and small_fit_path in err[0] and "DIAGNOSTICS FAILED" in err[0]
     assert not out.exists()

@@ -4,6 +4,7 @@ no traceback and nothing written; a closed stdout never costs an output file."""
 from __future__ import annotations
 
 import errno
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +24,8 @@ def _run(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _one_error_line(done: subprocess.CompletedProcess[str], *needles: str) -> None:
-    assert done.returncode == 2, (done.returncode, done.stderr)
+def _one_error_line(done: subprocess.CompletedProcess[str], *needles: str, status: int = 2) -> None:
+    assert done.returncode == status, (done.returncode, done.stderr)
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.strip().splitlines() if line]
     assert len(lines) == 1, done.stderr
@@ -119,12 +120,24 @@ def test_strict_readers_refuse_a_failed_fit_in_one_line(law_fit, tmp_path: Path)
     thin = save_fit(law_fit.isel(draw=slice(0, 20)), tmp_path / "thin.nc")  # ESS far below 400
     done = _run("summary", str(thin))
     assert done.returncode == 0 and done.stdout.startswith("DIAGNOSTICS FAILED")
+    assert f"bayesscale summary: warning: {thin}: DIAGNOSTICS FAILED" in done.stderr
+    # without --strict the verdict goes to standard error, with --json too: exit 0
+    done = _run("recipe", str(thin), "--budget", "1e4", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["fit_diagnostics"]
+    assert f"bayesscale recipe: warning: {thin}: DIAGNOSTICS FAILED" in done.stderr
+    # with --strict every reader refuses in one line, nothing written, exit 3 (as fit and price
+    # exit 3 when their own fit fails; 2 is a usage or input error)
     for argv in (
         ("summary", str(thin), "--strict"),
         ("recipe", str(thin), "--budget", "1e4", "--strict"),
         ("check", str(thin), str(REFERENCE / "heldout.csv"), "--strict"),
+        ("next", str(thin), "--budget", "1e4", "--strict"),
     ):
-        _one_error_line(_run(*argv), str(thin), "DIAGNOSTICS FAILED", "--strict")
+        _one_error_line(_run(*argv), str(thin), "DIAGNOSTICS FAILED", "--strict", status=3)
+    other = save_fit(law_fit, tmp_path / "other.nc")
+    _one_error_line(
+        _run("compare", str(thin), str(other), "--strict"), "DIAGNOSTICS FAILED", status=3
+    )
 
 
 def test_os_errors_are_one_line_naming_the_path() -> None:

@@ -146,7 +146,7 @@ def test_fits_of_different_data_are_refused(law_fit, fold):
         tree = tree.copy()
         del tree[names.LOG_LIKELIHOOD_GROUP]
         bare[name] = tree
-    with pytest.raises(CompareError, match="pass the observation table with --data"):
+    with pytest.raises(CompareError, match=r"pass the observation table \(data= in Python; --data"):
         compare_fits(bare)  # its data source is no file
 
 
@@ -184,7 +184,7 @@ def test_cli_compare(fold, tmp_path, capsys):
         names.ATTR_DATA_SOURCE: str(data),
     }
     quick = str(save_fit(preview, tmp_path / "quick.nc"))
-    assert main(["compare", paths[0], quick, "--strict"]) == 2
+    assert main(["compare", paths[0], quick, "--strict"]) == 3
     captured = capsys.readouterr()
     assert captured.out == ""
     err = captured.err.strip()

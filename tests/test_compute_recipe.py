@@ -12,8 +12,9 @@ from test_recipe import _save
 from bayesscale import names
 from bayesscale.cli import main
 from bayesscale.core import allocate
+from bayesscale.law.posterior import PosteriorError, law_draws
 from bayesscale.recipe.compute import compute_recipe
-from bayesscale.recipe.draws import RecipeError, law_draws
+from bayesscale.recipe.draws import RecipeError
 from bayesscale.recipe.output import summarize
 from bayesscale.recipe.synthetic import synthetic_fit
 
@@ -81,7 +82,7 @@ def test_bad_input_is_a_clear_error(wide_fit) -> None:
         compute_recipe(wide_fit, [1e9], powers={"env": 0.0})
     with pytest.raises(RecipeError, match="too small to buy the lower bounds"):
         compute_recipe(wide_fit, [10.0], bounds={"env": (8.0, None), "task": (8.0, None)})
-    with pytest.raises(RecipeError, match="interaction"):
+    with pytest.raises(PosteriorError, match="interaction"):
         compute_recipe(synthetic_fit(draws=10, interaction=(0.2, 0.3)), [1e9])
 
 

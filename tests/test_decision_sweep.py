@@ -21,7 +21,7 @@ from bayesscale.core.prices import parse_prices
 from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION, save_fit
 from bayesscale.design import sweep_file
 from bayesscale.design.decision_sweep import DEFAULT_SEEDS, decision_sweep, pick_budget, whole_size
-from bayesscale.design.next_runs import DesignError
+from bayesscale.design.results import DesignError
 from bayesscale.recipe.solve import recipe
 from bayesscale.recipe.synthetic import synthetic_fit
 from bayesscale.verl import manifest as mf

@@ -48,10 +48,10 @@ def test_a_fit_stores_its_swept_range(law_fit, reference_frame) -> None:
 
 
 def test_the_recipe_warns_in_one_line_only_beyond_the_threshold() -> None:
+    from bayesscale.recipe.notes import extrapolation_warning
     from bayesscale.recipe.output import to_json
     from bayesscale.recipe.solve import recipe
     from bayesscale.recipe.synthetic import synthetic_fit
-    from bayesscale.report.recipe_text import extrapolation_warning
 
     fit = synthetic_fit(draws=20, spread=0.0)
     assert extrapolation_warning(to_json(recipe(fit, [1e2])), None) is None

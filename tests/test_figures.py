@@ -438,10 +438,18 @@ def test_iso_budget_bands_and_decision(law_fit: xr.DataTree, recipe_result: xr.D
             units = split / price
             units[:, 2] = split[:, 2] / (price[2] * units[:, 1])
             outside = (units < 1.0).any(axis=1)
-            np.testing.assert_array_equal(np.isnan(draws), np.broadcast_to(outside, draws.shape))
+            inside = iso[names.ISO_INSIDE].sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis})
+            np.testing.assert_array_equal(inside.to_numpy(), ~outside)
+            assert np.isfinite(draws).all()
             np.testing.assert_allclose(median.get_xdata(), share)
             y = median.get_ydata()
-            assert np.isnan(y[outside]).all()
+            assert np.isnan(y[outside]).all()  # bands and median inside the box only
+            dashed = _by_gid(ax, "outside")  # the median beyond it, dashed
+            assert len(dashed) == int(outside.any())
+            if outside.any():
+                np.testing.assert_allclose(
+                    dashed[0].get_ydata(), np.median(draws, axis=0), rtol=1e-12
+                )
             np.testing.assert_allclose(
                 y[~outside], np.median(draws[:, ~outside], axis=0), rtol=1e-12
             )

@@ -187,9 +187,9 @@ def test_other_samplers_are_selectable(sampler):
     assert 0.2 < alpha < 0.5
 
 
-# The recipe may leave out Laplace draws whose law overflows, and says so (a RecipeWarning, a
+# The recipe may leave out Laplace draws whose law overflows, and says so (a PosteriorWarning, a
 # line on stderr); whether any of these 50 thinned draws does is not the point here.
-@pytest.mark.filterwarnings("default::bayesscale.recipe.draws.RecipeWarning")
+@pytest.mark.filterwarnings("default::bayesscale.law.posterior.PosteriorWarning")
 def test_a_preview_is_marked_in_every_output_that_reads_it(tmp_path, capsys):
     """`fit --preview` (the Laplace approximation): the fit file says so, `--strict` refuses
     it, and summary, recipe and check put it on their first line and in their JSON."""

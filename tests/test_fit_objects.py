@@ -83,16 +83,27 @@ def test_a_loaded_law_fit_answers_as_the_functions_do(law_fit, tmp_path) -> None
     assert fit.diagnostics.to_dict() == diagnose(law_fit).to_dict()
 
 
-def test_saving_refuses_to_overwrite_and_a_loaded_fit_cannot_plot_without_its_data(
+def test_saving_refuses_to_overwrite_and_a_loaded_fit_plots_from_its_own_data(
     law_fit, tmp_path
 ) -> None:
+    """A loaded fit draws the law with the observations of the file its ``data_source``
+    names (checked by its SHA-256); where that file is gone it says so and what to pass."""
+    import matplotlib.pyplot as plt
+
+    from bayesscale.checks.compare import CompareError
+
     fit = bs.LawFit(_copy(law_fit))
     path = fit.save(tmp_path / "law.nc")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError, match="pass overwrite=True"):
         fit.save(path)
     fit.save(path, overwrite=True)
-    with pytest.raises(ValueError, match="does not carry its observations"):
-        bs.load(path).plot_law("env")
+    loaded = bs.load(path)
+    plt.close(loaded.plot_law("env"))
+    assert loaded.table is not None and loaded.table.sha256 == law_fit.attrs["data_sha256"]
+    moved = bs.load(path)
+    moved.tree.attrs[names.ATTR_DATA_SOURCE] = str(tmp_path / "gone.csv")
+    with pytest.raises(CompareError, match=r"is not found .* \(data= in Python"):
+        moved.plot_law("env")
 
 
 def test_the_kind_of_fit_is_checked(law_fit, pricing_fit, tmp_path) -> None:
@@ -233,7 +244,8 @@ def test_results_say_what_they_cannot_support(tmp_path, capsys) -> None:
     captured = capsys.readouterr()
     assert captured.out.splitlines()[0] == verdict
     # the command states the bound in its table (each row's headline) and in a note saying
-    # where the unbounded recipe is; the other notes are the Python caveats', word for word
+    # where the unbounded recipe is; the other notes, the verdict too, are the Python
+    # caveats', word for word
     assert captured.out.count("budget 100,000,000 USD  |  bounded to 4x the data") == 2
     bound, *rest = captured.err.splitlines()
     assert bound == "bayesscale recipe: " + messages[0].replace(
@@ -241,7 +253,7 @@ def test_results_say_what_they_cannot_support(tmp_path, capsys) -> None:
         "(`vouched=False`)",
         "the unbounded recipe follows each bounded row as an EXTRAPOLATION",
     )
-    assert rest == [f"bayesscale recipe: {m}" for m in messages[2:]]
+    assert rest == [f"bayesscale recipe: {m}" for m in messages[1:]]
     # the unbounded recipe (vouched=False) is an extrapolation, and warns how far it goes
     with pytest.warns(bs.CaveatWarning) as warned:
         failed.recipe([1e8], max_draws=10, vouched=False)

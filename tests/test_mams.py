@@ -16,7 +16,7 @@ from bayesscale.sampling.config import FitConfig
 from bayesscale.sampling.diagnostics import ess_bulk
 from bayesscale.sampling.engine import CompiledSampler, RunSettings
 from bayesscale.sampling.logdensity import LogDensity
-from bayesscale.sampling.nuts import step_size_state
+from bayesscale.sampling.types import step_size_state
 
 
 @pytest.fixture(scope="module")

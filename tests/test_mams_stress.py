@@ -20,7 +20,8 @@ quantities are skewed themselves (an estimate and its spread move together), and
 independent draws, 300 per chain, gave |z| > 3 twice as often as N(0, 1) and all of them
 negative; with the exact one they are N(0, 1) to within 0.05 in mean and spread. An exact
 sampler exceeds the Bonferroni bound :data:`BOUND` on one of the 80 quantities with
-probability about 1%.
+probability about 0.1%: a check run on every machine that runs the suite
+must fail by chance that rarely, so the bound is set for a family-wise 0.001.
 
 1. **The transition at a step size far too large** (acceptance about 0.6 against the
    package's target of 0.9; 2 chains x 20,000 transitions started from exact draws): every
@@ -45,15 +46,15 @@ from scipy import special, stats
 from bayesscale.sampling import configure, mams
 from bayesscale.sampling.engine import CompiledSampler, RunSettings
 from bayesscale.sampling.logdensity import LogDensity
-from bayesscale.sampling.nuts import ChainState, step_size_state
+from bayesscale.sampling.types import ChainState, step_size_state
 
 DIM = 20
 SHAPES = np.geomspace(0.5, 12.0, DIM)  # k_i: skewness -1.5 (k = 0.5) to -0.3 (k = 12)
 CORRELATION = 0.5  # AR(1) correlation of the mixing matrix's Gram matrix
 TAIL = 0.05
-FAMILY_ALPHA = 0.01  # the chance an exact sampler fails the check, Bonferroni over quantities
+FAMILY_ALPHA = 0.001  # the chance an exact sampler fails the check, Bonferroni over quantities
 N_QUANTITIES = 4 * DIM
-BOUND = float(stats.norm.isf(FAMILY_ALPHA / 2 / N_QUANTITIES))  # 3.84 for 80 quantities
+BOUND = float(stats.norm.isf(FAMILY_ALPHA / 2 / N_QUANTITIES))  # 4.37 for 80 quantities
 
 STEP_SIZE = 1.6  # whitened units: acceptance 0.63 (measured 0.95 at 0.8, 0.48 at 1.8)
 TRAJECTORY = 8.0  # whitened units: 5 steps a transition on average

@@ -25,24 +25,16 @@ from bayesscale.data.observations import Table, frame_sha256, validate
 from bayesscale.data.spec import parse_spec
 from bayesscale.design import preposterior as pp
 from bayesscale.design import sweep_file
+from bayesscale.design.candidates import candidate_grid, default_anchors, with_concentration
 from bayesscale.design.costs import Costs, CostsError, load_costs, parse_costs
-from bayesscale.design.next_runs import (
-    DesignError,
-    candidate_grid,
-    default_anchors,
-    fit_target,
-    format_text,
-    next_runs,
-    refit_check,
-    simulated_rows,
-    to_json,
-    value_and_mcse,
-    where_text,
-    with_concentration,
-)
+from bayesscale.design.next_runs import next_runs
+from bayesscale.design.next_text import format_text, to_json, where_text
+from bayesscale.design.refit import fit_target, refit_check, simulated_rows
+from bayesscale.design.results import DesignError
+from bayesscale.design.run_value import value_and_mcse
 from bayesscale.design.sweep_file import next_sweep_text, toml_text
 from bayesscale.law.inference import FitConfig, fit
-from bayesscale.recipe.draws import law_draws
+from bayesscale.law.posterior import law_draws
 from bayesscale.recipe.synthetic import synthetic_fit
 from bayesscale.verl import manifest as mf
 from bayesscale.verl.sweep import SpecError, load_sweep_spec, parse_sweep_spec
@@ -169,7 +161,7 @@ def test_draws_the_recipe_leaves_out_are_left_out_of_the_values_too(toy_fit: xr.
     """A draw whose law overflows is left out (at its index in every chain) by the recipe;
     the preposterior values leave out the same draws, so the result is the one of a fit
     without that draw index."""
-    from bayesscale.recipe.draws import RecipeWarning
+    from bayesscale.law.posterior import PosteriorWarning
 
     alpha = toy_fit["posterior"][names.ALPHA].copy()
     alpha[dict(chain=1, draw=7, setting=0, axis=2)] = 500.0
@@ -178,14 +170,14 @@ def test_draws_the_recipe_leaves_out_are_left_out_of_the_values_too(toy_fit: xr.
     without = toy_fit.copy()
     without["posterior"] = toy_fit["posterior"].to_dataset().drop_sel({names.DRAW_DIM: 7})
     options = dict(runs=2, simulations=16, max_draws=None, actions=16, seed=3)
-    with pytest.warns(RecipeWarning, match="2 of 240 posterior draws left out"):
+    with pytest.warns(PosteriorWarning, match="2 of 240 posterior draws left out"):
         left_out = next_runs(broken, 2e4, **options)
     reference = next_runs(without, 2e4, **options)
     assert [r.candidate for r in left_out.chosen] == [r.candidate for r in reference.chosen]
     assert left_out.target_now == reference.target_now
     assert [v.value for v in left_out.first_step] == [v.value for v in reference.first_step]
     # the refit check's target from scratch leaves out the same draws
-    with pytest.warns(RecipeWarning):
+    with pytest.warns(PosteriorWarning):
         exponents_left_out = fit_target(broken, "exponents", 2e4, [], max_draws=None)
     assert exponents_left_out == fit_target(without, "exponents", 2e4, [], max_draws=None)
 
@@ -230,7 +222,8 @@ def test_anchor_rule_and_given_anchors_hold_the_other_axes(toy_fit: xr.DataTree)
         assert to_json(result)["anchors"] == {
             s: dict(zip(result.axes, anchor, strict=True)) for s in result.anchors
         }
-        assert f"the others at the {rule} anchors: env=" in format_text(result)
+        at = " ".join(f"{a}={v:,}" for a, v in zip(result.axes, anchor, strict=True))
+        assert f"the others held at {at} (the {rule} anchors)" in format_text(result)
     result = next_runs(toy_fit, 2e4, anchors={"env": 64}, **options)
     held = [c.sizes[0] for c in result.candidates if c.axis in ("task", "traj")]
     assert held and set(held) == {64}
@@ -500,8 +493,18 @@ def test_next_sizes_are_the_distinct_units_plan_realises(
     assert {c["sizes"]["task"] for c in doc["candidates"]} == {6}
     assert max(c["sizes"]["env"] for c in doc["candidates"]) == 10
     assert all(c["below_swept_min"] == pytest.approx(6 / 8) for c in doc["candidates"])
-    assert all("(below the swept min (0.75x)" in r["why"] for r in doc["chosen"])
+    assert all("task 6 is below the swept min 8 (0.75x)" in r["why"] for r in doc["chosen"])
     assert not any("inside the swept range" in r["why"] for r in doc["chosen"])
+    assert main([*args, "--figure", str(tmp_path / "next.png")]) == 0
+    text = capsys.readouterr().out
+    # the header names the sizes the rows hold, not the anchors before the pool's caps
+    held = "candidates vary one axis, the others held at env=10 task=6 traj=8: the paper anchors"
+    assert held in text and "capped at what the sweep's pool holds on env, task" in text
+    assert "no candidate varies task" in text and "at budget 3,000 USD" in text
+    from PIL import Image
+
+    with Image.open(tmp_path / "next.png") as image:
+        assert image.size[0] >= 1000  # at the figures' resolution, not matplotlib's 100 dpi
 
     sweep = tmp_path / "sw"
     assert main(["plan", str(nxt), "--out", str(sweep)]) == 0
@@ -524,11 +527,16 @@ def test_where_a_candidate_lies() -> None:
     cands = candidate_grid(["S"], ("env", "task"), swept, anchors, 2.0, 2.0)
     env = {c.sizes[0]: c for c in cands if c.axis == "env"}
     assert env[8].below == pytest.approx(135 / 320) and env[8].beyond < 1
-    assert where_text(env[8]) == "below the swept min (0.422x)"
-    assert where_text(env[128]) == "below the swept min (0.422x) and 2x swept max"
+    axes = ("env", "task")
+    # the axis outside the data is named: the task held below, not the env varied
+    assert where_text(env[8], axes) == "task 135 is below the swept min 320 (0.422x)"
+    assert where_text(env[128], axes) == (
+        "task 135 is below the swept min 320 (0.422x); env 128 is 2x the swept max 64"
+    )
     task = {c.sizes[1]: c for c in cands if c.axis == "task"}
-    assert where_text(task[320]) == "inside the swept range" and task[320].below == 1.0
-    assert where_text(task[2560]) == "2x swept max"
+    assert where_text(task[320], axes) == "inside the swept range" and task[320].below == 1.0
+    assert where_text(task[2560], axes) == "task 2,560 is 2x the swept max 1,280"
+    assert where_text(task[2560]) == "2x swept max"  # without the axes: unnamed
 
 
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -552,7 +560,7 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "--refit-below needs --observations" in capsys.readouterr().err
     assert main(["next", str(fit), "--budget", "-1"]) == 2
     assert "budget must be finite and > 0" in capsys.readouterr().err
-    assert main(["next", str(fit), "--budget", "100", "--strict"]) == 2
+    assert main(["next", str(fit), "--budget", "100", "--strict"]) == 3
     assert "DIAGNOSTICS FAILED" in capsys.readouterr().err
     assert main(["next", str(fit), "--budget", "100", "--anchor", "env"]) == 2
     assert "--anchor 'env': expected AXIS=SIZE, e.g. env=256" in capsys.readouterr().err

@@ -6,7 +6,10 @@ Every scalar of the posterior (325 on the reference data) is compared on its mea
 and 95% quantiles, ``z = (a - b) / sqrt(MCSE_a^2 + MCSE_b^2)`` with ArviZ's MCSEs
 (``benchmarks/sampler_agreement.py``, which runs the same comparison with longer runs and
 prints it). Two exact samplers keep every ``|z|`` under the Bonferroni bound for 975
-comparisons (4.41, family-wise 1%), ``|z| > 3`` about as rarely as N(0, 1) (2.6 expected),
+comparisons (4.89, family-wise 0.1%: the suite runs on every machine, and a check an exact
+pair fails by chance on 1% of runs blocks 1% of them), ``|z| > 3`` about as rarely as
+N(0, 1) (2.6 expected; at most 12, which even pairs of fully dependent scalars exceed with
+chance 0.0004),
 and the z-scores of each statistic centred. The session's shared law fit (MAMS, the package's
 defaults) is the one compared; nutpie runs PyMC's default length (1,000 warm-up, 1,000
 draws, 2 chains). A negative control shows the check can fail: the same MAMS draws spread 5%
@@ -27,7 +30,7 @@ import xarray as xr
 from testdata import REFERENCE
 
 ROOT = Path(__file__).resolve().parent.parent
-MAX_BEYOND_3 = 10  # N(0, 1) expects 2.6 of 975; scalars come in dependent pairs (alpha, log)
+MAX_BEYOND_3 = 12  # N(0, 1) expects 2.6 of 975; scalars come in dependent pairs (alpha, log)
 MAX_MEAN_Z = 0.4  # |mean z| of a statistic over the 325 scalars
 MAX_SD_Z = 1.3
 
@@ -84,7 +87,7 @@ def test_mams_and_nutpie_agree_on_every_scalar(
     assert set(ours.data_vars) == set(theirs.data_vars)
     agreement = agreement_of.compare(ours, theirs)
     assert agreement.comparisons == 3 * 325
-    assert agreement.bound == pytest.approx(4.41, abs=0.01)
+    assert agreement.bound == pytest.approx(4.89, abs=0.01)
     assert failures(agreement) == [], agreement_of.describe(agreement)
     # nutpie's NUTS did not stray either (PyMC's default NUTS diverges about once a fit here)
     assert int(nutpie_fit["sample_stats"]["diverging"].sum()) <= 3

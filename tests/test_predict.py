@@ -30,13 +30,12 @@ from bayesscale.data.observations import (
 )
 from bayesscale.data.spec import load_spec, parse_spec
 from bayesscale.law.model import build_law_model
+from bayesscale.law.posterior import fit_layout, read_population
 from bayesscale.law.predict import (
     PredictError,
     beta_binomial_logpmf,
-    fit_layout,
     pointwise_log_likelihood,
     predict,
-    read_population,
     student_t_logpdf,
 )
 from bayesscale.names import (

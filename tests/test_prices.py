@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -87,8 +88,10 @@ def test_missing_file() -> None:
 
 def test_kappa_validation() -> None:
     assert check_kappa({names.ENV: 0.71, names.TASK: 1}) == {names.ENV: 0.71, names.TASK: 1.0}
-    with pytest.raises(PricesError, match="kappa must be finite and > 0"):
-        check_kappa({names.ENV: 0.0})
+    assert check_kappa({names.ENV: 1}) == {names.ENV: 1.0}  # real data
+    for bad in (0.0, -0.5, 1.0001, 100, math.inf, math.nan):
+        with pytest.raises(PricesError, match=r"must lie in \(0, 1\]"):
+            check_kappa({names.ENV: bad})
     with pytest.raises(PricesError, match="must be a number"):
         check_kappa({names.ENV: "x"})  # type: ignore[dict-item]
 
@@ -116,7 +119,7 @@ def test_fixed_cells_prices_rollouts_as_cells_times_rollouts() -> None:
     """A sweep's run trains on [alignment] cells whatever its environments and tasks: with
     trajectories = "fixed-cells" the rollout axis costs c_traj x cells per rollout."""
     from bayesscale.core.prices import money_cost
-    from bayesscale.report.recipe_text import price_unit_note
+    from bayesscale.recipe.notes import price_unit_note
 
     p = parse_prices('[cost]\ntrajectories = "fixed-cells"\ncells = 2048')
     assert (p.trajectories, p.cells) == ("fixed-cells", 2048)

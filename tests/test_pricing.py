@@ -334,7 +334,7 @@ def test_price_names_a_failed_law_fit_it_takes_priors_from(tmp_path, capsys, mon
         main([*args, "--out", str(tmp_path / "p.nc")])
     err = capsys.readouterr().err
     assert f"bayesscale price: note: the law fit {law}: DIAGNOSTICS FAILED" in err
-    assert main([*args, "--out", str(tmp_path / "p.nc"), "--strict"]) == 2
+    assert main([*args, "--out", str(tmp_path / "p.nc"), "--strict"]) == 3
     assert f"{law}: DIAGNOSTICS FAILED" in capsys.readouterr().err
     assert not (tmp_path / "p.nc").exists()
 

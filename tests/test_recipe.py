@@ -19,12 +19,13 @@ from bayesscale.core.geometric import (
 )
 from bayesscale.core.intervals import quantiles
 from bayesscale.core.prices import PricesError, default_prices, parse_prices
-from bayesscale.recipe.draws import RecipeError, law_draws
+from bayesscale.formatting import format_number
+from bayesscale.law.posterior import PosteriorError, PosteriorWarning, law_draws
+from bayesscale.recipe.draws import RecipeError
 from bayesscale.recipe.iso_budget import iso_budget
 from bayesscale.recipe.output import summarize, to_json
 from bayesscale.recipe.solve import recipe
 from bayesscale.recipe.synthetic import synthetic_fit
-from bayesscale.report.tables import format_number
 
 ALPHA = np.array([[0.41, 0.26, 0.11], [0.38, 0.24, 0.12]])
 AMPLITUDE = np.array([[0.35, 0.30, 0.12], [0.30, 0.25, 0.10]])
@@ -291,7 +292,7 @@ def test_priced_model_size_becomes_an_axis() -> None:
     got = ds[names.ALLOCATION].isel(chain=0, draw=0, setting=0, budget=0).to_numpy()
     np.testing.assert_allclose(got, truth.sizes, rtol=1e-10)
     np.testing.assert_allclose(ds[names.DECISION].isel(setting=0, budget=0), truth.sizes, rtol=1e-5)
-    with pytest.raises(RecipeError, match="no size term"):
+    with pytest.raises(PosteriorError, match="no size term"):
         recipe(synthetic_fit(draws=5, chains=1, spread=0.0), [3e4], prices=prices)
 
 
@@ -447,13 +448,18 @@ def test_iso_budget_curve_peaks_at_the_recipe(point_fit: xr.DataTree) -> None:
     p_opt = float(np.exp(-_truth_law(0).loss(truth.sizes)))
     for i, axis in enumerate(AXES):
         c = curve.sel(axis=axis)
-        # Known answer along the whole curve: the units that money buys, by hand; NaN where
-        # they fall below the box (u >= 1).
+        # Known answer along the whole curve: the units that money buys, by hand; outside
+        # the box where they fall below it (u >= 1), and there evaluated at the bound.
         units = _iso_units(grid, i, spend, b)
         inside = (units >= 1.0).all(axis=1)
-        np.testing.assert_array_equal(np.isnan(c.to_numpy()), ~inside)
+        mask = iso[names.ISO_INSIDE].isel(setting=0).sel(axis=axis).to_numpy()
+        np.testing.assert_array_equal(mask, inside)
+        assert np.isfinite(c.to_numpy()).all()
         expected = np.exp(-_truth_law(0).loss(units[inside]))
         np.testing.assert_allclose(c.to_numpy()[inside], expected, rtol=1e-10)
+        np.testing.assert_allclose(
+            c.to_numpy()[~inside], np.exp(-_truth_law(0).loss(np.maximum(units[~inside], 1.0)))
+        )
         assert float(c.max()) <= p_opt + 1e-12
         np.testing.assert_allclose(float(c.sel(share=share[i])), p_opt, rtol=1e-10)
         assert int(np.nanargmax(c.to_numpy())) == int(np.searchsorted(grid, share[i]))
@@ -493,7 +499,6 @@ def test_draws_whose_law_overflows_are_left_out_and_counted() -> None:
     """An exponent in the hundreds makes K = A D_ref^alpha overflow (a preview's far tails):
     that draw index is left out in every chain, with a warning, and counted in the output;
     the other draws give what they give without it."""
-    from bayesscale.recipe.draws import RecipeWarning
 
     fit = synthetic_fit(draws=20, chains=2, spread=0.05)
     alpha = fit["posterior"][names.ALPHA].copy()
@@ -501,13 +506,13 @@ def test_draws_whose_law_overflows_are_left_out_and_counted() -> None:
     broken = fit.copy()
     broken["posterior"] = fit["posterior"].to_dataset().assign({names.ALPHA: alpha})
     with pytest.warns(
-        RecipeWarning,
+        PosteriorWarning,
         match=r"2 of 40 posterior draws left out: 1 whose law.*up to 500.*1 at the same draw index",
     ):
         draws = law_draws(broken)
     assert draws.left_out == 2 and draws.samples == 38 and np.isfinite(draws.coef).all()
     assert 3 not in draws.draw and np.array_equal(np.unique(draws.chain), [0, 1])
-    with pytest.warns(RecipeWarning):
+    with pytest.warns(PosteriorWarning):
         ds = recipe(broken, [3e4], decision=False)
     assert ds.sizes[names.DRAW_DIM] == 19 and ds.attrs["draws_left_out"] == 2
     assert to_json(ds)["draws_left_out"] == 2
@@ -516,13 +521,13 @@ def test_draws_whose_law_overflows_are_left_out_and_counted() -> None:
     assert to_json(recipe(fit, [3e4], decision=False))["draws_left_out"] == 0
     from bayesscale.recipe.compute import compute_recipe
 
-    with pytest.warns(RecipeWarning):
+    with pytest.warns(PosteriorWarning):
         flops = compute_recipe(broken, [1e8])
     assert flops.sizes[names.DRAW_DIM] == 19 and to_json(flops)["draws_left_out"] == 2
     alpha[:] = 500.0
     nowhere = fit.copy()
     nowhere["posterior"] = fit["posterior"].to_dataset().assign({names.ALPHA: alpha})
-    with pytest.raises(RecipeError, match="no posterior draw has a finite law"):
+    with pytest.raises(PosteriorError, match="no posterior draw has a finite law"):
         law_draws(nowhere)
 
 
@@ -552,7 +557,7 @@ def test_price_for_an_axis_the_fit_lacks(point_fit: xr.DataTree) -> None:
 
 
 def test_other_bad_input(point_fit: xr.DataTree) -> None:
-    with pytest.raises(RecipeError, match="not in the fit"):
+    with pytest.raises(PosteriorError, match="not in the fit"):
         recipe(point_fit, [1e4], settings=["nope"])
     with pytest.raises(RecipeError, match="kappa names axis"):
         recipe(point_fit, [1e4], kappa={"world": 0.5})
@@ -563,7 +568,7 @@ def test_other_bad_input(point_fit: xr.DataTree) -> None:
     with pytest.raises(PricesError, match="no price for axis"):
         recipe(_rename_axes(point_fit, ["N", "D", "traj"]), [1e4], prices=default_prices())
     bare = xr.DataTree.from_dict({"posterior": point_fit["posterior"].to_dataset()})
-    with pytest.raises(RecipeError, match="constant_data has no"):
+    with pytest.raises(PosteriorError, match="constant_data has no"):
         recipe(bare, [1e4])
 
 
@@ -780,7 +785,7 @@ def test_cli_iso_budget_curves_pass_through_the_decision(
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["headline"] == "bounded to the data"
-    finite = 0
+    finite = whole = 0
     for row in out["results"]:
         g = int(row["setting"][1])
         truth = _truth_optimum(g, row["budget"], upper=caps)
@@ -792,13 +797,23 @@ def test_cli_iso_budget_curves_pass_through_the_decision(
             curve = row["iso_budget"][axis]
             median = np.array([np.nan if v is None else v for v in curve["median"]])
             units = _iso_units(np.array(curve["share"]), i, spend, row["budget"])
-            inside = ((units >= 1.0) & (units <= caps)).all(axis=1)
+            inside = ((units >= 1.0) & (units <= caps * (1 + 1e-9))).all(axis=1)  # on a face: in
             np.testing.assert_array_equal(np.isnan(median), ~inside)
             expected = np.exp(-_truth_law(g).loss(units[inside]))
             np.testing.assert_allclose(median[inside], expected, rtol=1e-9)
             assert (median[inside] <= p_opt + 1e-9).all()
+            # the grid holds the decision's own split: where the decision spends the budget,
+            # no curve is empty, even where the box pins the decision at a corner and every
+            # other split leaves it
+            at = spend[i] / spend.sum()
+            k = int(np.argmin(np.abs(np.array(curve["share"]) - at)))
+            assert curve["share"][k] == pytest.approx(at, rel=1e-12)
+            spends_all = row["budget_spent"] == pytest.approx(row["budget"], rel=1e-9)
+            assert inside[k] or not spends_all
+            whole += int(spends_all)
             finite += int(inside.sum())
     assert finite > 0  # rollouts per task below their cap at 3e4
+    assert whole > 0
 
 
 # --- how far beyond the data, units, within-data bounds ---------------------------------------
@@ -901,7 +916,9 @@ def test_cli_states_units_extrapolation_and_one_number_format(
     # 1e6 USD buys environments and tasks far beyond the swept range: the headline is the
     # recipe bounded to 4x the data (no warning: it lies within), the unbounded one follows
     # as a labelled extrapolation, with what to sweep first (a quarter of its sizes).
-    assert "warning" not in captured.err
+    # (the synthetic fit's own diagnostics verdict is the one warning: it goes to stderr)
+    warned = [line for line in captured.err.splitlines() if "warning" in line]
+    assert all("DIAGNOSTICS FAILED" in line for line in warned)
     assert text.count("budget 1,000,000 USD  |  bounded to 4x the data") == 2
     assert text.count("EXTRAPOLATION, not vouched for by the data") == 2
     assert "within 4x the largest swept values" in text
@@ -914,7 +931,8 @@ def test_cli_states_units_extrapolation_and_one_number_format(
     # within the data: no warning, and the bound is stated
     assert main(["recipe", str(fit), "--budget", "1e6", "--within-data", "4"]) == 0
     captured = capsys.readouterr()
-    assert "warning" not in captured.err
+    warned = [line for line in captured.err.splitlines() if "warning" in line]
+    assert all("DIAGNOSTICS FAILED" in line for line in warned)  # the fit's verdict only
     assert "within 4x the largest swept values" in captured.out
     assert "the bounds leave the rest unspent" in captured.out
     # the old flag name still works; the JSON says which mass it used
@@ -930,11 +948,14 @@ def test_cli_strict_refuses_a_failed_fit(
     fit = _save(synthetic_fit(draws=5, chains=2, spread=0.05), tmp_path / "fit.nc")
     out = tmp_path / "r.nc"
     assert main(["recipe", str(fit), "--budget", "1e4", "--json"]) == 0
-    verdict = json.loads(capsys.readouterr().out)["fit_diagnostics"]["law_fit"]
+    captured = capsys.readouterr()
+    verdict = json.loads(captured.out)["fit_diagnostics"]["law_fit"]
     assert verdict["ok"] is False and "DIAGNOSTICS FAILED" in verdict["headline"]
+    # the verdict on standard error too, so `recipe BAD.nc --json > r.json` is not silent
+    assert f"bayesscale recipe: warning: {fit}: DIAGNOSTICS FAILED" in captured.err
     assert main(["recipe", str(fit), "--budget", "1e4"]) == 0
     assert capsys.readouterr().out.startswith("law fit: DIAGNOSTICS FAILED")
-    assert main(["recipe", str(fit), "--budget", "1e4", "--strict", "--out", str(out)]) == 2
+    assert main(["recipe", str(fit), "--budget", "1e4", "--strict", "--out", str(out)]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(fit) in err[0] and "--strict" in err[0]
     assert not out.exists()
@@ -1017,7 +1038,7 @@ def test_cli_marks_exponents_the_data_barely_identify(
     assert main(args) == 0
     captured = capsys.readouterr()
     assert "env prior-dominated (‡) in 1 of 1 settings" in captured.err
-    assert "‡ / † after an axis" in captured.out
+    assert "‡ / † / ? after an axis" in captured.out
     assert all(f"   {a} ‡ " in captured.out for a in AXES)
     assert main([*args, "--json"]) == 0
     row = json.loads(capsys.readouterr().out)["results"][0]

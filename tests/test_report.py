@@ -15,10 +15,10 @@ from testdata import PRICING, REFERENCE, small_reference_frame
 
 from bayesscale import names
 from bayesscale.cli import main
-from bayesscale.data.fitfile import fit_spec, load_fit, save_fit
+from bayesscale.data.fitfile import DiagnosticsRefusedError, fit_spec, load_fit, save_fit
 from bayesscale.law.inference import FitConfig
 from bayesscale.law.sensitivity import assess
-from bayesscale.report.build import ReportError, ReportOptions, build_report
+from bayesscale.pipeline.report import ReportOptions, build_report
 from bayesscale.report.figures import read_provenance
 from bayesscale.report.folder import MANIFEST, ReportDirError
 
@@ -245,7 +245,7 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     # --strict refuses the failed fit and writes nothing (the verdict is the same whether the
     # report sampled the fit or reuses it; reused here, which saves sampling it again)
     strict = replace(options, strict=True, law_fit=tmp_path / "out" / "fits" / "law.nc")
-    with pytest.raises(ReportError, match=r"law fit: DIAGNOSTICS FAILED.*--strict"):
+    with pytest.raises(DiagnosticsRefusedError, match=r"law fit: DIAGNOSTICS FAILED.*--strict"):
         build_report(strict, tmp_path / "strict")
     assert not (tmp_path / "strict").exists() and not list(tmp_path.glob(".strict*"))
 
@@ -262,7 +262,7 @@ def test_the_report_takes_new_groups_and_older_reports_keep_their_fingerprint() 
     """``report --new-groups pooled`` reaches the held-out check (whose error names the
     flag); a report made without it has the fingerprint it had before the option existed."""
     from bayesscale.cli import build_parser
-    from bayesscale.report.build import fingerprint
+    from bayesscale.pipeline.report import fingerprint
 
     argv = ["report", "obs.csv", "--out", "d", "--heldout", "h.csv", "--new-groups", "pooled"]
     assert build_parser().parse_args(argv).new_groups == names.NEW_GROUPS_POOLED
@@ -273,9 +273,9 @@ def test_the_report_takes_new_groups_and_older_reports_keep_their_fingerprint() 
 
 
 def test_the_fingerprint_names_the_samplers_transition() -> None:
-    """The default sampler ran NUTS before stop 29 and MAMS since, under one name: a report
-    folder made with NUTS is not taken for this report (its fingerprint has no kernels)."""
-    from bayesscale.report.build import fingerprint
+    """The sampler's name (``bayesscale``) covers both transitions: the fingerprint names the
+    kernel of each fit, so a report folder made with NUTS is not taken for a MAMS report."""
+    from bayesscale.pipeline.report import fingerprint
     from bayesscale.sampling.config import FitConfig
 
     base = ReportOptions(observations=REFERENCE / "observations.csv")
@@ -287,8 +287,8 @@ def test_the_fingerprint_names_the_samplers_transition() -> None:
 def test_the_pricing_step_names_the_acceptance_it_samples_at() -> None:
     """A config without a target acceptance samples the pricing model at its own 0.95 (with
     NUTS too, whose own is 0.8), and the report's progress line says so."""
+    from bayesscale.pipeline.report import _sampling
     from bayesscale.pricing.fit import pricing_config
-    from bayesscale.report.build import _sampling
     from bayesscale.sampling.config import FitConfig
 
     assert "target_accept 0.95," in _sampling(pricing_config(FitConfig()))

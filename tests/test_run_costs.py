@@ -13,6 +13,7 @@ import pytest
 from testdata import ROOT
 
 from bayesscale.cli import main
+from bayesscale.design.candidates import with_concentration
 from bayesscale.design.costs import (
     DEFAULT_TOKENS_PER_TRAJECTORY,
     PAPER_C0,
@@ -22,13 +23,9 @@ from bayesscale.design.costs import (
     load_costs,
     parse_costs,
 )
-from bayesscale.design.next_runs import (
-    Candidate,
-    DesignError,
-    _cost,
-    next_runs,
-    with_concentration,
-)
+from bayesscale.design.greedy import _cost
+from bayesscale.design.next_runs import next_runs
+from bayesscale.design.results import Candidate, DesignError
 from bayesscale.recipe.synthetic import synthetic_fit
 from bayesscale.verl.sweep import load_sweep_spec
 
@@ -58,8 +55,7 @@ def test_the_default_reproduces_the_papers_c0() -> None:
 def test_the_example_sweeps_run_costs_what_the_docs_say() -> None:
     """The bundled example: [alignment] cells = 1024 (the run's total over its 8 updates), a
     Qwen3-4B run at 4 rollouts per cell: 4,096 trajectories, 4.8e15 FLOPs, 1.0225 GPU-hours,
-    2.04 USD, as the module docstring and docs/next.md work it out; at 128 rollouts 3.44 USD.
-    The earlier model gave 0.0025 GPU-hours or less."""
+    2.04 USD, as the module docstring and docs/next.md work it out; at 128 rollouts 3.44 USD."""
     spec = load_sweep_spec(ROOT / "data" / "verl_example" / "sweep.toml")
     assert (spec.cells, spec.updates) == (1024, 8)
     costs = Costs()

@@ -137,7 +137,7 @@ def test_escaping_and_number_formats() -> None:
 
 def test_a_table_longer_than_a_page_is_a_longtable() -> None:
     """More rows than a page holds: a longtable with its header on every page, its caption,
-    label and notes; up to the limit, a float as before."""
+    label and notes; up to the limit, a float."""
     from bayesscale.report.tables import LONG_TABLE_ROWS
 
     rows = [(f"r{i}", str(i)) for i in range(LONG_TABLE_ROWS + 1)]

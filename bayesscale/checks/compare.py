@@ -42,7 +42,8 @@ import xarray as xr
 from bayesscale import names
 from bayesscale.data.observations import Table, read_table, rows_text, setting_labels, validate
 from bayesscale.data.spec import ModelSpec
-from bayesscale.law.predict import fit_layout, pointwise_log_likelihood
+from bayesscale.law.posterior import fit_layout
+from bayesscale.law.predict import pointwise_log_likelihood
 
 CLEAR_SE = 2.0  # |elpd difference| above this many standard errors is a clear difference
 MAX_NAMED = 8
@@ -67,7 +68,7 @@ def observation_table(fit: xr.DataTree, data: str | Path | Table | None = None) 
         if not path.exists():
             raise CompareError(
                 f"the fit's data {str(path)!r} is not found (it was fitted elsewhere or moved); "
-                "pass the observation table with --data"
+                "pass the observation table (data= in Python; --data on the command line)"
             )
         frame, digest = read_table(path)
         table = Table(validate(frame, fit_layout(fit).spec, str(path)), str(path), digest)

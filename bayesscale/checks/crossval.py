@@ -30,7 +30,8 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.checks.heldout import ATTR_SOURCE, DEFAULT_PROB, by_setting, check, summarise_rows
+from bayesscale.checks.heldout import ATTR_SOURCE, by_setting, check, summarise_rows
+from bayesscale.core.intervals import DEFAULT_PROB
 from bayesscale.data.observations import (
     ObservationError,
     Table,
@@ -39,6 +40,7 @@ from bayesscale.data.observations import (
     validate,
 )
 from bayesscale.data.spec import ModelSpec
+from bayesscale.jobs import run_jobs
 from bayesscale.law.predict import classify_settings, table_layout
 
 MAX = "max"
@@ -242,6 +244,53 @@ def crossval(
             refit, part.held, prob=prob, new_groups=new_groups, seed=seed, rows=part.positions
         )
         folds.append(Fold(rule, part.matched, part.train, refit, result))
+    return CrossvalResult(table.source, prob, tuple(folds))
+
+
+@dataclass(frozen=True)
+class _CrossvalJobs:
+    table: Any
+    spec: Any
+    config: Any
+    prob: float
+    new_groups: str | None
+    seed: int | None
+
+
+def _crossval_job(jobs: _CrossvalJobs, rule: str, _seed: int) -> Any:
+    [fold] = crossval(
+        jobs.table, jobs.spec, [rule], jobs.config, jobs.prob, jobs.new_groups, jobs.seed
+    ).folds
+    return fold
+
+
+def crossval_jobs(
+    table: Table,
+    spec: ModelSpec,
+    leave_outs: Sequence[LeaveOut | str],
+    config: Any = None,
+    prob: float | None = None,
+    new_groups: str | None = None,
+    seed: int | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
+) -> CrossvalResult:
+    """:func:`crossval` with one fold per job of :func:`bayesscale.jobs.run_jobs` (serially
+    or on Ray).
+
+    Every fold of ``crossval`` refits with the same ``config`` (its seed) and checks with the
+    same ``seed``, whatever the other folds are: the job seed is not used, and the result is
+    the one ``crossval(table, spec, leave_outs, ...)`` returns, folds in order. Each rule is
+    checked in this process first (:func:`split`), before any job starts.
+
+    >>> result = crossval_jobs(table, spec, ["rollouts=max", "n_envs=max"], workers=2)  # doctest: +SKIP
+    """
+    rules = [str(r if isinstance(r, LeaveOut) else LeaveOut.parse(r)) for r in leave_outs]
+    for rule in rules:  # fail before any sampling, as crossval does
+        split(table, spec, LeaveOut.parse(rule), new_groups)
+    prob = DEFAULT_PROB if prob is None else prob
+    jobs = _CrossvalJobs(table, spec, config, prob, new_groups, seed)
+    folds = run_jobs(_crossval_job, rules, 0, shared=jobs, ray_address=ray_address, workers=workers)
     return CrossvalResult(table.source, prob, tuple(folds))
 
 

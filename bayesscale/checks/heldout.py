@@ -39,12 +39,14 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.core.intervals import quantiles, tail_quantiles
-from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange, check_threshold, times
+from bayesscale.core.intervals import DEFAULT_PROB, quantiles, tail_quantiles
+from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange, check_threshold
+from bayesscale.data.fitfile import Diagnostics, verdict
 from bayesscale.data.observations import Table, axis_sizes, file_lines, read_table
-from bayesscale.law.predict import Prediction, fit_layout, predict, validate_rows
+from bayesscale.formatting import times
+from bayesscale.law.posterior import fit_layout
+from bayesscale.law.predict import Prediction, predict, validate_rows
 
-DEFAULT_PROB = 0.9
 DEFAULT_REPLICATES = 2
 SUMMARY_COLUMNS = (names.N_ROWS, names.MAE, names.COVERAGE, names.MEAN_PERCENTILE)
 # further attributes of a check table (prob, coverage and mae are in bayesscale.names)
@@ -207,6 +209,31 @@ CALIBRATION_ALPHA = 0.05  # a coverage this unlikely under the nominal level is 
 WITHIN_CHANCE, CONSERVATIVE, OVER_CONFIDENT = "within chance", "conservative", "over-confident"
 
 
+def binomial_p_value(k: int, n: int, p: float) -> float:
+    """Two-sided exact binomial test of ``k`` successes in ``n`` at rate ``p``: the mass of
+    every count no more likely than ``k`` (within a relative 1e-7, as
+    ``scipy.stats.binomtest``, whose import costs a read-only command a second).
+
+    >>> round(binomial_p_value(95, 100, 0.9), 3)
+    0.13
+    """
+    from scipy import special  # loaded by law.predict already
+
+    i = np.arange(n + 1)
+    with np.errstate(divide="ignore"):
+        log_pmf = (
+            special.gammaln(n + 1)
+            - special.gammaln(i + 1)
+            - special.gammaln(n - i + 1)
+            + special.xlogy(i, p)
+            + special.xlog1py(n - i, -p)
+        )
+    pmf = np.exp(log_pmf)
+    if k == n * p:
+        return 1.0
+    return float(min(1.0, pmf[pmf <= pmf[k] * (1 + 1e-7)].sum()))
+
+
 def calibration(table: pd.DataFrame, prob: float) -> dict[str, Any]:
     """Is the coverage of ``table`` (a check table) what its ``prob`` intervals promise?
 
@@ -219,13 +246,11 @@ def calibration(table: pd.DataFrame, prob: float) -> dict[str, Any]:
     >>> calibration(frame, 0.9)["above"], round(calibration(frame, 0.9)["p_value"], 3)
     (5, 0.13)
     """
-    from scipy.stats import binomtest
-
     n = len(table)
     inside = int(table[names.COVERED].sum())
     above = int((table[names.OBSERVED] > table[names.UPPER]).sum())
     below = int((table[names.OBSERVED] < table[names.LOWER]).sum())
-    p_value = float(binomtest(inside, n, prob).pvalue) if n else float("nan")
+    p_value = binomial_p_value(inside, n, prob) if n else float("nan")
     coverage = inside / n if n else float("nan")
     verdict: str | None = None
     if not n:
@@ -321,6 +346,19 @@ def extrapolation_note(extent: dict[str, Any] | None) -> str | None:
         f"{extent['warn_factor']:g}x outside the swept range (up to "
         f"{extent['largest_outside']:.3g}x); their coverage tests the law that far out"
     )
+
+
+def check_notes(
+    diagnostics: Diagnostics, table: pd.DataFrame, warn_factor: float = WARN_FACTOR
+) -> list[str]:
+    """Everything a held-out check ``table`` notes, in the order it is shown: the law fit's
+    verdict (with these ``diagnostics``), rows more than ``warn_factor`` times outside the swept
+    range, intervals too narrow for the runs (coverage below the nominal level beyond chance)."""
+    found = [
+        extrapolation_note(extent_summary(table, warn_factor)),
+        calibration_note(calibration(table, table.attrs[names.ATTR_PROB])),
+    ]
+    return [*verdict(diagnostics, "law fit"), *(n for n in found if n is not None)]
 
 
 def format_text(result: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ predicted, ``r = x / max fitted x`` beyond (:func:`bayesscale.data.lcdb.split_at
 * ``law``: the package's pooled fit (:func:`bayesscale.law.inference.fit`) of
   ``bayesscale.data.lcdb.LCDB_SPEC``, one fit per cutoff and group of curves (all curves
   in one group by default), the groups fanned out with
-  :func:`bayesscale.checks.fanout.run_jobs` (serially, ``workers`` local Ray workers, or a Ray
+  :func:`bayesscale.jobs.run_jobs` (serially, ``workers`` local Ray workers, or a Ray
   cluster at ``ray_address``), each fit seeded by its job seed;
 * the per-curve baselines of :mod:`bayesscale.checks.curve_baselines` (last value, POW4,
   MMF4), fitted here.
@@ -37,9 +37,9 @@ import xarray as xr
 from bayesscale import names
 from bayesscale.checks import extrapolation_score as es
 from bayesscale.checks.curve_baselines import BASELINES, fit_baselines
-from bayesscale.checks.fanout import run_jobs
 from bayesscale.data import lcdb
 from bayesscale.data.observations import DataWarning, Table, setting_labels
+from bayesscale.jobs import run_jobs
 
 LAW = "law"
 MAX_SCORED_DRAWS = 4000  # posterior draws a law fit is scored on (evenly thinned)

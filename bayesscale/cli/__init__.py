@@ -20,9 +20,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from bayesscale import __version__
+from bayesscale._version import __version__
+from bayesscale.core.intervals import DEFAULT_PROB
 
+EXIT_USAGE = 2  # a usage or input error: nothing was computed
+EXIT_DIAGNOSTICS = 3  # a fit failed its diagnostics (or is a preview) under --strict
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
+_COMMAND = ["bayesscale"]  # the command running, for the messages of shared helpers
 
 
 class CommandError(Exception):
@@ -62,13 +66,12 @@ def check_prob(prob: float, flag: str = "--prob") -> None:
 
 # --- options shared by the commands that read fits: one name, one meaning, one help text ------
 
-DEFAULT_PROB = 0.9
 PROB_HELP = (
     f"mass of the equal-tailed credible interval shown around each median (default {DEFAULT_PROB})"
 )
 STRICT_HELP = (
-    "refuse (exit 2, nothing written) when a fit's diagnostics failed or it is a --preview fit; "
-    "without it the verdict is the first line of the text output and a field of the JSON"
+    "refuse (exit 3, nothing written) when a fit's diagnostics failed or it is a --preview fit; "
+    "without it the verdict goes to standard error (with --json too) and the command goes on"
 )
 FORCE_HELP = "replace an existing output file (without it an existing file is never overwritten)"
 
@@ -121,10 +124,18 @@ class Verdict(Protocol):
 
 
 def refuse_failed(what: str, diagnostics: Verdict, strict: bool) -> None:
-    """With ``--strict``: one line naming the fit and its failed verdict, exit 2."""
+    """A fit whose diagnostics failed (or a preview): with ``--strict`` refused, one line
+    naming the fit and its verdict, nothing written, exit status 3 (:data:`EXIT_DIAGNOSTICS`);
+    without it the verdict goes to standard error (whatever goes to standard output, JSON
+    included) and the command goes on."""
+    from bayesscale.data.fitfile import DiagnosticsRefusedError
+
     headline = diagnostics.headline()
-    if strict and headline is not None:
-        raise CommandError(f"{what}: {headline} (--strict)")
+    if headline is None:
+        return
+    if strict:
+        raise DiagnosticsRefusedError(f"{what}: {headline} (--strict: nothing written)")
+    print(f"bayesscale {_COMMAND[0]}: warning: {what}: {headline}", file=sys.stderr)
 
 
 def check_warn_beyond(value: float) -> float:
@@ -157,14 +168,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    _COMMAND[0] = args.command
     with _one_line_warnings(args.command), _closed_stdout_tolerated():
         try:
             if getattr(args, "interruptible", False):
                 return int(_run_interruptibly(args) or 0)  # type: ignore[call-overload]
             return int(args.func(args) or 0)
         except (CommandError, ValueError) as exc:
-            print(f"bayesscale {args.command}: error: {exc}", file=sys.stderr)
-            return 2
+            print(f"bayesscale {args.command}: error: {exc}{_example_hint(exc)}", file=sys.stderr)
+            return int(getattr(exc, "exit_status", EXIT_USAGE))
         except OSError as exc:
             # The package's own refusals (``FileExistsError("... pass --force")``) and the OS's
             # errors on a named path (missing, a directory, not readable): one line. Any other
@@ -176,6 +188,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             _interrupted(args.command)
             return EXIT_INTERRUPTED
+        except ImportError as exc:
+            missing = missing_optional(exc)
+            if missing is None:
+                raise
+            print(f"bayesscale {args.command}: error: {missing}", file=sys.stderr)
+            return 2
+
+
+def _example_hint(exc: Exception) -> str:
+    """Where a missing input is a file of a bundled example, say how to get it."""
+    from bayesscale.data.examples import example_for
+
+    name = example_for(str(exc))
+    return f" (bayesscale example {name} writes it into the current folder)" if name else ""
+
+
+# Optional packages a command may need, and the extra of pyproject.toml that installs each.
+OPTIONAL_EXTRAS = {"ray": "ray", "nutpie": "nutpie"}
+
+
+def missing_optional(exc: ImportError) -> str | None:
+    """One line for an optional package that is not installed (None for any other import
+    error): which package, and the ``pip install`` that adds it.
+
+    >>> missing_optional(ModuleNotFoundError("No module named 'ray'", name="ray"))
+    "needs ray, which is not installed: pip install 'bayesscale[ray]'"
+    >>> missing_optional(ImportError("nutpie not found. Install it with conda"))
+    "needs nutpie, which is not installed: pip install 'bayesscale[nutpie]'"
+    """
+    name = (exc.name or "").partition(".")[0]
+    if name not in OPTIONAL_EXTRAS:  # PyMC's own words for a missing nutpie
+        # (a loop, not next(): this package's module ``next`` shadows the builtin here)
+        found = [n for n in OPTIONAL_EXTRAS if str(exc).startswith(f"{n} not found")]
+        if not found:
+            return None
+        name = found[0]
+    return (
+        f"needs {name}, which is not installed: pip install 'bayesscale[{OPTIONAL_EXTRAS[name]}]'"
+    )
 
 
 def os_error_text(exc: OSError) -> str:
@@ -269,12 +320,20 @@ def _closed_stdout_tolerated() -> Iterator[None]:
 
 
 def _interrupted(command: str) -> None:
-    """Remove unfinished outputs and say so in one line."""
+    """Remove unfinished outputs and say so in one line: what was written, and the unfinished
+    files and folders removed (a report's hidden ``.NAME.partial-*`` folder among them), or
+    any that could not be."""
     from bayesscale import atomic
 
-    atomic.discard_pending()
+    removed = atomic.discard_pending()
     done = ", ".join(str(p) for p in atomic.WRITTEN)
     what = f"wrote only {done}" if done else "nothing written"
+    gone = [p for p in removed if not p.exists()]
+    left = [p for p in removed if p.exists()]
+    if gone:
+        what += f"; removed the unfinished {', '.join(str(p) for p in gone)}"
+    if left:
+        what += f"; could not remove the unfinished {', '.join(str(p) for p in left)}: delete it"
     sys.stdout.flush()
     print(f"\nbayesscale {command}: interrupted: {what}", file=sys.stderr)
     sys.stderr.flush()

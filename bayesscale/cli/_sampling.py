@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from bayesscale.data.fitfile import Diagnostics
     from bayesscale.data.spec import ModelSpec
 
-EXIT_DIAGNOSTICS = 3
+from bayesscale.cli import EXIT_DIAGNOSTICS as EXIT_DIAGNOSTICS  # one status, every command
 
 
 def add_sampling_arguments(

@@ -46,31 +46,20 @@ def run(args: argparse.Namespace) -> int:
     warn_beyond = check_warn_beyond(args.warn_beyond)
     out = output_path(args.out, args.force, [args.fit, args.heldout])
 
-    from bayesscale.checks.heldout import (
-        calibration_note,
-        check,
-        extrapolation_note,
-        format_text,
-        load_heldout,
-        summary,
-    )
+    from bayesscale.checks.heldout import format_text, summary
     from bayesscale.data.observations import write_table
     from bayesscale.fits.law import LawFit
 
     fit = LawFit.load(args.fit)
     diagnostics = fit.diagnostics
     refuse_failed(args.fit, diagnostics, args.strict)
-    # the functions, not fit.check: the command prints its caveats itself, as notes
-    heldout = load_heldout(args.heldout, fit.tree)
-    table = check(fit.tree, heldout, args.prob, new_groups=args.new_groups, seed=args.seed)
+    table, notes = fit.check_result(
+        args.heldout, args.prob, warn_beyond, new_groups=args.new_groups, seed=args.seed
+    )
     result = summary(table, warn_beyond)
     result["fit_diagnostics"] = diagnostics.to_dict()
-    for note in (
-        extrapolation_note(result["extrapolation"]),
-        calibration_note(result["calibration"]),
-    ):
-        if note is not None:
-            print(f"bayesscale check: {note}", file=sys.stderr)
+    for note in notes:
+        print(f"bayesscale check: {note}", file=sys.stderr)
     if out is not None:
         write_table(table, out, overwrite=args.force)
         result["table"] = str(out)

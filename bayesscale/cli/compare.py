@@ -33,13 +33,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--strict",
         action="store_true",
-        help="refuse (exit 2, one line) when any fit's diagnostics failed or it is a preview",
+        help="refuse (exit 3, one line) when any fit's diagnostics failed or it is a preview; "
+        "without it each failed verdict goes to standard error",
     )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import json
+    import sys
     from pathlib import Path
 
     from bayesscale.cli import CommandError
@@ -56,13 +58,16 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.data.fitfile import load_fit
 
     fits = {label: load_fit(path) for label, path in zip(labels, args.fits, strict=True)}
-    if args.strict:
-        failed = {n: d["headline"] for n, d in diagnostics_of(fits).items() if not d["ok"]}
-        if failed:
-            raise CommandError(
-                "--strict: not comparing, "
-                + "; ".join(f"{name}: {headline}" for name, headline in failed.items())
-            )
+    failed = {n: d["headline"] for n, d in diagnostics_of(fits).items() if not d["ok"]}
+    if failed and args.strict:
+        from bayesscale.data.fitfile import DiagnosticsRefusedError
+
+        raise DiagnosticsRefusedError(
+            "--strict: not comparing, "
+            + "; ".join(f"{name}: {headline}" for name, headline in failed.items())
+        )
+    for name, headline in failed.items():
+        print(f"bayesscale compare: warning: {name}: {headline}", file=sys.stderr)
     result = compare_fits(fits, data=args.data).to_dict()
     print(json.dumps(result, indent=2) if args.json else format_text(result))
     return 0

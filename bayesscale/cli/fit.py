@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bayesscale.data.observations import load_observations
     from bayesscale.data.spec import load_spec
+    from bayesscale.fits.caveats import single_setting
     from bayesscale.fits.law import LawFit
 
     spec = spec_with_prior_scale(load_spec(args.spec), args.prior_scale)
@@ -72,4 +73,6 @@ def run(args: argparse.Namespace) -> int:
     law = LawFit(fit(table, spec, config), table=table)
     law.save(out, overwrite=args.force)
     print(f"wrote {out} ({law.tree.attrs['wall_seconds']:.1f} s)")
+    for note in single_setting(len(law.settings)):
+        print(f"bayesscale fit: {note}", file=sys.stderr)
     return diagnostics_verdict(law.diagnostics, args.strict)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from bayesscale.cli import CommandError
+
+EXIT_RUNS_FAILED = 1  # runs ended failed with every attempt used
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -68,4 +71,14 @@ def run(args: argparse.Namespace) -> int:
         print("interrupted: the manifest is up to date; run launch again to resume")
         return 130
     print(summary.text())
+    if summary.gave_up:
+        run_id, reason = next(iter(summary.gave_up.items()))
+        print(
+            f"bayesscale launch: {len(summary.gave_up)} run(s) failed with every attempt used "
+            f"(--max-attempts {args.max_attempts}), e.g. {run_id}: {reason}. Fix the cause, then "
+            f"bayesscale launch {args.sweep} ... --max-attempts {args.max_attempts + 1} runs "
+            "them again",
+            file=sys.stderr,
+        )
+        return EXIT_RUNS_FAILED
     return 0

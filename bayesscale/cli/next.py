@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from bayesscale.cli import CommandError, add_force, add_strict
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import xarray as xr
+
+    from bayesscale.core.prices import Prices
+    from bayesscale.design.results import NextRuns
+    from bayesscale.fits.law import LawFit
+    from bayesscale.verl.sweep import SweepSpec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from bayesscale.design import defaults
-
     parser = subparsers.add_parser(
         "next",
         help="choose the next runs: where more GPU-hours change the recipe most",
@@ -36,6 +41,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--budget", type=float, required=True, help="the recipe budget B the decision is for"
     )
+    _add_batch_options(parser)
+    _add_file_options(parser)
+    _add_value_options(parser)
+    _add_refit_options(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_batch_options(parser: argparse.ArgumentParser) -> None:
+    """The batch: its size, spend cap, target and target settings."""
+    from bayesscale.design import defaults
+
     parser.add_argument(
         "--runs",
         type=int,
@@ -72,6 +88,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="a setting whose decision counts (repeatable; default: every setting)",
     )
+
+
+def _add_file_options(parser: argparse.ArgumentParser) -> None:
+    """The input and output files, and how the result is printed."""
     parser.add_argument("--costs", metavar="COSTS.toml", help="cost file (docs/next.md)")
     parser.add_argument("--prices", metavar="PRICES.toml", help="unit prices for the recipe")
     parser.add_argument(
@@ -84,6 +104,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_strict(parser)
     parser.add_argument("--figure", metavar="PNG", help="save value per cost over the grid")
+
+
+def _add_value_options(parser: argparse.ArgumentParser) -> None:
+    """The candidates and how their values are estimated."""
+    from bayesscale.design import defaults
+
     parser.add_argument(
         "--trials",
         type=int,
@@ -131,6 +157,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "batch's simulated outcomes) is below this; a first run below it is flagged; 0 never "
         "stops (default %(default)s)",
     )
+
+
+def _add_refit_options(parser: argparse.ArgumentParser) -> None:
+    """The refit check of runs the draws value poorly, and the seed."""
     parser.add_argument(
         "--refit-below",
         type=float,
@@ -151,7 +181,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="simulated outcomes (refits) of the refit check (default %(default)s)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.set_defaults(func=run)
 
 
 def _anchor_sizes(given: list[str]) -> dict[str, float]:
@@ -177,30 +206,16 @@ def _anchor_sizes(given: list[str]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
-    from bayesscale.atomic import write_atomically
-    from bayesscale.cli import output_path, refuse_failed
+    from bayesscale.cli import refuse_failed
     from bayesscale.core.prices import load_prices
-    from bayesscale.design import next_runs as nr
-    from bayesscale.design import sweep_file
     from bayesscale.design.costs import Costs, load_costs
+    from bayesscale.design.defaults import DEFAULT_TRIALS
+    from bayesscale.design.next_runs import next_runs
     from bayesscale.fits.law import LawFit
-    from bayesscale.recipe.draws import law_layout
+    from bayesscale.law.posterior import axis_columns, law_layout, setting_keys
 
     anchors = _anchor_sizes(args.anchor)
-    if args.refit_below is not None and args.observations is None:
-        raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
-    inputs = [args.fit, args.observations, args.prices, args.costs, args.sweep]
-    out = output_path(args.out, args.force, inputs)
-    figure = output_path(args.figure, args.force, inputs)
-    if out is not None and figure is not None and out.resolve() == figure.resolve():
-        raise CommandError(f"--figure {figure} is also --out; give each its own file")
-    if out is not None and args.sweep is None:
-        raise CommandError(
-            "--out needs --sweep BASE.toml: the pool, models and verl settings of the runs"
-        )
+    out, figure = _output_paths(args)
     law = LawFit.load(args.fit)
     refuse_failed(args.fit, law.diagnostics, args.strict)
     fit = law.tree
@@ -208,35 +223,10 @@ def run(args: argparse.Namespace) -> int:
     costs = load_costs(args.costs, Costs(data=dict(prices.unit), currency=prices.currency))
     axes, fit_settings = law_layout(fit)  # the settings and axes the recipe sees
     settings = list(fit_settings)
-    keys = nr.setting_keys(fit, settings)
-    columns = nr.axis_columns(fit, axes)
-    movers = None
-    max_sizes = None
-    cells = None
-    trials = args.trials
-    spec = None
-    if args.sweep is not None:
-        from bayesscale.verl.plan import count_units, split_holdout
-        from bayesscale.verl.pool import read_pool
-        from bayesscale.verl.sweep import load_sweep_spec
-
-        spec = load_sweep_spec(args.sweep)
-        movers = sweep_file.runnable_settings(settings, keys, spec)
-        if not movers:
-            raise CommandError(
-                f"{args.sweep}: none of the fit's settings {settings} matches its models, "
-                "algorithms and domain"
-            )
-        pool = read_pool(spec.pool)  # one read of the pool, for trials too
-        split = split_holdout(pool, spec)
-        # distinct environments and tasks, as plan counts them: sizes within these are the
-        # n_envs / n_tasks plan realises (more ids would only add copies)
-        pool_size = sweep_file.train_caps(split, count_units(pool, spec.count))
-        max_sizes = {a: float(pool_size[c]) for a, c in columns.items() if c in pool_size}
-        cells = float(spec.cells)  # [alignment] cells: the run's total over its updates
-        if trials is None:
-            trials = len(split.val)
-    result = nr.next_runs(
+    keys = setting_keys(fit, settings)
+    columns = axis_columns(fit, axes)
+    spec, movers, max_sizes, cells, trials = _sweep_limits(args, settings, keys, columns)
+    result = next_runs(
         fit,
         args.budget,
         runs=args.runs,
@@ -245,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         candidate_settings=movers,
         costs=costs,
         prices=prices,
-        trials=trials or nr.DEFAULT_TRIALS,
+        trials=trials or DEFAULT_TRIALS,
         simulations=args.simulations,
         max_draws=args.max_draws,
         beyond=args.beyond,
@@ -258,13 +248,85 @@ def run(args: argparse.Namespace) -> int:
         first_picks=args.first_picks,
         seed=args.seed,
     )
+    _refit_check(args, result, fit, prices)
+    if out is not None and spec is not None:
+        _write_sweep(args, out, result, columns, keys, spec)
+    if figure is not None:
+        _write_figure(args, figure, result)
+    _print_result(args, result, law, out)
+    return 0
+
+
+def _output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """``--out`` and ``--figure`` as paths (refused where they would overwrite without
+    ``--force``), after the option combinations ``next`` refuses."""
+    from bayesscale.cli import output_path
+
+    if args.refit_below is not None and args.observations is None:
+        raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
+    inputs = [args.fit, args.observations, args.prices, args.costs, args.sweep]
+    out = output_path(args.out, args.force, inputs)
+    figure = output_path(args.figure, args.force, inputs)
+    if out is not None and figure is not None and out.resolve() == figure.resolve():
+        raise CommandError(f"--figure {figure} is also --out; give each its own file")
+    if out is not None and args.sweep is None:
+        raise CommandError(
+            "--out needs --sweep BASE.toml: the pool, models and verl settings of the runs"
+        )
+    return out, figure
+
+
+def _sweep_limits(
+    args: argparse.Namespace,
+    settings: list[str],
+    keys: Mapping[str, Mapping[str, Any]],
+    columns: Mapping[str, str],
+) -> tuple[SweepSpec | None, list[str] | None, dict[str, float] | None, float | None, int | None]:
+    """What ``--sweep BASE.toml`` sets (else ``None`` each): the spec, the settings it can run,
+    the sizes its pool holds, its cells, and the trials per run (``--trials``, else its
+    held-out cells)."""
+    from bayesscale.design import sweep_file
+
+    trials = args.trials
+    if args.sweep is None:
+        return None, None, None, None, trials
+    from bayesscale.verl.plan import count_units, split_holdout
+    from bayesscale.verl.pool import read_pool
+    from bayesscale.verl.sweep import load_sweep_spec
+
+    spec = load_sweep_spec(args.sweep)
+    movers = sweep_file.runnable_settings(settings, keys, spec)
+    if not movers:
+        raise CommandError(
+            f"{args.sweep}: none of the fit's settings {settings} matches its models, "
+            "algorithms and domain"
+        )
+    pool = read_pool(spec.pool)  # one read of the pool, for trials too
+    split = split_holdout(pool, spec)
+    # distinct environments and tasks, as plan counts them: sizes within these are the
+    # n_envs / n_tasks plan realises (more ids would only add copies)
+    pool_size = sweep_file.train_caps(split, count_units(pool, spec.count))
+    max_sizes = {a: float(pool_size[c]) for a, c in columns.items() if c in pool_size}
+    cells = float(spec.cells)  # [alignment] cells: the run's total over its updates
+    if trials is None:
+        trials = len(split.val)
+    return spec, movers, max_sizes, cells, trials
+
+
+def _refit_check(
+    args: argparse.Namespace, result: NextRuns, fit: xr.DataTree, prices: Prices
+) -> None:
+    """With ``--refit-below``, check the batch by refitting when a chosen run's median ESS
+    is below it (stored in ``result.refit``)."""
+    from bayesscale.design.refit import refit_check
+
     low = [r for r in result.chosen if r.valued.ess_median < (args.refit_below or 0.0)]
     if low:
         refit = _refitter(fit, args.observations, args.seed)
         reason = (
             f"{len(low)} chosen run(s) with median ESS below --refit-below {args.refit_below:g}"
         )
-        nr.refit_check(
+        refit_check(
             result,
             fit,
             refit,
@@ -273,37 +335,64 @@ def run(args: argparse.Namespace) -> int:
             max_draws=args.max_draws,
             reason=reason,
         )
-    if out is not None and spec is not None:
-        points = sweep_file.sweep_points(result.chosen, result.axes, columns, keys, spec)
-        note = (
-            f"written by `bayesscale next {args.fit} --budget {args.budget:g} --runs {args.runs} "
-            f"--target {args.target} --anchors {args.anchors}"
-            + "".join(f" --anchor {a}" for a in args.anchor)
-            + f"` from {args.sweep}"
-        )
-        text = sweep_file.next_sweep_text(spec, points, note)
-        write_atomically(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), args.force)
-    if figure is not None:
-        from bayesscale.design.figure import value_per_cost_figure
 
-        fig = value_per_cost_figure(result)
-        write_atomically(figure, lambda tmp: fig.savefig(tmp, format="png"), args.force)
+
+def _write_sweep(
+    args: argparse.Namespace,
+    out: Path,
+    result: NextRuns,
+    columns: Mapping[str, str],
+    keys: Mapping[str, Mapping[str, Any]],
+    spec: SweepSpec,
+) -> None:
+    """The batch as a sweep file at ``out`` that ``plan`` accepts."""
+    from pathlib import Path
+
+    from bayesscale.atomic import write_atomically
+    from bayesscale.design import sweep_file
+
+    points = sweep_file.sweep_points(result.chosen, result.axes, columns, keys, spec)
+    note = (
+        f"written by `bayesscale next {args.fit} --budget {args.budget:g} --runs {args.runs} "
+        f"--target {args.target} --anchors {args.anchors}"
+        + "".join(f" --anchor {a}" for a in args.anchor)
+        + f"` from {args.sweep}"
+    )
+    text = sweep_file.next_sweep_text(spec, points, note)
+    write_atomically(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), args.force)
+
+
+def _write_figure(args: argparse.Namespace, figure: Path, result: NextRuns) -> None:
+    """Value per cost over the candidate grid, as a PNG at ``figure``."""
+    from bayesscale.atomic import write_atomically
+    from bayesscale.design.figure import value_per_cost_figure
+    from bayesscale.report.figures.provenance import DEFAULT_DPI
+
+    fig = value_per_cost_figure(result)
+    write_atomically(
+        figure, lambda tmp: fig.savefig(tmp, format="png", dpi=DEFAULT_DPI), args.force
+    )
+
+
+def _print_result(
+    args: argparse.Namespace, result: NextRuns, law: LawFit, out: Path | None
+) -> None:
+    """The batch as text (``--json``: JSON) with the fit's diagnostics, and what was written."""
+    import json
+
+    from bayesscale.design.next_text import format_text, to_json
+
     if args.json:
         print(
-            json.dumps(
-                {**nr.to_json(result), "fit_diagnostics": law.diagnostics.to_dict()}, indent=2
-            )
+            json.dumps({**to_json(result), "fit_diagnostics": law.diagnostics.to_dict()}, indent=2)
         )
     else:
         headline = law.diagnostics.headline()
-        print(
-            nr.format_text(result) if headline is None else f"{headline}\n{nr.format_text(result)}"
-        )
+        print(format_text(result) if headline is None else f"{headline}\n{format_text(result)}")
         if out is not None and result.worth_running:
             print(f"wrote {out}\nnext: bayesscale plan {out} --out SWEEP_DIR")
         elif out is not None:
             print(f"wrote {out}, but the batch is not worth running (see above)")
-    return 0
 
 
 def _refitter(

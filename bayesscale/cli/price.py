@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     priors = None
     if args.law_fit:
         law = LawFit.load(args.law_fit)
-        refuse_failed(args.law_fit, law.diagnostics, args.strict)
+        if args.strict:  # without it, the note below says the verdict on standard error
+            refuse_failed(args.law_fit, law.diagnostics, args.strict)
         # its exponents become this fit's priors: say what they are
         for line in verdict(law.diagnostics, f"the law fit {args.law_fit}"):
             print(f"bayesscale price: note: {line}", file=sys.stderr)

@@ -31,8 +31,7 @@ from bayesscale.cli import (
 )
 
 if TYPE_CHECKING:
-    from bayesscale.fits.law import LawFit
-    from bayesscale.fits.pricing import PricingFit
+    pass
 
 DESCRIPTION = (
     "Propagate a law fit's posterior through the budget allocator: the optimal allocation per "
@@ -58,6 +57,15 @@ def register(subparsers: Any) -> None:
         "recipe", help="budget allocation with credible intervals", description=DESCRIPTION
     )
     p.add_argument("fit", metavar="FIT.nc", help="a law fit saved by `bayesscale fit`")
+    _add_cost_options(p)
+    _add_scope_options(p)
+    _add_output_options(p)
+    _add_sweep_options(p)
+    p.set_defaults(func=run)
+
+
+def _add_cost_options(p: argparse.ArgumentParser) -> None:
+    """The budgets, the cost model and its prices, discounts and bounds."""
     p.add_argument(
         "--budget",
         required=True,
@@ -97,6 +105,10 @@ def register(subparsers: Any) -> None:
         metavar="AXIS=LO:HI,...",
         help="box bounds in purchased units, e.g. env=1:384,traj=2: (default: every axis >= 1)",
     )
+
+
+def _add_scope_options(p: argparse.ArgumentParser) -> None:
+    """Which settings and draws, the interval, the data bounds and what is computed."""
     p.add_argument("--setting", action="append", help="a setting label (repeatable; default: all)")
     add_prob(p)
     p.add_argument("--credible", dest="prob", type=float, help=argparse.SUPPRESS)  # old name
@@ -123,6 +135,10 @@ def register(subparsers: Any) -> None:
         help="add iso-budget curves (success as one axis's budget share varies, the others in "
         "the decision's proportions) with bands to the JSON output",
     )
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """Where the results go and in which form."""
     p.add_argument(
         "--out",
         metavar="RECIPE.nc",
@@ -132,7 +148,10 @@ def register(subparsers: Any) -> None:
     )
     add_force(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    # --- the decision as a sweep file (bayesscale.design.decision_sweep) ---
+
+
+def _add_sweep_options(p: argparse.ArgumentParser) -> None:
+    """The decision as a sweep file (bayesscale.design.decision_sweep)."""
     p.add_argument(
         "--sweep",
         metavar="BASE.toml",
@@ -169,7 +188,6 @@ def register(subparsers: Any) -> None:
         help="with --sweep-out: also write the trajectory-heavy and Chinchilla-style baselines "
         "at the same budget, to run the decision against them at equal money",
     )
-    p.set_defaults(func=run)
 
 
 def parse_budgets(text: str) -> list[float]:
@@ -178,14 +196,24 @@ def parse_budgets(text: str) -> list[float]:
     >>> parse_budgets("1e4:1e6:3")
     [10000.0, 100000.0, 1000000.0]
     """
+    form = "expected B, B1,B2,... or LO:HI:N (N log-spaced budgets, 0 < LO <= HI, N >= 1)"
     try:
         if ":" in text:
             parts = text.split(":")
             if len(parts) != 3:
-                raise ValueError
+                raise CommandError(f"--budget {text!r}: {len(parts)} parts; {form}")
             lo, hi, n = float(parts[0]), float(parts[1]), int(parts[2])
-            if n < 1 or lo <= 0 or hi < lo:
-                raise ValueError
+            wrong = (
+                f"N = {n}: the number of budgets must be >= 1"
+                if n < 1
+                else f"LO = {lo:g} must be > 0"
+                if not lo > 0
+                else f"HI = {hi:g} is below LO = {lo:g}"
+                if not hi >= lo
+                else None
+            )
+            if wrong is not None:
+                raise CommandError(f"--budget {text!r}: {wrong}; {form}")
             if n == 1:
                 return [lo]
             step = (math.log(hi) - math.log(lo)) / (n - 1)
@@ -193,10 +221,9 @@ def parse_budgets(text: str) -> list[float]:
             inner = [float(f"{math.exp(math.log(lo) + i * step):.12g}") for i in range(n - 1)]
             return [*inner, hi]
         values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise CommandError(
-            f"--budget {text!r}: expected B, B1,B2,... or LO:HI:N with 0 < LO <= HI"
-        ) from None
+    except ValueError as exc:  # float("abc"): "could not convert string to float: 'abc'"
+        word = str(exc).rpartition(": ")[2]
+        raise CommandError(f"--budget {text!r}: {word} is not a number; {form}") from None
     if not values or any(not (math.isfinite(v) and v > 0) for v in values):
         raise CommandError(f"--budget {text!r}: budgets must be finite and > 0")
     return values
@@ -246,162 +273,90 @@ def parse_bounds(text: str) -> dict[str, tuple[float | None, float | None]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bayesscale import names
     from bayesscale.core.prices import load_prices
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
-    from bayesscale.recipe.output import to_json
-    from bayesscale.recipe.vouched import bounded_caveat, headline_json, vouched_recipe
-    from bayesscale.report.recipe_text import solver_failures_note
 
     check_prob(args.prob)
     warn_beyond = check_warn_beyond(args.warn_beyond)
     if args.within_data is not None and not args.within_data >= 1:
         raise CommandError(f"--within-data must be a number >= 1, got {args.within_data:g}")
     budgets = parse_budgets(args.budget)
-    kappa = parse_kappa(args.kappa) if args.kappa else None
     bounds = parse_bounds(args.bounds) if args.bounds else None
     output_path(args.out, args.force, [args.fit, args.pricing, args.prices])
     sweep_request = _decision_sweep_request(args, budgets)  # --sweep-out: see the file's end
     if args.cost == "compute":
-        return _run_compute(args, budgets, bounds, warn_beyond)
-    if args.powers or args.unit_cost != 1.0:
-        raise CommandError("--powers and --unit-cost apply to --cost compute only")
-    prices = load_prices(args.prices)
+        money_only = [
+            flag
+            for flag, value in (
+                ("--prices", args.prices),
+                ("--pricing", args.pricing),
+                ("--kappa", args.kappa),
+                ("--grow-axis", args.grow_axis),
+                ("--iso", args.iso),
+            )
+            if value
+        ]
+        if money_only:
+            raise CommandError(f"{', '.join(money_only)} apply to the money cost only")
+        options: dict[str, Any] = {
+            "powers": parse_kappa(args.powers, "--powers") if args.powers else None,
+            "unit_cost": args.unit_cost,
+            "cost_model": args.cost,
+        }
+    else:
+        if args.powers or args.unit_cost != 1.0:
+            raise CommandError("--powers and --unit-cost apply to --cost compute only")
+        options = {
+            "prices": load_prices(args.prices),
+            "kappa": parse_kappa(args.kappa) if args.kappa else None,
+            "grow_axis": args.grow_axis,
+            "decision": not args.no_decision,
+            "cost_model": args.cost,
+        }
     law = LawFit.load(args.fit)  # no PyMC: reading a fit is quick
     priced = PricingFit.load(args.pricing) if args.pricing else None
-    verdicts = _fit_diagnostics(args, law, priced)
-    fit, pricing = law.tree, priced.tree if priced is not None else None
-    ds, unbounded = vouched_recipe(
-        fit,
+    refuse_failed(args.fit, law.diagnostics, args.strict)
+    if priced is not None:
+        refuse_failed(args.pricing, priced.diagnostics, args.strict)
+    result = law.recipe_result(
         budgets,
+        pricing=priced,
         warn_beyond=warn_beyond,
-        prices=prices,
-        pricing=pricing,
-        kappa=kappa,
         bounds=bounds,
         settings=args.setting,
-        grow_axis=args.grow_axis,
         max_draws=args.max_draws,
-        decision=not args.no_decision,
         within_data=args.within_data,
-        cost_model=args.cost,
+        where="the unbounded recipe follows each bounded row as an EXTRAPOLATION",
+        **options,
     )
-    summary = headline_json(
-        to_json(ds, args.prob, warn_beyond),
-        None if unbounded is None else to_json(unbounded, args.prob, warn_beyond),
-        warn_beyond,
-        ds.get(names.BEYOND_DATA),
-    )
-    within = args.within_data if unbounded is None else warn_beyond
-    if unbounded is not None:
-        _note(
-            bounded_caveat(
-                ds,
-                unbounded,
-                warn_beyond,
-                where="the unbounded recipe follows each bounded row as an EXTRAPOLATION",
-            )
-        )
-    summary["fit_diagnostics"] = verdicts
+    summary = result.to_json(args.prob)
     if args.iso:
         from bayesscale.recipe.iso_budget import add_iso_budget
 
         add_iso_budget(
             summary,
-            ds,
-            fit,
+            result.ds,
+            law.tree,
             args.prob,
-            prices=prices,
-            pricing=pricing,
-            kappa=kappa,
+            prices=options["prices"],
+            pricing=priced.tree if priced is not None else None,
+            kappa=options["kappa"],
             bounds=bounds,
             max_draws=args.max_draws,
-            within_data=within,
+            within_data=result.within,
         )
-    _note(solver_failures_note(int(ds.attrs.get("decision_solver_failures", 0))))
-    _warn_extrapolation(summary, within)
-    _flag_exponents(summary, law)
-    written = _write_decision_sweep(sweep_request, ds, fit, summary) if sweep_request else None
-    _emit(ds, summary, args)
+    for line in result.notes:
+        _note(line)
+    written = (
+        _write_decision_sweep(sweep_request, result.ds, law.tree, summary)
+        if sweep_request
+        else None
+    )
+    _emit(result.ds, summary, args)
     if written is not None and not args.json:  # --sweep-out: what was written, after the table
         sys.stdout.write(written)
     return 0
-
-
-def _run_compute(
-    args: argparse.Namespace,
-    budgets: list[float],
-    bounds: dict[str, tuple[float | None, float | None]] | None,
-    warn_beyond: float,
-) -> int:
-    from bayesscale.fits.law import LawFit
-    from bayesscale.recipe.compute import compute_recipe
-    from bayesscale.recipe.output import to_json
-
-    money_only = [
-        flag
-        for flag, value in (
-            ("--prices", args.prices),
-            ("--pricing", args.pricing),
-            ("--kappa", args.kappa),
-            ("--grow-axis", args.grow_axis),
-            ("--iso", args.iso),
-        )
-        if value
-    ]
-    if money_only:
-        raise CommandError(f"{', '.join(money_only)} apply to the money cost only")
-    law = LawFit.load(args.fit)
-    verdicts = _fit_diagnostics(args, law, None)
-    ds = compute_recipe(
-        law.tree,
-        budgets,
-        powers=parse_kappa(args.powers, "--powers") if args.powers else None,
-        unit_cost=args.unit_cost,
-        bounds=bounds,
-        settings=args.setting,
-        max_draws=args.max_draws,
-        within_data=args.within_data,
-    )
-    summary = to_json(ds, args.prob, warn_beyond)
-    summary["fit_diagnostics"] = verdicts
-    _warn_extrapolation(summary, args.within_data)
-    _flag_exponents(summary, law)
-    _emit(ds, summary, args)
-    return 0
-
-
-def _fit_diagnostics(
-    args: argparse.Namespace, law: LawFit, pricing: PricingFit | None
-) -> dict[str, Any]:
-    """The fits' diagnostics verdicts (refused with ``--strict`` when one failed), for the
-    JSON and the first line of the text."""
-    refuse_failed(args.fit, law.diagnostics, args.strict)
-    fits = {"law_fit": law.diagnostics.to_dict()}
-    if pricing is not None:
-        refuse_failed(args.pricing, pricing.diagnostics, args.strict)
-        fits["pricing_fit"] = pricing.diagnostics.to_dict()
-    return fits
-
-
-def _flag_exponents(summary: dict[str, Any], law: LawFit) -> None:
-    """Per row of the recipe's JSON, ``exponent_flags``: the axes whose exponent the data barely
-    identify in the row's setting (``prior-dominated`` or ``prior-sensitive``,
-    :mod:`bayesscale.law.sensitivity`; the split along them leans on the prior); and one note
-    when any are flagged (:func:`~bayesscale.report.recipe_text.exponent_flags_note`)."""
-    from bayesscale.recipe.output import exponent_flags, flag_rows
-    from bayesscale.report.recipe_text import exponent_flags_note
-
-    flag_rows(summary, exponent_flags(law.identification))
-    _note(exponent_flags_note(summary))
-
-
-def _warn_extrapolation(summary: dict[str, Any], within: float | None) -> None:
-    """The recipe's note or warning on how far it lies beyond the data, on standard error."""
-    from bayesscale.report.recipe_text import extrapolation_warning
-
-    _note(extrapolation_warning(summary, within))
 
 
 def _note(line: str | None) -> None:
@@ -486,7 +441,7 @@ def _decision_sweep_request(
     if out is not None and args.out is not None and out.resolve() == Path(args.out).resolve():
         raise CommandError(f"--sweep-out {out} is also --out; give each its own file")
     from bayesscale.design.decision_sweep import pick_budget
-    from bayesscale.design.next_runs import DesignError
+    from bayesscale.design.results import DesignError
     from bayesscale.design.sweep_file import pool_caps
     from bayesscale.verl.sweep import load_sweep_spec
 

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bayesscale.cli import CommandError, check_prob, check_warn_beyond
     from bayesscale.cli.recipe import parse_budgets
-    from bayesscale.report.build import ReportError, ReportOptions, build_report
+    from bayesscale.pipeline.report import ReportError, ReportOptions, build_report
 
     check_prob(args.prob)
     warn_beyond = check_warn_beyond(args.warn_beyond)

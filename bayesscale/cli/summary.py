@@ -36,8 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_prob(args.prob)
     fit = LawFit.load(args.fit)
-    if args.strict:
-        refuse_failed(args.fit, fit.diagnostics, strict=True)
+    refuse_failed(args.fit, fit.diagnostics, args.strict)
     result = fit.summary(prob=args.prob)
     print(json.dumps(result, indent=2) if args.json else format_text(result))
     return 0

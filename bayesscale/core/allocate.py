@@ -35,10 +35,10 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import optimize
 
 Array = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -151,6 +151,34 @@ class PowerLaw:
                 g[..., i] = g[..., i] + beta * z / d[..., i]
         return np.asarray(g, dtype=float)
 
+    def log_derivatives(self, sizes: ArrayLike) -> tuple[Array, Array, Array]:
+        """``L``, ``dL/dy_i`` and ``d2L/dy_i dy_j`` in ``y = log D`` ((...), (..., n),
+        (..., n, n)): a term ``T_i = K_i D_i^(-alpha_i)`` gives ``-alpha_i T_i`` and
+        ``alpha_i^2 T_i`` on the diagonal; the interaction ``-Z``, ``Z = gamma (D_a
+        D_b)^(-beta)``, gives ``beta Z`` on ``a`` and ``b`` and ``-beta^2 Z`` on their block.
+
+        >>> law = PowerLaw(np.array([1.0, 2.0]), np.array([0.5, 0.5]), 0.1)
+        >>> [x.tolist() for x in law.log_derivatives(np.array([4.0, 16.0]))[:2]]
+        [1.1, [-0.25, -0.25]]
+        """
+        d = np.asarray(sizes, dtype=float)
+        t = self.coef * d ** (-self.alpha)
+        loss = np.asarray(self.floor, dtype=float) + np.sum(t, axis=-1)
+        ly = -self.alpha * t
+        n = d.shape[-1]
+        lyy = np.zeros((*ly.shape, n))
+        idx = np.arange(n)
+        lyy[..., idx, idx] = self.alpha**2 * t
+        inter = self._interaction(d)
+        if inter is not None and self.pair is not None:
+            z, _, beta = inter
+            loss = loss - z
+            for i in self.pair:
+                ly[..., i] = ly[..., i] + beta * z
+                for j in self.pair:
+                    lyy[..., i, j] = lyy[..., i, j] - beta**2 * z
+        return np.asarray(loss, dtype=float), np.asarray(ly, dtype=float), lyy
+
 
 # --- validation ----------------------------------------------------------------------------
 
@@ -227,32 +255,7 @@ def _solve_rows(
     (finite entries) replaces the default starting point. Returns ``u`` and ``F'``, ``F''`` at
     the last evaluation (the slopes a continuation in the target needs).
     """
-    moving = b > 0
-    n_moving = np.maximum(moving.sum(axis=0), 1)
-    bbar = np.where(moving, b, 0.0).sum(axis=0) / n_moving
-    if exponential:
-        # Initial guess: every axis unclipped, with a common (mean) exponent.
-        with np.errstate(divide="ignore"):
-            lw = np.log(w)
-            spread = np.log(np.where(moving, w * np.exp(a), 0.0).sum(axis=0))
-        u = (target - spread) / np.maximum(bbar, 1e-300)
-        if guess is not None:
-            u = np.where(np.isfinite(guess), guess, u)
-        u = np.where(np.isfinite(u), u, 0.0)
-        u_lo = np.full(u.shape, -np.inf)
-        u_hi = np.full(u.shape, np.inf)
-    else:
-        lw = w
-        with np.errstate(divide="ignore", invalid="ignore"):
-            u_lo = np.min(np.where(moving, (lo - a) / b, np.inf), axis=0)
-            # cap_i: where axis i alone (others at their lower bounds) reaches the target.
-            wl = w * lo
-            cap = (target - (wl.sum(axis=0) - wl)) / w
-            cap = np.minimum(np.maximum(cap, lo), hi)
-            u_hi = np.max(np.where(moving, (cap - a) / b, -np.inf), axis=0)
-        u_lo = np.where(np.isfinite(u_lo), u_lo, 0.0)
-        u_hi = np.where(np.isfinite(u_hi), np.maximum(u_hi, u_lo), u_lo)
-        u = 0.5 * (u_lo + u_hi)
+    u, u_lo, u_hi, lw, bbar = _rows_start(a, b, w, lo, hi, target, exponential, guess)
     out = u.copy()
     df_out = np.zeros_like(u)
     d2_out = np.zeros_like(u)
@@ -314,6 +317,48 @@ def _solve_rows(
     else:
         out[idx] = u
     return out, df_out, d2_out
+
+
+def _rows_start(
+    a: Array,
+    b: Array,
+    w: Array,
+    lo: Array,
+    hi: Array,
+    target: Array,
+    exponential: bool,
+    guess: Array | None,
+) -> tuple[NDArray[Any], NDArray[Any], NDArray[Any], NDArray[Any], NDArray[Any]]:
+    """:func:`_solve_rows`'s starting point ``u`` and bracket ``(u_lo, u_hi)``, the log weights
+    (the weights themselves for the product cost) and the mean slope ``bbar`` of the moving
+    axes per column."""
+    moving = b > 0
+    n_moving = np.maximum(moving.sum(axis=0), 1)
+    bbar = np.where(moving, b, 0.0).sum(axis=0) / n_moving
+    if exponential:
+        # Initial guess: every axis unclipped, with a common (mean) exponent.
+        with np.errstate(divide="ignore"):
+            lw = np.log(w)
+            spread = np.log(np.where(moving, w * np.exp(a), 0.0).sum(axis=0))
+        u = (target - spread) / np.maximum(bbar, 1e-300)
+        if guess is not None:
+            u = np.where(np.isfinite(guess), guess, u)
+        u = np.where(np.isfinite(u), u, 0.0)
+        u_lo = np.full(u.shape, -np.inf)
+        u_hi = np.full(u.shape, np.inf)
+    else:
+        lw = w
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u_lo = np.min(np.where(moving, (lo - a) / b, np.inf), axis=0)
+            # cap_i: where axis i alone (others at their lower bounds) reaches the target.
+            wl = w * lo
+            cap = (target - (wl.sum(axis=0) - wl)) / w
+            cap = np.minimum(np.maximum(cap, lo), hi)
+            u_hi = np.max(np.where(moving, (cap - a) / b, -np.inf), axis=0)
+        u_lo = np.where(np.isfinite(u_lo), u_lo, 0.0)
+        u_hi = np.where(np.isfinite(u_hi), np.maximum(u_hi, u_lo), u_lo)
+        u = 0.5 * (u_lo + u_hi)
+    return u, u_lo, u_hi, lw, bbar
 
 
 def _blocks(lead: tuple[int, ...]) -> list[tuple[int | slice, ...]]:
@@ -892,6 +937,8 @@ def solve_general(
         (float(np.log(a)), float(np.log(b)) if np.isfinite(b) else None)
         for a, b in zip(lo, hi, strict=True)
     ]
+    from scipy import optimize  # only here: a fallback solver; SciPy's import is 0.5 s
+
     res = optimize.minimize(
         f,
         np.log(start),
@@ -999,8 +1046,45 @@ def solve_interaction(
     sizes = np.clip(np.exp(y), lo2, hi2)
     at_lo, at_hi = fixed_lo.copy(), fixed_hi.copy()
     lam = nu / b2
-    for i in np.flatnonzero(~ok & ~saturated):
-        row = PowerLaw(k2[i], a2[i], 0.0, g2[i], be2[i], law.pair)
+    _solve_rows_one_by_one(
+        np.flatnonzero(~ok & ~saturated),
+        law.pair,
+        (k2, a2, p2, b2, g2, be2, lo2, hi2),
+        sizes,
+        at_lo,
+        at_hi,
+        lam,
+    )
+    sizes[saturated] = hi2[saturated]
+    at_hi[saturated] = True
+    at_lo[saturated] = False
+    lam[saturated] = 0.0
+    spent = np.sum(p2 * sizes, axis=-1)
+    return Allocation(
+        sizes=sizes.reshape(*lead, n),
+        multiplier=lam.reshape(lead),
+        spent=spent.reshape(lead),
+        at_lower=at_lo.reshape(*lead, n),
+        at_upper=at_hi.reshape(*lead, n),
+    )
+
+
+def _solve_rows_one_by_one(
+    failed: NDArray[np.intp],
+    pair: tuple[int, int],
+    problem: tuple[Array, Array, Array, Array, Array, Array, Array, Array],
+    sizes: Array,
+    at_lo: BoolArray,
+    at_hi: BoolArray,
+    lam: Array,
+) -> None:
+    """The rows (problems) ``failed`` that :func:`solve_interaction`'s batched Newton left
+    unsolved, each by :func:`solve_general`: writes their ``sizes``, active bounds and shadow
+    price ``lam`` in place. ``problem``: the rows' ``(coef, alpha, prices, budget, gamma, beta,
+    lower, upper)``, rows first."""
+    k2, a2, p2, b2, g2, be2, lo2, hi2 = problem
+    for i in failed:
+        row = PowerLaw(k2[i], a2[i], 0.0, g2[i], be2[i], pair)
         loss_fn, cost_fn, cost_grad = _row_functions(row, p2[i])
         d = solve_general(
             loss_fn,
@@ -1019,18 +1103,6 @@ def solve_interaction(
         free_i = ~(at_lo[i] | at_hi[i])
         ratio = g / p2[i]
         lam[i] = float(np.mean(ratio[free_i])) if free_i.any() else float(np.min(ratio))
-    sizes[saturated] = hi2[saturated]
-    at_hi[saturated] = True
-    at_lo[saturated] = False
-    lam[saturated] = 0.0
-    spent = np.sum(p2 * sizes, axis=-1)
-    return Allocation(
-        sizes=sizes.reshape(*lead, n),
-        multiplier=lam.reshape(lead),
-        spent=spent.reshape(lead),
-        at_lower=at_lo.reshape(*lead, n),
-        at_upper=at_hi.reshape(*lead, n),
-    )
 
 
 def _active_set(

@@ -78,6 +78,12 @@ def solve_chain(
     converged (the budget met to 1e-12 and the parent's equation to 1e-12 of its terms) and,
     per column, the slopes ``(du, dx) / d log B`` at the solution (2, r), for a continuation
     in the budget. Columns whose budget buys every upper bound must not be passed."""
+    # One function on purpose (over 100 lines): a single batched Newton loop on (u = log
+    # lambda, x = the parent's log size) over all columns. Each pass evaluates the sizes, the
+    # budget and stationarity residuals and their derivatives, writes out the columns that
+    # converged, narrows u's bracket, steps and compacts; every one of those steps reads and
+    # rewrites the same ~20 per-column arrays (cc, oo, kk, aa, ww, lo_, hi_, lb, idx, u, x,
+    # u_lo, u_hi, stored, ...), which helpers would have to take and hand back every pass.
     n, r = k.shape
     lin = [i for i in range(n) if i not in (tau, parent)]
     c = np.log(al * k / w)

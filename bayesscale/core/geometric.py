@@ -51,6 +51,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -466,6 +467,85 @@ def _sweep_dim(lead: tuple[int, ...], budget: Array, others: tuple[ArrayLike, ..
     return d
 
 
+@dataclass
+class _Sweep:
+    """The working arrays of a budget sweep under the chain cost: every law as a "line"
+    (columns of ``k``, ``al``, ``w`` and the log bounds), the solutions ``y`` and multipliers
+    ``lam`` per budget and line, and each line's last solution and its slopes (the
+    continuation's start for the next budget)."""
+
+    k: Array
+    al: Array
+    w: Array
+    llo: Array
+    lhi: Array
+    chain: tuple[int, int]
+    y: Array
+    lam: Array
+    ok: BoolArray
+    u_prev: Array
+    x_prev: Array
+    slope: Array
+
+    @classmethod
+    def start(
+        cls, k: Array, al: Array, w: Array, llo: Array, lhi: Array, chain: tuple[int, int], nb: int
+    ) -> _Sweep:
+        n, lines = k.shape
+        return cls(
+            k, al, w, llo, lhi, chain,
+            y=np.empty((nb, n, lines)),
+            lam=np.zeros((nb, lines)),
+            ok=np.zeros((nb, lines), dtype=bool),
+            u_prev=np.full(lines, np.nan),
+            x_prev=np.full(lines, np.nan),
+            slope=np.full((2, lines), np.nan),
+        )  # fmt: skip
+
+    def stage(self, part: IndexArray, j: int, b: float, step: float, saturated: BoolArray) -> None:
+        """Solve budget ``j`` (``b``, ``step`` in log budget from the previous one) on the
+        lines ``part``, each started from its continuation."""
+        y, lam, ok = self.y, self.lam, self.ok
+        u_prev, x_prev, slope, chain = self.u_prev, self.x_prev, self.slope, self.chain
+        live = ~saturated[part]
+        # contiguous lines are sliced, not gathered, while none of them is saturated
+        cols: IndexArray | slice = (
+            slice(int(part[0]), int(part[-1]) + 1) if live.all() else part[live]
+        )
+        start = (u_prev[cols] + slope[0, cols] * step, x_prev[cols] + slope[1, cols] * step)
+        yc, uc, done, sl = solve_chain(
+            self.k[:, cols],
+            self.al[:, cols],
+            self.w[:, cols],
+            self.llo[:, cols],
+            self.lhi[:, cols],
+            np.full(start[0].size, b),
+            *chain,
+            start=start,
+        )
+        if isinstance(cols, slice) and done.all():  # the usual case: no gathering
+            y[j][:, cols] = yc
+            lam[j, cols] = np.exp(uc)
+            ok[j, cols] = True
+            u_prev[cols], x_prev[cols], slope[:, cols] = uc, yc[chain[1]], sl
+            return
+        cols = np.arange(int(part[0]), int(part[-1]) + 1) if live.all() else part[live]
+        c = cols[done]
+        y[j][:, c] = yc[:, done]
+        lam[j, c] = np.exp(uc[done])
+        ok[j, c] = True
+        u_prev[part], x_prev[part], slope[:, part] = np.nan, np.nan, np.nan
+        u_prev[c], x_prev[c], slope[:, c] = uc[done], yc[chain[1], done], sl[:, done]
+
+
+def _per_line(x: ArrayLike, width: int, lead: tuple[int, ...], d: int) -> Array:
+    """``x`` broadcast over ``lead`` with dim ``d`` dropped (nothing varies along it), as
+    ``(width, lines)``."""
+    full = np.broadcast_to(np.asarray(x, dtype=float), (*lead, width))
+    arr = full[(slice(None),) * d + (0,)]  # a view: nothing varies along d
+    return np.ascontiguousarray(arr.reshape(-1, width).T)
+
+
 def _solve_chain_sweep(
     law: PowerLaw,
     cost: Posynomial,
@@ -483,14 +563,9 @@ def _solve_chain_sweep(
     chain path does not settle go to :func:`solve_posynomial` without the sweep."""
     n = cost.n_axes
     m = cost.powers.shape[0]
-
-    def per_line(x: ArrayLike, width: int) -> Array:
-        full = np.broadcast_to(np.asarray(x, dtype=float), (*lead, width))
-        arr = full[(slice(None),) * d + (0,)]  # a view: nothing varies along d
-        return np.ascontiguousarray(arr.reshape(-1, width).T)
-
-    k, al, w = per_line(law.coef, n), per_line(law.alpha, n), per_line(cost.weights, m)
-    lo_l, hi_l = per_line(lo, n), per_line(hi, n)
+    k, al = _per_line(law.coef, n, lead, d), _per_line(law.alpha, n, lead, d)
+    w = _per_line(cost.weights, m, lead, d)
+    lo_l, hi_l = _per_line(lo, n, lead, d), _per_line(hi, n, lead, d)
     llo, lhi = np.log(lo_l), np.log(hi_l)
     lines = k.shape[1]
     line_cost = Posynomial(w.T, cost.powers)
@@ -507,12 +582,7 @@ def _solve_chain_sweep(
             f"{floor[i]:.6g} ({int(short.sum())} law(s) infeasible)"
         )
     nb = values.size
-    y = np.empty((nb, n, lines))
-    lam = np.zeros((nb, lines))
-    ok = np.zeros((nb, lines), dtype=bool)
-    u_prev = np.full(lines, np.nan)
-    x_prev = np.full(lines, np.nan)
-    slope = np.full((2, lines), np.nan)
+    sweep = _Sweep.start(k, al, w, llo, lhi, chain, nb)
     n_workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
     parts = np.array_split(np.arange(lines), max(1, min(n_workers, lines // _BLOCK + 1)))
     previous = None
@@ -521,53 +591,16 @@ def _solve_chain_sweep(
         step = 0.0 if previous is None else np.log(b) - np.log(previous)
         previous = b
         saturated = top <= b
-        y[j] = lhi
-        ok[j] = saturated
-
-        def stage(
-            part: IndexArray,
-            j: int = j,
-            b: float = b,
-            step: float = step,
-            saturated: BoolArray = saturated,
-        ) -> None:
-            live = ~saturated[part]
-            # contiguous lines are sliced, not gathered, while none of them is saturated
-            cols: IndexArray | slice = (
-                slice(int(part[0]), int(part[-1]) + 1) if live.all() else part[live]
-            )
-            start = (u_prev[cols] + slope[0, cols] * step, x_prev[cols] + slope[1, cols] * step)
-            yc, uc, done, sl = solve_chain(
-                k[:, cols],
-                al[:, cols],
-                w[:, cols],
-                llo[:, cols],
-                lhi[:, cols],
-                np.full(start[0].size, b),
-                *chain,
-                start=start,
-            )
-            if isinstance(cols, slice) and done.all():  # the usual case: no gathering
-                y[j][:, cols] = yc
-                lam[j, cols] = np.exp(uc)
-                ok[j, cols] = True
-                u_prev[cols], x_prev[cols], slope[:, cols] = uc, yc[chain[1]], sl
-                return
-            cols = np.arange(int(part[0]), int(part[-1]) + 1) if live.all() else part[live]
-            c = cols[done]
-            y[j][:, c] = yc[:, done]
-            lam[j, c] = np.exp(uc[done])
-            ok[j, c] = True
-            u_prev[part], x_prev[part], slope[:, part] = np.nan, np.nan, np.nan
-            u_prev[c], x_prev[c], slope[:, c] = uc[done], yc[chain[1], done], sl[:, done]
-
-        _map(stage, parts, n_workers)
+        sweep.y[j] = lhi
+        sweep.ok[j] = saturated
+        _map(partial(sweep.stage, j=j, b=b, step=step, saturated=saturated), parts, n_workers)
+    y, lam = sweep.y, sweep.lam
     at_lo = y <= llo
     at_hi = y >= lhi
     sat = top[None, :] <= values[:, None]
     at_lo &= ~sat[:, None, :]
     fallbacks = 0
-    bad_j, bad_l = np.nonzero(~ok)
+    bad_j, bad_l = np.nonzero(~sweep.ok)
     if bad_j.size:
         sub = solve_posynomial(
             PowerLaw(k[:, bad_l].T, al[:, bad_l].T),
@@ -584,26 +617,27 @@ def _solve_chain_sweep(
         at_hi[bad_j, :, bad_l] = sub.at_upper
         fallbacks = sub.fallbacks
     y = np.minimum(np.maximum(y, llo), lhi)
-    sizes = np.exp(y)
     spent = np.zeros((nb, lines))
     for mono in range(m):  # the cost of what is bought, monomial by monomial
         power = sum(cost.powers[mono, i] * y[:, i] for i in np.flatnonzero(cost.powers[mono]))
         spent += w[mono] * np.exp(power)
-    rest = tuple(s for i, s in enumerate(lead) if i != d)
-
-    def place(x: NDArray[Any], per_axis: bool) -> NDArray[Any]:
-        arr = np.moveaxis(x, 1, -1) if per_axis else x  # (budgets, lines[, n])
-        arr = arr.reshape(nb, *rest, *((n,) if per_axis else ()))
-        return np.ascontiguousarray(np.moveaxis(arr, 0, d))
-
+    place = partial(_place, rest=tuple(s for i, s in enumerate(lead) if i != d), d=d, n=n)
     return Allocation(
-        sizes=place(sizes, True),
+        sizes=place(np.exp(y), True),
         multiplier=place(lam, False),
         spent=place(spent, False),
         at_lower=place(at_lo, True),
         at_upper=place(at_hi, True),
         fallbacks=fallbacks,
     )
+
+
+def _place(x: NDArray[Any], per_axis: bool, rest: tuple[int, ...], d: int, n: int) -> NDArray[Any]:
+    """A sweep's ``(budgets, lines[, n])`` array back in the leading dims, budgets at ``d``."""
+    nb = x.shape[0]
+    arr = np.moveaxis(x, 1, -1) if per_axis else x  # (budgets, lines[, n])
+    arr = arr.reshape(nb, *rest, *((n,) if per_axis else ()))
+    return np.ascontiguousarray(np.moveaxis(arr, 0, d))
 
 
 def _scalar(fn: Callable[[Array], Array]) -> Callable[[Array], float]:
@@ -639,6 +673,65 @@ def solve_posynomial(
     >>> round(float(cost(sol.sizes)), 9)
     1000.0
     """
+    coef, alpha, bud, lo, hi, lead = _checked_problem(law, cost, budget, lower, upper, method)
+    n = coef.shape[-1]
+    chain = chain_shape(cost.powers) if law.pair is None and method == "auto" else None
+    if chain is not None and sweep:
+        along = _sweep_dim(lead, bud, (coef, alpha, cost.weights, lo, hi))
+        if along is not None:
+            return _solve_chain_sweep(law, cost, bud, lo, hi, lead, along, chain, workers)
+    rows = int(np.prod(lead, dtype=int))
+    lo_r = np.ascontiguousarray(np.broadcast_to(lo, (*lead, n)).reshape(rows, n))
+    hi_r = np.ascontiguousarray(np.broadcast_to(hi, (*lead, n)).reshape(rows, n))
+    prob = _Problem.build(law, cost, bud, lead, n)
+    row_cost = Posynomial(prob.w.T, prob.a)
+    floor_cost = row_cost(lo_r)
+    short = floor_cost > prob.b * (1 + 1e-12)
+    if short.any():
+        i = int(np.argmax(short))
+        raise ValueError(
+            f"budget {prob.b[i]:.6g} is too small to buy the lower bounds, which cost "
+            f"{floor_cost[i]:.6g} ({int(short.sum())} problem(s) infeasible, first at index "
+            f"{tuple(int(j) for j in np.unravel_index(i, lead))})"
+        )
+    with np.errstate(invalid="ignore", over="ignore"):
+        saturated = row_cost(hi_r) <= prob.b
+    rs = _Rows.start(prob, lo_r, hi_r, saturated, chain)
+    n_workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    _map(rs.work, list(range(0, rows, _BLOCK)), n_workers)
+    sizes = np.clip(np.exp(rs.y).T, lo_r, hi_r)
+    at_lo = np.ascontiguousarray(rs.fixed_lo.T)
+    at_hi = np.ascontiguousarray(rs.fixed_hi.T)
+    lam = rs.nu / prob.b
+    bad = np.flatnonzero(~rs.ok & ~saturated)
+    for i in (int(j) for j in bad):
+        _solve_one(prob, i, lo_r, hi_r, sizes, at_lo, at_hi, lam)
+    sizes[saturated] = hi_r[saturated]
+    at_hi[saturated] = True
+    at_lo[saturated] = False
+    lam[saturated] = 0.0
+    spent = row_cost(sizes)
+    return Allocation(
+        sizes=sizes.reshape(*lead, n),
+        multiplier=lam.reshape(lead),
+        spent=np.asarray(spent, dtype=float).reshape(lead),
+        at_lower=at_lo.reshape(*lead, n),
+        at_upper=at_hi.reshape(*lead, n),
+        fallbacks=int(bad.size),
+    )
+
+
+def _checked_problem(
+    law: PowerLaw,
+    cost: Posynomial,
+    budget: ArrayLike,
+    lower: ArrayLike,
+    upper: ArrayLike,
+    method: str,
+) -> tuple[Array, Array, Array, Array, Array, tuple[int, ...]]:
+    """The law's coefficients and exponents, the budget and the bounds as arrays, and the
+    leading dims they broadcast to; ``ValueError`` for what :func:`solve_posynomial` cannot
+    solve."""
     coef = np.asarray(law.coef, dtype=float)
     alpha = np.asarray(law.alpha, dtype=float)
     n = coef.shape[-1]
@@ -664,39 +757,56 @@ def solve_posynomial(
     )
     if method not in ("auto", "newton"):
         raise ValueError(f"method must be 'auto' or 'newton', got {method!r}")
-    chain = chain_shape(cost.powers) if law.pair is None and method == "auto" else None
-    if chain is not None and sweep:
-        along = _sweep_dim(lead, bud, (coef, alpha, cost.weights, lo, hi))
-        if along is not None:
-            return _solve_chain_sweep(law, cost, bud, lo, hi, lead, along, chain, workers)
-    rows = int(np.prod(lead, dtype=int))
-    lo_r = np.ascontiguousarray(np.broadcast_to(lo, (*lead, n)).reshape(rows, n))
-    hi_r = np.ascontiguousarray(np.broadcast_to(hi, (*lead, n)).reshape(rows, n))
-    prob = _Problem.build(law, cost, bud, lead, n)
-    row_cost = Posynomial(prob.w.T, prob.a)
-    floor_cost = row_cost(lo_r)
-    short = floor_cost > prob.b * (1 + 1e-12)
-    if short.any():
-        i = int(np.argmax(short))
-        raise ValueError(
-            f"budget {prob.b[i]:.6g} is too small to buy the lower bounds, which cost "
-            f"{floor_cost[i]:.6g} ({int(short.sum())} problem(s) infeasible, first at index "
-            f"{tuple(int(j) for j in np.unravel_index(i, lead))})"
-        )
-    with np.errstate(invalid="ignore", over="ignore"):
-        saturated = row_cost(hi_r) <= prob.b
-    lo_t, hi_t = np.ascontiguousarray(lo_r.T), np.ascontiguousarray(hi_r.T)
-    llo, lhi = np.log(lo_t), np.log(hi_t)
-    y = np.log(hi_t).copy()
-    nu = np.zeros(rows)
-    ok = saturated.copy()
-    fixed_lo = np.zeros((n, rows), dtype=bool)
-    fixed_hi = np.ones((n, rows), dtype=bool)
+    return coef, alpha, bud, lo, hi, lead
 
-    def work(start: int) -> None:
-        cols = np.arange(start, min(start + _BLOCK, rows))
-        cols = cols[~saturated[cols]]
-        if cols.size and chain is not None:
+
+@dataclass
+class _Rows:
+    """The working arrays of :func:`solve_posynomial` over its rows (problems), as columns:
+    the bounds and their logs, the log sizes ``y``, the scaled multipliers ``nu``, which rows
+    are solved and which axes sit at a bound. Blocks of rows are solved on threads, each
+    writing only its own columns."""
+
+    prob: _Problem
+    saturated: BoolArray
+    chain: tuple[int, int] | None
+    lo_t: Array
+    hi_t: Array
+    llo: Array
+    lhi: Array
+    y: Array
+    nu: Array
+    ok: BoolArray
+    fixed_lo: BoolArray
+    fixed_hi: BoolArray
+
+    @classmethod
+    def start(
+        cls,
+        prob: _Problem,
+        lo_r: Array,
+        hi_r: Array,
+        saturated: BoolArray,
+        chain: tuple[int, int] | None,
+    ) -> _Rows:
+        n, rows = lo_r.shape[1], lo_r.shape[0]
+        lo_t, hi_t = np.ascontiguousarray(lo_r.T), np.ascontiguousarray(hi_r.T)
+        return cls(
+            prob, saturated, chain, lo_t, hi_t, np.log(lo_t), np.log(hi_t),
+            y=np.log(hi_t).copy(),
+            nu=np.zeros(rows),
+            ok=saturated.copy(),
+            fixed_lo=np.zeros((n, rows), dtype=bool),
+            fixed_hi=np.ones((n, rows), dtype=bool),
+        )  # fmt: skip
+
+    def work(self, start: int) -> None:
+        """The block of rows from ``start``: by the chain path where the cost has its shape,
+        the rest (and what it does not settle) by the whole KKT system."""
+        prob, llo, lhi = self.prob, self.llo, self.lhi
+        cols = np.arange(start, min(start + _BLOCK, self.y.shape[1]))
+        cols = cols[~self.saturated[cols]]
+        if cols.size and self.chain is not None:
             yc, uc, done, _ = solve_chain(
                 prob.k[:, cols],
                 prob.al[:, cols],
@@ -704,22 +814,23 @@ def solve_posynomial(
                 llo[:, cols],
                 lhi[:, cols],
                 prob.b[cols],
-                *chain,
+                *self.chain,
             )
             c = cols[done]
-            y[:, c] = yc[:, done]
-            nu[c] = np.exp(uc[done]) * prob.b[c]
-            fixed_lo[:, c] = yc[:, done] <= llo[:, c]
-            fixed_hi[:, c] = yc[:, done] >= lhi[:, c]
-            ok[c] = True
+            self.y[:, c] = yc[:, done]
+            self.nu[c] = np.exp(uc[done]) * prob.b[c]
+            self.fixed_lo[:, c] = yc[:, done] <= llo[:, c]
+            self.fixed_hi[:, c] = yc[:, done] >= lhi[:, c]
+            self.ok[c] = True
             cols = cols[~done]
         if cols.size:
-            general(cols)
+            self.general(cols)
 
-    def general(cols: IndexArray) -> None:
+    def general(self, cols: IndexArray) -> None:
         """The whole KKT system by Newton's method, with an active set."""
+        prob, llo, lhi = self.prob, self.llo, self.lhi
         yy, nn, flo, fhi = _start(
-            prob, cols, lo_t[:, cols], hi_t[:, cols], llo[:, cols], lhi[:, cols]
+            prob, cols, self.lo_t[:, cols], self.hi_t[:, cols], llo[:, cols], lhi[:, cols]
         )
         todo = np.ones(cols.size, dtype=bool)
         for _ in range(_MAX_ROUNDS):
@@ -740,58 +851,50 @@ def solve_posynomial(
             nn[todo] = np.where(nn_t > 0, nn_t, nn[todo])
             flo[:, todo] = (flo[:, todo] & ~lo_bad) | out_lo
             fhi[:, todo] = (fhi[:, todo] & ~hi_bad) | out_hi
-            ok[c[good]] = True
+            self.ok[c[good]] = True
             todo[todo] = ~good
             if not todo.any():
                 break
-        y[:, cols] = yy
-        nu[cols] = nn
-        fixed_lo[:, cols] = flo
-        fixed_hi[:, cols] = fhi
+        self.y[:, cols] = yy
+        self.nu[cols] = nn
+        self.fixed_lo[:, cols] = flo
+        self.fixed_hi[:, cols] = fhi
 
-    n_workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
-    _map(work, list(range(0, rows, _BLOCK)), n_workers)
-    sizes = np.clip(np.exp(y).T, lo_r, hi_r)
-    at_lo = np.ascontiguousarray(fixed_lo.T)
-    at_hi = np.ascontiguousarray(fixed_hi.T)
-    lam = nu / prob.b
-    bad = np.flatnonzero(~ok & ~saturated)
-    for i in (int(j) for j in bad):
-        one_cost = Posynomial(prob.w[:, i], prob.a)
-        row_law = PowerLaw(
-            prob.k[:, i],
-            prob.al[:, i],
-            0.0,
-            None if prob.gamma is None else prob.gamma[i],
-            None if prob.beta is None else prob.beta[i],
-            prob.pair,
-        )
-        d = solve_general(
-            _scalar(row_law.loss),
-            _scalar(one_cost),
-            float(prob.b[i]),
-            lo_r[i],
-            hi_r[i],
-            x0=sizes[i],
-            loss_grad=row_law.gradient,
-            cost_grad=one_cost.gradient,
-        )
-        sizes[i] = d
-        at_lo[i] = d <= lo_r[i] * (1 + 1e-9)
-        at_hi[i] = d >= hi_r[i] * (1 - 1e-9)
-        marginal = -row_law.gradient(d) / one_cost.gradient(d)
-        free_i = ~(at_lo[i] | at_hi[i])
-        lam[i] = float(np.mean(marginal[free_i])) if free_i.any() else float(np.min(marginal))
-    sizes[saturated] = hi_r[saturated]
-    at_hi[saturated] = True
-    at_lo[saturated] = False
-    lam[saturated] = 0.0
-    spent = row_cost(sizes)
-    return Allocation(
-        sizes=sizes.reshape(*lead, n),
-        multiplier=lam.reshape(lead),
-        spent=np.asarray(spent, dtype=float).reshape(lead),
-        at_lower=at_lo.reshape(*lead, n),
-        at_upper=at_hi.reshape(*lead, n),
-        fallbacks=int(bad.size),
+
+def _solve_one(
+    prob: _Problem,
+    i: int,
+    lo_r: Array,
+    hi_r: Array,
+    sizes: Array,
+    at_lo: BoolArray,
+    at_hi: BoolArray,
+    lam: Array,
+) -> None:
+    """Row ``i``, which Newton's method did not settle, by SLSQP from Newton's point; its
+    sizes, bounds hit and multiplier written in place."""
+    one_cost = Posynomial(prob.w[:, i], prob.a)
+    row_law = PowerLaw(
+        prob.k[:, i],
+        prob.al[:, i],
+        0.0,
+        None if prob.gamma is None else prob.gamma[i],
+        None if prob.beta is None else prob.beta[i],
+        prob.pair,
     )
+    d = solve_general(
+        _scalar(row_law.loss),
+        _scalar(one_cost),
+        float(prob.b[i]),
+        lo_r[i],
+        hi_r[i],
+        x0=sizes[i],
+        loss_grad=row_law.gradient,
+        cost_grad=one_cost.gradient,
+    )
+    sizes[i] = d
+    at_lo[i] = d <= lo_r[i] * (1 + 1e-9)
+    at_hi[i] = d >= hi_r[i] * (1 - 1e-9)
+    marginal = -row_law.gradient(d) / one_cost.gradient(d)
+    free_i = ~(at_lo[i] | at_hi[i])
+    lam[i] = float(np.mean(marginal[free_i])) if free_i.any() else float(np.min(marginal))

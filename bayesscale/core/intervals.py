@@ -36,6 +36,7 @@ Array = NDArray[np.float64]
 ETI: Final = "eti"
 HDI: Final = "hdi"
 INTERVAL_KINDS: Final = (ETI, HDI)
+DEFAULT_PROB: Final = 0.9  # the credible mass of every interval the package reports by default
 
 
 def check_prob(prob: float) -> float:

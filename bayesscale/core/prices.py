@@ -44,11 +44,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from bayesscale import names
+from bayesscale import _bundled, names
 from bayesscale.core.geometric import Posynomial
 from bayesscale.tomlfile import read_currency, read_toml
 
-PRICES_FILE = Path(__file__).resolve().parents[2] / "models" / "prices.toml"
+PRICES_FILE = _bundled.root() / "models" / "prices.toml"  # the repository's, shipped inside
 DEFAULT_PRICES: dict[str, float] = {names.ENV: 4.10, names.TASK: 0.18, names.TRAJ: 0.02}
 DEFAULT_CURRENCY = "USD"
 _TOP_KEYS = ("currency", "prices", "cost")
@@ -234,20 +234,27 @@ def load_prices(path: str | Path | None = None) -> Prices:
 
 
 def check_kappa(kappa: Mapping[str, float], source: str = "kappa") -> dict[str, float]:
-    """Validate user discounts: each ``0 < kappa <= 1`` would be usual; any finite ``> 0`` is
-    accepted (a synthetic unit worth more than a real one is the user's claim to make).
+    """Validate user discounts: each ``0 < kappa <= 1``, the worth of one synthetic unit in real
+    units (``kappa = 1``: as good as real data). A discount above 1 would claim a synthetic
+    unit worth more than a real one, and the recipe would then buy it as more data than was
+    bought: a slip (``env=100`` for ``env=1.00``, a collapse ratio given as a discount).
 
     >>> check_kappa({"env": 0.7})
     {'env': 0.7}
+    >>> check_kappa({"env": 100})
+    Traceback (most recent call last):
+    ...
+    bayesscale.core.prices.PricesError: kappa: env = 100: a discount is the worth of one synthetic unit in real ones and must lie in (0, 1] (1: as good as real data)
     """
     out = {}
     for axis, value in kappa.items():
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise PricesError(f"{source}: {axis}: must be a number, got {value!r}")
         v = float(value)
-        if not math.isfinite(v) or v <= 0:
+        if not math.isfinite(v) or v <= 0 or v > 1:
             raise PricesError(
-                f"{source}: {axis}: discount kappa must be finite and > 0, got {value!r}"
+                f"{source}: {axis} = {value!r}: a discount is the worth of one synthetic unit "
+                "in real ones and must lie in (0, 1] (1: as good as real data)"
             )
         out[axis] = v
     return out

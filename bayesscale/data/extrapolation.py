@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
 from bayesscale import names
+from bayesscale.formatting import times
 
 Array = NDArray[np.float64]
 
@@ -150,15 +151,6 @@ def beyond(far: ArrayLike, factor: float) -> Array:
     [False, True]
     """
     return np.asarray(np.asarray(far, dtype=float) > factor * (1 + 1e-9))
-
-
-def times(factor: float) -> str:
-    """A factor for text and tables: ``0.5x``, ``4x``, ``45x``, ``7,600x``.
-
-    >>> times(0.5), times(4.0), times(45.2), times(7600.0)
-    ('0.5x', '4x', '45x', '7,600x')
-    """
-    return f"{factor:.2g}x" if factor < 10 else f"{factor:,.0f}x"
 
 
 def describe(outside: float) -> str:

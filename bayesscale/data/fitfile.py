@@ -27,11 +27,13 @@ from typing import Any, Final
 import numpy as np
 import xarray as xr
 
-from bayesscale import __version__, names
+from bayesscale import names
+from bayesscale._version import __version__
 from bayesscale.atomic import write_atomically
 from bayesscale.data.spec import ModelSpec, parse_spec
 from bayesscale.sampling.config import DEFAULT_SAMPLER, ESS_TARGET
 from bayesscale.sampling.diagnostics import Convergence, convergence_of, tail_probabilities
+from bayesscale.sampling.types import MAX_DELTA_ENERGY  # NumPy only: no JAX is loaded
 
 RHAT_MAX = 1.01
 # Part of the key of the stored convergence figures: change it when their computation changes,
@@ -69,6 +71,14 @@ def _parse_stored_spec(text: str) -> ModelSpec:
 
 
 # --- diagnostics ---------------------------------------------------------------------------
+
+
+class DiagnosticsRefusedError(ValueError):
+    """A fit whose diagnostics failed (or a preview), refused under ``strict``: the command
+    line exits with ``exit_status`` 3, the one status for "a fit failed its diagnostics
+    under --strict" in every command (2 is a usage or input error)."""
+
+    exit_status = 3
 
 
 @dataclass
@@ -111,12 +121,12 @@ class Diagnostics:
             out.append(
                 f"max R-hat {self.max_rhat:.3f} > {RHAT_MAX} (worst: {self.worst.get('rhat')}): "
                 "chains disagree (they start overdispersed, so this is a real warning). Try "
-                "more --tune and --draws, or a simpler spec."
+                "more warm-up and draws (FitConfig(tune=, draws=); --tune, --draws), or a simpler spec."
             )
         if min(self.min_ess_bulk, self.min_ess_tail) < ESS_MIN:
             out.append(
                 f"min bulk/tail ESS {self.min_ess_bulk:.0f}/{self.min_ess_tail:.0f} < {ESS_MIN} "
-                f"(worst: {self.worst.get('ess')}): intervals are imprecise. Try more --draws."
+                f"(worst: {self.worst.get('ess')}): intervals are imprecise. Try more draws (FitConfig(draws=); --draws)."
             )
         return out
 
@@ -162,6 +172,12 @@ class Diagnostics:
         }
 
 
+def verdict(diagnostics: Diagnostics, what: str) -> list[str]:
+    """``["law fit: DIAGNOSTICS FAILED (...)..."]`` for a failed or preview fit, else ``[]``."""
+    headline = diagnostics.headline()
+    return [] if headline is None else [f"{what}: {headline}"]
+
+
 def divergence_advice(divergences: int, sampler: str | None) -> str:
     """What ``divergences`` divergent transitions mean for the ``sampler`` that made the fit
     (its ``sampler`` attribute) and what to try.
@@ -171,8 +187,6 @@ def divergence_advice(divergences: int, sampler: str | None) -> str:
     >>> "NUTS" in divergence_advice(2, "pymc")
     True
     """
-    from bayesscale.sampling.nuts import MAX_DELTA_ENERGY  # NumPy only: no JAX is loaded
-
     cap = f"{MAX_DELTA_ENERGY:g}"
     common = (
         "tighter priors in the spec, or check that every swept axis has enough distinct "
@@ -183,9 +197,10 @@ def divergence_advice(divergences: int, sampler: str | None) -> str:
             f"{divergences} divergent MAMS transitions: trajectories whose energy error "
             f"(dU + dK, sample_stats.energy_error) exceeded {cap}, i.e. the integrator blew "
             "up where the posterior curves more sharply than the adapted step size allows; "
-            "the draws may miss that region. Try --target-accept 0.95 or 0.99 (a higher "
-            "target gives MAMS a smaller step size), more --tune (a better mass matrix), a "
-            f"reparameterisation or {common}; --sampler nuts shows whether NUTS agrees."
+            "the draws may miss that region. Try a target acceptance of 0.95 or 0.99 (FitConfig("
+            "target_accept=); --target-accept; a higher target gives MAMS a smaller step size), "
+            "more warm-up (tune=; --tune: a better mass matrix), a reparameterisation or "
+            f"{common}; NUTS (sampler='nuts'; --sampler nuts) shows whether NUTS agrees."
         )
     if sampler == "nutpie":
         return (

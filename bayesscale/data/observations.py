@@ -300,13 +300,36 @@ def validate(
 
     for key in spec.setting_keys:
         _check_labels(frame, key, source)
+    numeric = _clean_numeric(frame, spec, source, has_outcome)
+    _check_sizes_and_counts(frame, spec, source, has_outcome, numeric)
+
+    if names.REWARD in frame.columns:
+        _check_reward(frame, source)
+    if names.SPLIT in frame.columns:
+        _check_labels(frame, names.SPLIT, source)
+    if has_outcome:
+        _check_duplicates(frame, spec, source)
+    if spec.size is not None:
+        _check_constant_within_setting(frame, spec, spec.size.column, source)
+    if for_fitting:
+        _check_axis_spread(frame, spec, source)
+        _warn_suspicious(frame, spec, source)
+    return frame
+
+
+def _clean_numeric(
+    frame: pd.DataFrame, spec: ModelSpec, source: str, has_outcome: bool
+) -> list[str]:
+    """Every numeric column the spec uses made numeric in place (an error names the row and
+    column of a value that is not), and the optional ones (blank where unknown, > 0 where
+    given); the columns the spec uses, in order."""
     numeric = [a.column for a in spec.axes] + [a.divide_by for a in spec.axes if a.divide_by]
     if spec.size is not None:
         numeric.append(spec.size.column)
     if spec.outcome == "success":
         numeric.append(names.TRIALS)
     if has_outcome:
-        numeric += list(outcome)
+        numeric += list(outcome_columns(spec))
     for column in dict.fromkeys(numeric):
         frame[column] = check_numeric(frame, column, source)
     # Optional columns the spec does not use may be blank (unknown), but never garbage.
@@ -316,7 +339,14 @@ def validate(
             bad = frame.index[frame[optional] <= 0]
             if len(bad):
                 raise column_error(source, optional, bad, "must be > 0 where given")
+    return numeric
 
+
+def _check_sizes_and_counts(
+    frame: pd.DataFrame, spec: ModelSpec, source: str, has_outcome: bool, numeric: list[str]
+) -> None:
+    """Sizes and trials > 0, counts >= 0 and no more successes than trials (or a loss > 0),
+    and whole numbers where counts are: the integer columns cast to int64 in place."""
     for axis in spec.axes:
         for size_column in (axis.column, axis.divide_by):
             if size_column:
@@ -363,19 +393,6 @@ def validate(
                     f"counts must be whole numbers, got {values_text(frame[column][bad])}",
                 )
             frame[column] = frame[column].astype(np.int64)
-
-    if names.REWARD in frame.columns:
-        _check_reward(frame, source)
-    if names.SPLIT in frame.columns:
-        _check_labels(frame, names.SPLIT, source)
-    if has_outcome:
-        _check_duplicates(frame, spec, source)
-    if spec.size is not None:
-        _check_constant_within_setting(frame, spec, spec.size.column, source)
-    if for_fitting:
-        _check_axis_spread(frame, spec, source)
-        _warn_suspicious(frame, spec, source)
-    return frame
 
 
 def _check_columns(

@@ -23,18 +23,21 @@ Example
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bayesscale import names
+from bayesscale import _bundled, names
 from bayesscale.core.forms import FORM_NAMES
 from bayesscale.core.forms import POWER as POWER_FORM
 from bayesscale.tomlfile import non_finite, read_toml, type_name
 
-SPEC_DIR = Path(__file__).resolve().parents[2] / "models"
+# The bundled specs (the repository's models/, shipped inside the package: bayesscale._bundled)
+SPEC_DIR = _bundled.root() / "models"
 DEFAULT_SPEC = "agentic_rl"
 
 OUTCOME_KINDS = ("success", "loss")
@@ -490,7 +493,63 @@ def load_spec(path_or_name: str | Path | None = None) -> ModelSpec:
             path = bundled
         else:
             known = sorted(p.stem for p in SPEC_DIR.glob("*.toml"))
-            raise SpecError(
-                f"{path_or_name}: no such spec file, and no bundled spec of that name {known}"
+            if not known:
+                raise SpecError(
+                    f"{path_or_name}: no such spec file, and this installation of bayesscale "
+                    f"has no bundled specs ({SPEC_DIR} is empty or missing; reinstall it)"
+                )
+            raise SpecError(unknown_spec_text(str(path_or_name), known))
+    text = path.read_text()
+    other = other_kind_text(text, str(path))
+    if other is not None:
+        raise SpecError(other)
+    return parse_spec(text, source=str(path))
+
+
+# what each other kind of TOML file in models/ is for: (a top-level table it has, what, command)
+OTHER_KINDS = (
+    ("prices", "a unit-prices file", "bayesscale recipe --prices FILE (and next --prices)"),
+    ("kappa0", "a pricing spec", "bayesscale price --spec FILE (and report --pricing-spec)"),
+)
+
+
+def unknown_spec_text(name: str, known: Sequence[str]) -> str:
+    """The error for a spec that is neither a file nor a bundled name: the bundled names, and
+    the nearest one (``agentic-rl`` for ``agentic_rl``).
+
+    >>> unknown_spec_text("agentic-rl", ["agentic_rl", "chinchilla"])  # doctest: +ELLIPSIS
+    "agentic-rl: no such spec file, and no bundled spec of that name: did you mean 'agentic_rl'? ..."
+    """
+
+    def norm(s: str) -> str:
+        return s.lower().replace("-", "_").removesuffix(".toml")
+
+    close = [k for k in known if norm(k) == norm(Path(name).name)]
+    close = close or difflib.get_close_matches(norm(Path(name).name), list(known), n=1)
+    hint = f": did you mean {close[0]!r}?" if close else ""
+    return (
+        f"{name}: no such spec file, and no bundled spec of that name{hint} (bundled: "
+        f"{', '.join(known)}; or give a path to a .toml file)"
+    )
+
+
+def other_kind_text(text: str, source: str) -> str | None:
+    """The error for a TOML file that is another kind of file than a law spec (a prices file,
+    a pricing spec), naming what it is and which command takes it; ``None`` otherwise.
+
+    >>> other_kind_text("prices = {env = 4.1}", "prices.toml")  # doctest: +ELLIPSIS
+    'prices.toml is a unit-prices file, not a law spec: ...'
+    """
+    try:
+        tables = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None  # parse_spec says where the TOML is broken
+    if "model" in tables and "axes" in tables:
+        return None
+    for key, what, command in OTHER_KINDS:
+        if key in tables:
+            return (
+                f"{source} is {what}, not a law spec: it goes to {command}; a law spec "
+                "(bayesscale fit --spec) has [model] and [[axes]], e.g. the bundled agentic_rl"
             )
-    return parse_spec(path.read_text(), source=str(path))
+    return None

@@ -130,7 +130,6 @@ PAPER_RUN: dict[str, float] = {
     "cells": 256_000.0,
     "updates": 1000.0,
 }
-PAPER_STUDY_GPU_HOURS = 61_000.0  # H100-hours over the whole study
 
 DEFAULT_PRICE_PER_HOUR = 2.0
 H100_PEAK_FLOPS = 989e12  # dense BF16, one H100 SXM

@@ -70,7 +70,8 @@ import xarray as xr
 from bayesscale import names
 from bayesscale.core.geometric import Posynomial
 from bayesscale.design import sweep_file
-from bayesscale.design.next_runs import DesignError, axis_columns, setting_keys
+from bayesscale.design.results import DesignError
+from bayesscale.law.posterior import axis_columns, setting_keys
 from bayesscale.verl.sweep import AXIS_COLUMNS, SweepSpec, parse_sweep_spec
 
 DEFAULT_SEEDS = 3  # the paper's protocol: three seeds per configuration
@@ -293,7 +294,7 @@ def decision_sweep(
     (a point the decision and a baseline share is written once, its labels joined by ``+``).
     A money cost that fixes the cells per run (``[cost] trajectories = "fixed-cells"``) must
     fix ``spec``'s ``[alignment] cells``. Raises
-    :class:`~bayesscale.design.next_runs.DesignError` on what cannot be written."""
+    :class:`~bayesscale.design.results.DesignError` on what cannot be written."""
     if names.DECISION not in ds:
         raise DesignError("the recipe has no decision (computed with decision=False)")
     if not (isinstance(seeds, int) and seeds >= 1):
@@ -310,19 +311,7 @@ def decision_sweep(
         )
     columns = axis_columns(fit, axes)
     sweep_file.check_axes(axes, columns)
-    settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()]
-    keys = setting_keys(fit, settings)
-    runnable = sweep_file.runnable_settings(settings, keys, spec)
-    skipped = tuple(s for s in settings if s not in runnable)
-    if strict:
-        for s in skipped:
-            sweep_file.check_runnable(s, keys[s], spec)  # raises, naming what does not match
-    if not runnable:
-        raise DesignError(
-            f"{spec.source}: none of the recipe's settings {settings} matches its models "
-            f"{[m.name for m in spec.models]}, algorithms {list(spec.algorithms)} and domain "
-            f"{spec.domain!r}"
-        )
+    keys, runnable, skipped = _runnable(ds, fit, spec, strict)
     pool = sweep_file.pool_caps(spec) if caps is None else caps
     limits = {a: float(pool[c]) for a, c in columns.items() if c in pool}
     present = {columns[a] for a in axes}
@@ -341,29 +330,7 @@ def decision_sweep(
         units = ds[names.BASELINE_UNITS].isel({names.BUDGET_DIM: budgets.index(budget)})
         for kind in (str(k) for k in units[names.BASELINE_DIM].to_numpy()):
             asked_by_label[f"{kind}:{budget:g}"] = units.sel({names.BASELINE_DIM: kind})
-    points: list[DecisionPoint] = []
-    for s in runnable:
-        for label, where in asked_by_label.items():
-            asked = {a: float(where.sel({names.AXIS_DIM: a, **_setting(where, s)})) for a in axes}
-            if not all(math.isfinite(v) for v in asked.values()):
-                raise DesignError(
-                    f"{label}: the budget {budget:g} cannot fund this allocation within the "
-                    "bounds (the recipe left it out)"
-                )
-            sizes: dict[str, int] = {}
-            capped: dict[str, int] = {}
-            for a in axes:
-                n, hit = whole_size(asked[a], limits.get(a, math.inf))
-                sizes[a] = n
-                if hit:
-                    capped[a] = n
-            same = next((p for p in points if p.setting == s and p.sizes == sizes), None)
-            if same is not None:  # one run, both labels
-                points[points.index(same)] = DecisionPoint(
-                    s, same.asked, sizes, same.capped, same.cost, f"{same.label}+{label}"
-                )
-                continue
-            points.append(DecisionPoint(s, asked, sizes, capped, money(ds, sizes), label))
+    points = _decision_points(ds, runnable, asked_by_label, axes, limits, budget)
     tables = [
         sweep_file.grid_point(
             p.setting,
@@ -391,6 +358,64 @@ def decision_sweep(
         text=text,
         priced_cells=priced_cells,
     )
+
+
+def _runnable(
+    ds: xr.Dataset, fit: xr.DataTree, spec: SweepSpec, strict: bool
+) -> tuple[dict[str, dict[str, Any]], list[str], tuple[str, ...]]:
+    """The recipe's settings' keys, those ``spec`` can run (its models, algorithms and
+    domain) and those it cannot (an error with ``strict``, or when none can run)."""
+    settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()]
+    keys = setting_keys(fit, settings)
+    runnable = sweep_file.runnable_settings(settings, keys, spec)
+    skipped = tuple(s for s in settings if s not in runnable)
+    if strict:
+        for s in skipped:
+            sweep_file.check_runnable(s, keys[s], spec)  # raises, naming what does not match
+    if not runnable:
+        raise DesignError(
+            f"{spec.source}: none of the recipe's settings {settings} matches its models "
+            f"{[m.name for m in spec.models]}, algorithms {list(spec.algorithms)} and domain "
+            f"{spec.domain!r}"
+        )
+    return keys, runnable, skipped
+
+
+def _decision_points(
+    ds: xr.Dataset,
+    runnable: list[str],
+    asked_by_label: dict[str, xr.DataArray],
+    axes: tuple[str, ...],
+    limits: dict[str, float],
+    budget: float,
+) -> list[DecisionPoint]:
+    """One run per runnable setting and label (the decision, the baselines): the sizes asked,
+    rounded to whole sizes within the caps and priced; labels that ask for the same sizes of
+    a setting share one run."""
+    points: list[DecisionPoint] = []
+    for s in runnable:
+        for label, where in asked_by_label.items():
+            asked = {a: float(where.sel({names.AXIS_DIM: a, **_setting(where, s)})) for a in axes}
+            if not all(math.isfinite(v) for v in asked.values()):
+                raise DesignError(
+                    f"{label}: the budget {budget:g} cannot fund this allocation within the "
+                    "bounds (the recipe left it out)"
+                )
+            sizes: dict[str, int] = {}
+            capped: dict[str, int] = {}
+            for a in axes:
+                n, hit = whole_size(asked[a], limits.get(a, math.inf))
+                sizes[a] = n
+                if hit:
+                    capped[a] = n
+            same = next((p for p in points if p.setting == s and p.sizes == sizes), None)
+            if same is not None:  # one run, both labels
+                points[points.index(same)] = DecisionPoint(
+                    s, same.asked, sizes, same.capped, same.cost, f"{same.label}+{label}"
+                )
+                continue
+            points.append(DecisionPoint(s, asked, sizes, capped, money(ds, sizes), label))
+    return points
 
 
 def _setting(where: xr.DataArray, setting: str) -> dict[str, str]:

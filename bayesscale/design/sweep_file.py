@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesscale import names
-from bayesscale.design.next_runs import ChosenRun, DesignError
+from bayesscale.design.results import ChosenRun, DesignError
 from bayesscale.verl.embed import MINILM
 from bayesscale.verl.sweep import AXIS_COLUMNS, SweepSpec
 
@@ -88,7 +88,7 @@ def sweep_points(
 ) -> list[dict[str, Any]]:
     """``[[grid.point]]`` tables for the chosen runs (one per setting and size, seeds
     ``first_seed(spec) + repeat``); raises
-    :class:`~bayesscale.design.next_runs.DesignError` for a run the base spec
+    :class:`~bayesscale.design.results.DesignError` for a run the base spec
     cannot launch (an axis plan does not sweep, or a setting outside its models, algorithms
     and domain)."""
     check_axes(axes, columns)
@@ -133,7 +133,7 @@ def grid_point(
 ) -> dict[str, Any]:
     """One ``[[grid.point]]`` table: ``sizes`` (column -> whole number), ``seeds``, the
     setting's model and algorithm, ``label`` (the manifest's sweep_axis); raises
-    :class:`~bayesscale.design.next_runs.DesignError` unless the base spec runs the
+    :class:`~bayesscale.design.results.DesignError` unless the base spec runs the
     setting (:func:`check_runnable`)."""
     check_runnable(setting, keys, spec)
     return {

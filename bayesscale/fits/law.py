@@ -36,6 +36,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
+from bayesscale.core.intervals import DEFAULT_PROB
 from bayesscale.data.extrapolation import WARN_FACTOR
 from bayesscale.data.fitfile import (
     Diagnostics,
@@ -45,6 +46,7 @@ from bayesscale.data.fitfile import (
     load_fit,
     save_fit,
 )
+from bayesscale.fits.caveats import announce
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -54,8 +56,9 @@ if TYPE_CHECKING:
     from bayesscale.data.observations import Table
     from bayesscale.data.spec import ModelSpec
     from bayesscale.fits.pricing import PricingFit
-    from bayesscale.law.predict import FitLayout, Prediction
-    from bayesscale.recipe.draws import LawDraws
+    from bayesscale.law.posterior import FitLayout, LawDraws
+    from bayesscale.law.predict import Prediction
+    from bayesscale.recipe.result import RecipeResult
 
 
 class LawFit:
@@ -133,14 +136,14 @@ class LawFit:
     @cached_property
     def layout(self) -> FitLayout:
         """Settings, groups and size terms as prediction needs them."""
-        from bayesscale.law.predict import fit_layout
+        from bayesscale.law.posterior import fit_layout
 
         return fit_layout(self.tree)
 
     @cached_property
     def draws(self) -> LawDraws:
         """The law's draws per setting in raw counts (what the recipe optimises)."""
-        from bayesscale.recipe.draws import law_draws
+        from bayesscale.law.posterior import law_draws
 
         return law_draws(self.tree)
 
@@ -185,13 +188,14 @@ class LawFit:
         pricing: PricingFit | xr.DataTree | str | Path | None = None,
         prices: Prices | str | Path | None = None,
         summarize: bool = False,
+        prob: float = DEFAULT_PROB,
         vouched: bool = True,
         warn_beyond: float = WARN_FACTOR,
         **options: Any,
     ) -> xr.Dataset:
         """The allocation of every draw and the decision at each budget
         (:func:`bayesscale.recipe.solve.recipe`, whose keyword ``options`` it takes);
-        ``summarize=True`` returns medians and equal-tailed intervals instead of draws.
+        ``summarize=True`` returns medians and ``prob`` equal-tailed intervals instead of draws.
 
         ``pricing``: a pricing fit (object, tree or saved file) whose discounts price the
         synthetic axes; ``prices``: unit prices (a prices TOML file, or
@@ -203,14 +207,45 @@ class LawFit:
         and a caveat says so; ``vouched=False`` gives the unbounded recipe, an extrapolation.
         What the recipe cannot support (a failed or preview fit, extrapolation far beyond
         the data, exponents the data barely identify) is warned
-        (:class:`~bayesscale.fits.caveats.CaveatWarning`) and kept in ``attrs["caveats"]``.
+        (:class:`~bayesscale.fits.caveats.CaveatWarning`) and kept in ``attrs["caveats"]``;
+        :meth:`recipe_result` returns the same with the unbounded recipe and its JSON summary.
         """
-        from bayesscale.core.prices import load_prices
-        from bayesscale.fits.caveats import announce, recipe_caveats
-        from bayesscale.fits.pricing import PricingFit
         from bayesscale.recipe.output import summarize as summarize_recipe
-        from bayesscale.recipe.solve import recipe
-        from bayesscale.recipe.vouched import bounded_caveat, vouched_recipe
+
+        result = self.recipe_result(
+            budgets,
+            pricing=pricing,
+            prices=prices,
+            vouched=vouched,
+            warn_beyond=warn_beyond,
+            **options,
+        )
+        out = summarize_recipe(result.ds, prob) if summarize else result.ds
+        out.attrs["caveats"] = "\n".join(result.notes)
+        announce(result.notes)
+        return out
+
+    def recipe_result(
+        self,
+        budgets: float | Sequence[float],
+        *,
+        pricing: PricingFit | xr.DataTree | str | Path | None = None,
+        prices: Prices | str | Path | None = None,
+        vouched: bool = True,
+        warn_beyond: float = WARN_FACTOR,
+        cost_model: str | None = None,
+        where: str | None = None,
+        **options: Any,
+    ) -> RecipeResult:
+        """The recipe as :meth:`recipe` solves it, with everything said about it: the
+        unbounded recipe where the headline is bounded, the notes (unannounced), and its JSON
+        summary (:meth:`~bayesscale.recipe.result.RecipeResult.to_json`). ``cost_model``
+        ``"compute"`` solves under a FLOPs budget
+        (:func:`~bayesscale.recipe.compute.compute_recipe`, whose ``options`` it then takes);
+        ``where`` says where a bounded headline's unbounded recipe is shown."""
+        from bayesscale.core.prices import load_prices
+        from bayesscale.fits.pricing import PricingFit
+        from bayesscale.recipe.result import COST_COMPUTE, build_recipe
 
         if isinstance(budgets, int | float | np.number):  # one budget (a NumPy scalar too)
             budgets = [float(budgets)]
@@ -220,26 +255,23 @@ class LawFit:
             pricing = PricingFit(pricing)
         if isinstance(prices, str | Path):
             prices = load_prices(prices)
-        inputs: dict[str, Any] = {
-            "prices": prices,
-            "pricing": pricing.tree if pricing is not None else None,
+        verdicts = {"law fit": self.diagnostics}
+        if pricing is not None:
+            verdicts["pricing fit"] = pricing.diagnostics
+        if cost_model != COST_COMPUTE:
+            options["prices"] = prices
+            options["pricing"] = pricing.tree if pricing is not None else None
+        return build_recipe(
+            self.tree,
+            list(budgets),
+            verdicts=verdicts,
+            identification=self.identification,
+            vouched=vouched,
+            warn_beyond=warn_beyond,
+            cost_model=cost_model,
+            **({} if where is None else {"where": where}),
             **options,
-        }
-        unbounded = None
-        if vouched:
-            ds, unbounded = vouched_recipe(self.tree, budgets, warn_beyond=warn_beyond, **inputs)
-        else:
-            ds = recipe(self.tree, budgets, **inputs)
-        within = options.get("within_data") if unbounded is None else warn_beyond
-        caveats = recipe_caveats(
-            self, ds, pricing.diagnostics if pricing is not None else None, within
         )
-        if unbounded is not None:
-            caveats.insert(0, bounded_caveat(ds, unbounded, warn_beyond))
-        out = summarize_recipe(ds) if summarize else ds
-        out.attrs["caveats"] = "\n".join(caveats)
-        announce(caveats)
-        return out
 
     def predict(self, rows: Table | pd.DataFrame, **options: Any) -> Prediction:
         """Per-draw law and predictive parameters for ``rows``
@@ -248,33 +280,56 @@ class LawFit:
 
         return predict(self.tree, rows, **options)
 
-    def check(self, heldout: str | Path | Table, prob: float = 0.9, **options: Any) -> pd.DataFrame:
+    def check(
+        self, heldout: str | Path | Table, prob: float = DEFAULT_PROB, **options: Any
+    ) -> pd.DataFrame:
         """Posterior-predictive check of held-out runs (a path or a table), one row per run
         (:func:`bayesscale.checks.heldout.check`). A failed or preview fit, rows far outside
         the swept range and intervals too narrow for the runs (coverage below the nominal
         level beyond chance) are warned (:class:`~bayesscale.fits.caveats.CaveatWarning`) and
         kept in ``attrs["caveats"]``, one per line."""
-        from bayesscale.checks.heldout import check, load_heldout
-        from bayesscale.fits.caveats import announce, check_caveats
+        frame, notes = self.check_result(heldout, prob, **options)
+        frame.attrs["caveats"] = "\n".join(notes)
+        announce(notes)
+        return frame
+
+    def check_result(
+        self,
+        heldout: str | Path | Table,
+        prob: float = DEFAULT_PROB,
+        warn_beyond: float = WARN_FACTOR,
+        **options: Any,
+    ) -> tuple[pd.DataFrame, list[str]]:
+        """:meth:`check`'s table and its notes (:func:`bayesscale.checks.heldout.check_notes`,
+        rows ``warn_beyond`` times outside the swept range noted), without warning them."""
+        from bayesscale.checks.heldout import check, check_notes, load_heldout
 
         table = load_heldout(heldout, self.tree) if isinstance(heldout, str | Path) else heldout
         frame = check(self.tree, table, prob, **options)
-        caveats = check_caveats(self, frame)
-        frame.attrs["caveats"] = "\n".join(caveats)
-        announce(caveats)
-        return frame
+        return frame, check_notes(self.diagnostics, frame, warn_beyond)
 
     def plot_law(self, axis: str, table: Table | None = None, **options: Any) -> Figure:
-        """Observations and the posterior law along ``axis``, per setting."""
+        """Observations and the posterior law along ``axis``, per setting. The observations
+        are ``table``, else the ones the fit was made with: kept by a fit made in this
+        session, else read from the file its ``data_source`` names (checked against its
+        ``data_sha256``; pass ``table=bs.load_observations(path, fit.spec)`` where it moved)."""
+        from bayesscale.checks.compare import observation_table
         from bayesscale.report.figures import plot_law
 
-        table = table if table is not None else self.table
         if table is None:
-            raise ValueError(
-                "this fit was loaded from a file and does not carry its observations: "
-                "pass table=bs.load_observations(path, fit.spec)"
-            )
+            if self.table is None:
+                self.table = observation_table(self.tree)
+            table = self.table
         return plot_law(self.tree, table, axis, **options)
+
+    def loo(self, table: Table | str | Path | None = None, **options: Any) -> Any:
+        """PSIS-LOO of the fit (``arviz_stats.loo`` on :meth:`with_log_likelihood`'s tree:
+        the stored log-likelihood, else computed from ``table``, the fit's own table or the
+        file its ``data_source`` names). ``az.loo(fit.tree)`` works where the fit stores its
+        log-likelihood; this works for every fit."""
+        from arviz_stats import loo
+
+        return loo(self.with_log_likelihood(table).tree, **options)
 
     def plot_exponents(self, **options: Any) -> Figure:
         """Forest plot of every setting's exponents around the population's."""

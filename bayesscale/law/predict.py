@@ -56,7 +56,6 @@ from scipy import special
 
 from bayesscale import names
 from bayesscale.core import laws
-from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import (
     SETTING_SEPARATOR,
     ObservationError,
@@ -70,17 +69,25 @@ from bayesscale.data.observations import (
     validate,
 )
 from bayesscale.data.spec import ModelSpec
+from bayesscale.law.posterior import (
+    SAMPLE,
+    FitLayout,
+    PosteriorError,
+    fit_layout,
+    read_population,
+    stack,
+)
 
 Array = NDArray[np.float64]
 
 NEW_GROUPS = (None, names.NEW_GROUPS_POOLED)
 MIN_LOSS = 1e-12  # predictions of draws whose law gives L <= 0 (p >= 1) use this loss
 MAX_WALL_TRIES = 1000  # rejection rounds for the floor's soft wall of a new setting
-SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
 
 
-class PredictError(ValueError):
-    """A fit lacks what a prediction needs (variables, constant data, a population spread)."""
+class PredictError(PosteriorError):
+    """A prediction the fit cannot make (a population too wide for a new setting, rows without
+    the outcome or trials a likelihood needs), or a fit that lacks what it needs."""
 
 
 # --- validating rows to predict --------------------------------------------------------------
@@ -93,106 +100,6 @@ def validate_rows(
     per-row rule, none of the fitting-only ones; ``observed=False`` allows rows without
     outcomes (see there)."""
     return validate(frame, spec, source, for_fitting=False, observed=observed)
-
-
-def _stack(da: xr.DataArray, *rest: str) -> Array:
-    """``(S, *rest)`` float array, chain-major over the sample dims."""
-    extra = set(map(str, da.dims)) - {*SAMPLE, *rest}
-    if extra:
-        raise PredictError(f"{da.name}: unexpected dims {sorted(extra)}")
-    arr = da.transpose(*SAMPLE, *rest).to_numpy().astype(float)
-    return arr.reshape(-1, *arr.shape[2:])
-
-
-@dataclass(frozen=True)
-class FitLayout:
-    """What a law fit knows about its settings and groups (from its posterior coordinates,
-    constant data and stored spec)."""
-
-    spec: ModelSpec
-    settings: tuple[str, ...]
-    axes: tuple[str, ...]
-    reference: Array
-    size_reference: float | None
-    model_size: dict[str, float]
-    key_values: dict[str, tuple[str, ...]]  # setting key -> its value per fit setting
-    size_groups: tuple[str, ...] | None  # coords of log_level_group, None without it
-    exponent_groups: dict[str, tuple[str, ...]]
-    chains: int
-    draws: int
-
-    @property
-    def samples(self) -> int:
-        return self.chains * self.draws
-
-
-def fit_layout(fit: xr.DataTree) -> FitLayout:
-    """Read a law fit's settings, reference scales and group labels; check what predicting
-    needs is there."""
-    kind = fit.attrs.get(names.ATTR_KIND, names.KIND_LAW_FIT)
-    if kind != names.KIND_LAW_FIT:
-        raise PredictError(f"expected a law fit ({names.KIND_LAW_FIT!r}), got a {kind!r}")
-    if "posterior" not in fit.children:
-        raise PredictError("the fit has no posterior group")
-    spec_text = fit.attrs.get(names.ATTR_SPEC)
-    if not spec_text:
-        raise PredictError(f"the fit has no {names.ATTR_SPEC!r} attribute (no model spec)")
-    spec = fit_spec(fit)
-    post = fit["posterior"]
-    const = fit["constant_data"].to_dataset() if "constant_data" in fit.children else xr.Dataset()
-    for var in (names.ALPHA, names.AMPLITUDE, names.LOSS_FLOOR):
-        if var not in post:
-            raise PredictError(f"the fit's posterior has no {var!r}")
-    if names.REFERENCE_SCALE not in const:
-        raise PredictError(f"the fit's constant_data has no {names.REFERENCE_SCALE!r}")
-    axes = tuple(str(a) for a in post[names.ALPHA][names.AXIS_DIM].to_numpy())
-    if axes != spec.axis_names:
-        raise PredictError(f"the fit's axes {axes} differ from its spec's {spec.axis_names}")
-    settings = tuple(str(s) for s in post[names.ALPHA][names.SETTING_DIM].to_numpy())
-    reference = const[names.REFERENCE_SCALE].sel({names.AXIS_DIM: list(axes)}).to_numpy()
-    model_size: dict[str, float] = {}
-    size_reference = None
-    if spec.size is not None and names.SIZE_AMPLITUDE in post:
-        if names.PARAMS_B not in const or names.SIZE_REFERENCE not in const:
-            raise PredictError(
-                f"the fit has a size term but constant_data lacks {names.PARAMS_B!r} or "
-                f"{names.SIZE_REFERENCE!r}"
-            )
-        size_reference = float(const[names.SIZE_REFERENCE])
-        sizes = const[names.PARAMS_B].sel({names.SETTING_DIM: list(settings)}).to_numpy()
-        model_size = dict(zip(settings, sizes.astype(float).tolist(), strict=True))
-    key_values = {}
-    for key in spec.setting_keys:
-        if key in const:
-            values = const[key].sel({names.SETTING_DIM: list(settings)}).to_numpy()
-            key_values[key] = tuple(str(v) for v in values)
-        else:  # the setting label holds the keys in order
-            pos = spec.setting_keys.index(key)
-            key_values[key] = tuple(s.split(SETTING_SEPARATOR)[pos] for s in settings)
-    size_groups = None
-    if names.LOG_LEVEL_GROUP in post:
-        size_groups = tuple(
-            str(g) for g in post[names.LOG_LEVEL_GROUP][names.SIZE_GROUP_DIM].to_numpy()
-        )
-    exponent_groups = {}
-    for key in spec.exponent_groups:
-        name = names.group_effect_name(key)
-        if name in post:
-            dim = f"{names.EXPONENT_GROUP_DIM}_{key}"
-            exponent_groups[key] = tuple(str(g) for g in post[name][dim].to_numpy())
-    return FitLayout(
-        spec=spec,
-        settings=settings,
-        axes=axes,
-        reference=np.asarray(reference, dtype=float),
-        size_reference=size_reference,
-        model_size=model_size,
-        key_values=key_values,
-        size_groups=size_groups,
-        exponent_groups=exponent_groups,
-        chains=int(post.sizes[names.CHAIN_DIM]),
-        draws=int(post.sizes[names.DRAW_DIM]),
-    )
 
 
 def table_layout(table: Table, spec: ModelSpec) -> FitLayout:
@@ -226,128 +133,6 @@ def size_group_label(values: dict[str, str], spec: ModelSpec) -> str:
     if spec.size is None or not spec.size.groups:
         return "all"
     return SETTING_SEPARATOR.join(str(values[g]) for g in spec.size.groups)
-
-
-@dataclass(frozen=True)
-class Population:
-    """Population-level posterior draws (flattened to ``S`` samples) a new setting is drawn
-    from: the pieces of :func:`bayesscale.law.model.build_law_model` below the setting level."""
-
-    spec: ModelSpec
-    log_alpha_pop: Array  # (S, A)
-    alpha_spread: Array  # (S, A)
-    log_slope_pop: Array  # (S, A)
-    slope_spread: Array  # (S, A)
-    log_level_group: Array | None  # (S, groups)
-    log_level_pop: Array | None  # (S,)
-    level_spread: Array  # (S,)
-    group_effects: dict[str, Array]  # key -> (S, groups, A) = z * spread
-    group_spreads: dict[str, Array]  # key -> (S, A)
-    size_amplitude: Array | None  # (S,)
-
-    def take(self, index: NDArray[np.int64]) -> Population:
-        """The same population at the samples ``index``."""
-
-        def pick(x: Array | None) -> Array | None:
-            return None if x is None else x[index]
-
-        return Population(
-            spec=self.spec,
-            log_alpha_pop=self.log_alpha_pop[index],
-            alpha_spread=self.alpha_spread[index],
-            log_slope_pop=self.log_slope_pop[index],
-            slope_spread=self.slope_spread[index],
-            log_level_group=pick(self.log_level_group),
-            log_level_pop=pick(self.log_level_pop),
-            level_spread=self.level_spread[index],
-            group_effects={k: v[index] for k, v in self.group_effects.items()},
-            group_spreads={k: v[index] for k, v in self.group_spreads.items()},
-            size_amplitude=pick(self.size_amplitude),
-        )
-
-    def setting(
-        self,
-        exponent_effect: ArrayLike,
-        log_level_base: ArrayLike,
-        z_alpha: ArrayLike,
-        z_slope: ArrayLike,
-        z_level: ArrayLike,
-    ) -> tuple[Array, Array, Array]:
-        """One setting's ``(alpha, amplitude, loss_floor)`` per sample from its standardised
-        deviations, as the model composes them::
-
-            log alpha = log alpha_pop + effect + tau z_alpha
-            A = exp(log s_pop + sigma_s z_slope - log alpha)
-            L_inf = exp(log c_base + sigma_c z_level) - sum_a A_a - E
-        """
-        log_alpha = (
-            self.log_alpha_pop
-            + np.asarray(exponent_effect, dtype=float)
-            + self.alpha_spread * np.asarray(z_alpha, dtype=float)
-        )
-        log_slope = self.log_slope_pop + self.slope_spread * np.asarray(z_slope, dtype=float)
-        amplitude = np.exp(log_slope - log_alpha)
-        level = np.exp(
-            np.asarray(log_level_base, dtype=float)
-            + self.level_spread * np.asarray(z_level, dtype=float)
-        )
-        floor = level - amplitude.sum(axis=-1)
-        if self.size_amplitude is not None:
-            floor = floor - self.size_amplitude
-        return np.exp(log_alpha), amplitude, floor
-
-
-def read_population(fit: xr.DataTree) -> Population:
-    """The population-level draws of a law fit (needs the fit's free variables, so a fit of
-    one setting, which has no spreads, cannot predict new settings)."""
-    layout = fit_layout(fit)
-    post = fit["posterior"].to_dataset()
-    axis = names.AXIS_DIM
-    needed = [
-        names.LOG_ALPHA_POP,
-        names.ALPHA_SPREAD,
-        names.LOG_SLOPE_POP,
-        names.SLOPE_SPREAD,
-        names.LEVEL_SPREAD,
-    ]
-    missing = [v for v in needed if v not in post]
-    if names.LOG_LEVEL_GROUP not in post and names.LOG_LEVEL_POP not in post:
-        missing.append(f"{names.LOG_LEVEL_GROUP} or {names.LOG_LEVEL_POP}")
-    if missing:
-        why = (
-            " (a fit of a single setting has no population spread)"
-            if len(layout.settings) == 1
-            else ""
-        )
-        raise PredictError(
-            f"the fit's posterior lacks {missing}, needed to draw a new setting from the "
-            f"population{why}"
-        )
-    effects, spreads = {}, {}
-    for key in layout.exponent_groups:
-        dim = f"{names.EXPONENT_GROUP_DIM}_{key}"
-        spread = _stack(post[names.group_spread_name(key)], axis)
-        effects[key] = _stack(post[names.group_effect_name(key)], dim, axis) * spread[:, None, :]
-        spreads[key] = spread
-    return Population(
-        spec=layout.spec,
-        log_alpha_pop=_stack(post[names.LOG_ALPHA_POP], axis),
-        alpha_spread=_stack(post[names.ALPHA_SPREAD], axis),
-        log_slope_pop=_stack(post[names.LOG_SLOPE_POP], axis),
-        slope_spread=_stack(post[names.SLOPE_SPREAD], axis),
-        log_level_group=(
-            _stack(post[names.LOG_LEVEL_GROUP], names.SIZE_GROUP_DIM)
-            if names.LOG_LEVEL_GROUP in post
-            else None
-        ),
-        log_level_pop=_stack(post[names.LOG_LEVEL_POP]) if names.LOG_LEVEL_POP in post else None,
-        level_spread=_stack(post[names.LEVEL_SPREAD]),
-        group_effects=effects,
-        group_spreads=spreads,
-        size_amplitude=(
-            _stack(post[names.SIZE_AMPLITUDE]) if names.SIZE_AMPLITUDE in post else None
-        ),
-    )
 
 
 # --- settings of the rows: known ones and new ones ---------------------------------------------
@@ -503,12 +288,12 @@ def _known_draws(fit: xr.DataTree, settings: Sequence[str], layout: FitLayout) -
             raise PredictError(
                 f"the spec has an interaction but the fit has no {names.INTERACTION_GAMMA!r}"
             )
-        gamma = _stack(post[names.INTERACTION_GAMMA], s)
+        gamma = stack(post[names.INTERACTION_GAMMA], s)
     return SettingDraws(
         settings=tuple(settings),
-        alpha=_stack(post[names.ALPHA], s, a),
-        amplitude=_stack(post[names.AMPLITUDE], s, a),
-        floor=_stack(post[names.LOSS_FLOOR], s),
+        alpha=stack(post[names.ALPHA], s, a),
+        amplitude=stack(post[names.AMPLITUDE], s, a),
+        floor=stack(post[names.LOSS_FLOOR], s),
         gamma=gamma,
     )
 
@@ -759,7 +544,7 @@ def predict(
     if new:
         try:
             parts.append(_new_draws(fit, new, layout, rng))
-        except PredictError as exc:  # say where the new settings are
+        except PosteriorError as exc:  # say where the new settings are
             rows_of_new = np.flatnonzero(labels.isin([n.label for n in new]).to_numpy())
             raise PredictError(
                 f"{src}: column(s) {', '.join(spec.setting_keys)!s}, "
@@ -782,12 +567,12 @@ def predict(
             )
         j = spec.axis_names.index(spec.dense_reward.axis)
         dense = (frame[names.REWARD] == names.DENSE).to_numpy()
-        log_m = np.log(_stack(post[names.DENSE_MULTIPLIER]))
+        log_m = np.log(stack(post[names.DENSE_MULTIPLIER]))
         log_x[:, dense, j] += log_m[:, None]
     loss = floor[:, sidx] + np.sum(amplitude[:, sidx] * np.exp(-alpha[:, sidx] * log_x), axis=-1)
     if layout.size_reference is not None and spec.size is not None:
-        e = _stack(post[names.SIZE_AMPLITUDE])
-        a_n = _stack(post[names.ALPHA_SIZE])
+        e = stack(post[names.SIZE_AMPLITUDE])
+        a_n = stack(post[names.ALPHA_SIZE])
         n_rows = frame[spec.size.column].to_numpy(float)
         loss = loss + laws.size_term(
             n_rows[None, :], e[:, None], a_n[:, None], layout.size_reference
@@ -798,7 +583,7 @@ def predict(
             raise PredictError("interaction weights are missing for some settings")
         gamma = np.concatenate([g for g in gammas if g is not None], axis=1)
         i, k = (spec.axis_names.index(a) for a in spec.interaction.axes)
-        beta = _stack(post[names.INTERACTION_BETA])
+        beta = stack(post[names.INTERACTION_BETA])
         loss = loss + laws.interaction_term(
             sizes[None, :, i], sizes[None, :, k], gamma[:, sidx], beta[:, None]
         )
@@ -819,8 +604,8 @@ def predict(
         new_setting=labels.isin(new_labels).to_numpy(),
         loss=np.asarray(loss, dtype=float),
         trials=frame[names.TRIALS].to_numpy(np.int64) if success else None,
-        concentration=_stack(post[names.CONCENTRATION]) if names.CONCENTRATION in post else None,
-        log_loss_sigma=_stack(post[names.LOG_LOSS_SIGMA]) if names.LOG_LOSS_SIGMA in post else None,
+        concentration=stack(post[names.CONCENTRATION]) if names.CONCENTRATION in post else None,
+        log_loss_sigma=stack(post[names.LOG_LOSS_SIGMA]) if names.LOG_LOSS_SIGMA in post else None,
         student_nu=spec.student_nu,
         observed=obs_values,
     )

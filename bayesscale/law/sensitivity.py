@@ -26,7 +26,16 @@ Flags, named once here (``FLAG_*``), from the thresholds below:
   likelihood (prior sensitivity >= ``PSENSE_THRESHOLD``, likelihood sensitivity below it);
 * **prior-sensitive** (``†``): otherwise, contraction below ``CONTRACTION_SENSITIVE`` (0.8: the
   prior still carries a fifth of the information or more), or prior sensitivity >=
-  ``PSENSE_THRESHOLD`` (ArviZ's "prior-data conflict").
+  ``PSENSE_THRESHOLD`` (ArviZ's "prior-data conflict");
+* **borderline** (``?``): the contraction is an estimate from the draws, with a Monte Carlo
+  error (:func:`contraction_mcse`: the error of the posterior variance over the prior's); where
+  ``BORDERLINE_Z`` of those errors either side of it straddle ``CONTRACTION_SENSITIVE``, the
+  draws cannot tell prior-sensitive from identified, and the flag says so rather than flip
+  with the seed (flagged or not is what a reader acts on; between prior-dominated and
+  prior-sensitive, both flags, the estimate decides).
+
+The model-size exponent ``alpha_size``, a population scalar, is assessed the same way
+(``size``) against its own prior.
 
 A flagged exponent's interval says as much about the prior as about the data: refit with
 ``bayesscale fit --prior-scale 2`` and compare (docs/identification.md).
@@ -54,7 +63,9 @@ PSENSE_THRESHOLD: Final = 0.05  # Kallioinen et al. (2024) and arviz_stats.psens
 PSENSE_ALPHAS: Final = (0.99, 1.01)
 FLAG_DOMINATED: Final = "prior-dominated"
 FLAG_SENSITIVE: Final = "prior-sensitive"
-MARKERS: Final = {FLAG_DOMINATED: "‡", FLAG_SENSITIVE: "†"}
+FLAG_BORDERLINE: Final = "borderline"
+MARKERS: Final = {FLAG_DOMINATED: "‡", FLAG_SENSITIVE: "†", FLAG_BORDERLINE: "?"}
+BORDERLINE_Z: Final = 2.0  # Monte Carlo errors either side of the contraction's estimate
 SAMPLE: Final = (names.CHAIN_DIM, names.DRAW_DIM)
 
 RULE: Final = (
@@ -62,12 +73,16 @@ RULE: Final = (
     f"{CONTRACTION_DOMINATED} (the prior carries more information than the data) or power-"
     f"scaling prior sensitivity >= {PSENSE_THRESHOLD} with likelihood sensitivity < "
     f"{PSENSE_THRESHOLD}; {MARKERS[FLAG_SENSITIVE]} {FLAG_SENSITIVE}: contraction < "
-    f"{CONTRACTION_SENSITIVE} or prior sensitivity >= {PSENSE_THRESHOLD}"
+    f"{CONTRACTION_SENSITIVE} or prior sensitivity >= {PSENSE_THRESHOLD}; "
+    f"{MARKERS[FLAG_BORDERLINE]} {FLAG_BORDERLINE}: the contraction +- {BORDERLINE_Z:g} Monte "
+    f"Carlo errors straddles {CONTRACTION_SENSITIVE}"
 )
 
 __all__ = [
+    "BORDERLINE_Z",
     "CONTRACTION_DOMINATED",
     "CONTRACTION_SENSITIVE",
+    "FLAG_BORDERLINE",
     "FLAG_DOMINATED",
     "FLAG_SENSITIVE",
     "MARKERS",
@@ -75,6 +90,7 @@ __all__ = [
     "RULE",
     "assess",
     "contraction",
+    "contraction_mcse",
     "flag",
     "has_log_densities",
     "prior_log_sd",
@@ -108,6 +124,58 @@ def contraction(tree: xr.DataTree, spec: ModelSpec) -> tuple[xr.DataArray, xr.Da
     log_pop = xr.apply_ufunc(np.log, alpha_pop)
     log_alpha = xr.apply_ufunc(np.log, alpha)
     return 1 - log_pop.var(SAMPLE) / pop_var, 1 - log_alpha.var(SAMPLE) / set_var
+
+
+def _log_draws(da: xr.DataArray, *rest: str) -> np.ndarray:
+    """``log`` of a positive variable as (scalars, chains, draws), scalars over ``rest``."""
+    x = np.log(da.transpose(*rest, *SAMPLE).to_numpy().astype(float))
+    return x.reshape(-1, *x.shape[-2:])
+
+
+def variance_mcse(x: np.ndarray) -> np.ndarray:
+    """Monte Carlo error of the variance of each scalar's draws ``x`` (scalars, chains,
+    draws): the error of the mean of the squared deviations, ``sd((x - m)^2) / sqrt(ESS)``.
+
+    >>> x = np.random.default_rng(0).normal(size=(1, 4, 2000))
+    >>> bool(0.01 < variance_mcse(x)[0] < 0.03)  # sqrt(2 / 8000) = 0.016 for independent draws
+    True
+    """
+    from bayesscale.sampling.diagnostics import ess_mean
+
+    squared = (x - x.mean(axis=(1, 2), keepdims=True)) ** 2
+    flat = squared.reshape(len(x), -1)
+    return np.asarray(flat.std(axis=1, ddof=1) / np.sqrt(ess_mean(squared)), dtype=float)
+
+
+def contraction_mcse(tree: xr.DataTree, spec: ModelSpec) -> tuple[xr.DataArray, xr.DataArray]:
+    """The Monte Carlo error of :func:`contraction`: the posterior variance's error over the
+    prior variance, population ``(axis)`` and per setting ``(setting, axis)``."""
+    post = tree["posterior"].to_dataset()
+    alpha_pop, alpha = post[names.ALPHA_POP], post[names.ALPHA]
+    pop_sd, setting_sd = prior_log_sd(spec, int(alpha.sizes[names.SETTING_DIM]))
+    axis, setting = names.AXIS_DIM, names.SETTING_DIM
+    pop = variance_mcse(_log_draws(alpha_pop, axis)) / pop_sd**2
+    per = variance_mcse(_log_draws(alpha, setting, axis)).reshape(alpha.sizes[setting], -1)
+    per = per / setting_sd[None, :] ** 2
+    return (
+        xr.DataArray(pop, dims=axis, coords={axis: alpha_pop[axis].values}),
+        xr.DataArray(
+            per,
+            dims=(setting, axis),
+            coords={setting: alpha[setting].values, axis: alpha[axis].values},
+        ),
+    )
+
+
+def size_contraction(tree: xr.DataTree, spec: ModelSpec) -> tuple[float, float] | None:
+    """Contraction of the model-size exponent ``log alpha_size`` against its prior, and its
+    Monte Carlo error; ``None`` for a law without a size term."""
+    post = tree["posterior"].to_dataset()
+    if spec.size is None or names.ALPHA_SIZE not in post:
+        return None
+    x = _log_draws(post[names.ALPHA_SIZE])
+    prior_var = spec.size.exponent.log_sd**2
+    return 1 - float(x.var()) / prior_var, float(variance_mcse(x)[0]) / prior_var
 
 
 def has_log_densities(tree: xr.DataTree) -> bool:
@@ -170,16 +238,29 @@ def sensitivity(tree: xr.DataTree, var_names: list[str]) -> xr.Dataset | None:
     return xr.concat(parts, dim="component").assign_coords(component=["prior", "likelihood"])
 
 
-def flag(contraction_value: float, prior: float | None, likelihood: float | None) -> str | None:
-    """``FLAG_DOMINATED``, ``FLAG_SENSITIVE`` or ``None`` by the rule of this module (from the
-    contraction alone when a sensitivity is ``None``)."""
+def flag(
+    contraction_value: float,
+    prior: float | None,
+    likelihood: float | None,
+    mcse: float = 0.0,
+) -> str | None:
+    """``FLAG_DOMINATED``, ``FLAG_SENSITIVE``, ``FLAG_BORDERLINE`` or ``None`` by the rule of
+    this module (from the contraction alone when a sensitivity is ``None``): borderline where
+    ``contraction_value +- BORDERLINE_Z mcse`` straddles ``CONTRACTION_SENSITIVE``.
+
+    >>> flag(0.79, None, None), flag(0.79, None, None, mcse=0.01), flag(0.9, None, None, 0.01)
+    ('prior-sensitive', 'borderline', None)
+    """
     psense_known = prior is not None and likelihood is not None
     strong_prior = psense_known and prior >= PSENSE_THRESHOLD  # type: ignore[operator]
     weak_likelihood = psense_known and likelihood < PSENSE_THRESHOLD  # type: ignore[operator]
+    margin = BORDERLINE_Z * mcse
     if contraction_value < CONTRACTION_DOMINATED or (strong_prior and weak_likelihood):
         return FLAG_DOMINATED
-    if contraction_value < CONTRACTION_SENSITIVE or strong_prior:
+    if contraction_value < CONTRACTION_SENSITIVE - margin or strong_prior:
         return FLAG_SENSITIVE
+    if contraction_value < CONTRACTION_SENSITIVE + margin:
+        return FLAG_BORDERLINE
     return None
 
 
@@ -189,18 +270,18 @@ def _finite(da: xr.DataArray) -> float | None:
 
 
 def _entry(
-    c_da: xr.DataArray, sens: xr.Dataset | None, name: str, sel: dict[str, str]
+    c: float, mcse: float, sens: xr.Dataset | None, name: str, sel: dict[str, str]
 ) -> dict[str, Any]:
-    c = float(c_da)
     prior = likelihood = None
     if sens is not None:
         prior = _finite(sens[name].sel({"component": "prior", **sel}))
         likelihood = _finite(sens[name].sel({"component": "likelihood", **sel}))
     return {
-        "contraction": float(c),
+        "contraction": c,
+        "contraction_mcse": mcse,
         "prior_sensitivity": prior,
         "likelihood_sensitivity": likelihood,
-        "flag": flag(float(c), prior, likelihood),
+        "flag": flag(c, prior, likelihood, mcse),
     }
 
 
@@ -222,33 +303,34 @@ def assess(tree: xr.DataTree, spec: ModelSpec | None = None) -> dict[str, Any]:
             parts.append(tree[group].to_dataset())
     parts.append(str(tree.attrs.get(names.ATTR_PREVIEW, 0)))
     parts.append(
-        f"{RULE} {CONTRACTION_DOMINATED} {CONTRACTION_SENSITIVE} {PSENSE_THRESHOLD} {PSENSE_ALPHAS}"
+        f"{RULE} {CONTRACTION_DOMINATED} {CONTRACTION_SENSITIVE} {PSENSE_THRESHOLD} {PSENSE_ALPHAS} "
+        f"{BORDERLINE_Z}"
     )
     return cached(tree, names.ATTR_IDENTIFICATION, digest(*parts), lambda: _assess(tree, spec))
 
 
 def _assess(tree: xr.DataTree, spec: ModelSpec) -> dict[str, Any]:
     pop_c, set_c = contraction(tree, spec)
+    pop_se, set_se = contraction_mcse(tree, spec)
     sens = sensitivity(tree, [names.ALPHA_POP, names.ALPHA])
     axes = [str(a) for a in pop_c[names.AXIS_DIM].values]
     settings = [str(s) for s in set_c[names.SETTING_DIM].values]
     pop_sd, setting_sd = prior_log_sd(spec, len(settings))
-    population = {
-        a: _entry(pop_c.sel({names.AXIS_DIM: a}), sens, names.ALPHA_POP, {names.AXIS_DIM: a})
-        for a in axes
-    }
-    per_setting = {
-        s: {
-            a: _entry(
-                set_c.sel({names.SETTING_DIM: s, names.AXIS_DIM: a}),
-                sens,
-                names.ALPHA,
-                {names.SETTING_DIM: s, names.AXIS_DIM: a},
+    population = {}
+    for a in axes:
+        at = {names.AXIS_DIM: a}
+        population[a] = _entry(
+            float(pop_c.sel(at)), float(pop_se.sel(at)), sens, names.ALPHA_POP, at
+        )
+    per_setting: dict[str, dict[str, Any]] = {}
+    for s in settings:
+        per_setting[s] = {}
+        for a in axes:
+            at = {names.SETTING_DIM: s, names.AXIS_DIM: a}
+            per_setting[s][a] = _entry(
+                float(set_c.sel(at)), float(set_se.sel(at)), sens, names.ALPHA, at
             )
-            for a in axes
-        }
-        for s in settings
-    }
+    size = size_contraction(tree, spec)
     return {
         "rule": RULE,
         "thresholds": {
@@ -266,4 +348,5 @@ def _assess(tree: xr.DataTree, spec: ModelSpec) -> dict[str, Any]:
         },
         "population": population,
         "settings": per_setting,
+        **({} if size is None else {"size": _entry(*size, None, names.ALPHA_SIZE, {})}),
     }

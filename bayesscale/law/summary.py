@@ -24,6 +24,7 @@ Example
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,13 @@ from bayesscale import names
 from bayesscale.core import laws
 from bayesscale.core.intervals import describe, tail_quantiles
 from bayesscale.data.fitfile import diagnose, fit_spec, format_diagnostics
-from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS, assess
+from bayesscale.law.sensitivity import (
+    FLAG_BORDERLINE,
+    FLAG_DOMINATED,
+    FLAG_SENSITIVE,
+    MARKERS,
+    assess,
+)
 from bayesscale.sampling.diagnostics import mcse_mean, mcse_quantile
 
 SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
@@ -46,15 +53,36 @@ def interval(da: xr.DataArray, prob: float) -> dict[str, float | None]:
     """Mean, median and the equal-tailed ``prob`` interval of one scalar's draws, with the
     Monte Carlo standard error of each (``mcse_mean``, ``mcse_median``, ``mcse_lower``,
     ``mcse_upper``; ``None`` where the draws are too few or not finite)."""
-    out: dict[str, float | None] = dict(describe(da.to_numpy(), prob))
-    x = da.transpose(*SAMPLE, ...).to_numpy().astype(float)[None]
+    return intervals(da, prob)[()]
+
+
+def intervals(da: xr.DataArray, prob: float) -> dict[tuple[str, ...], dict[str, float | None]]:
+    """:func:`interval` of every scalar of ``da``, keyed by its labels along the dims other
+    than chain and draw (in ``da``'s order; ``()`` for a scalar variable). The Monte Carlo
+    errors of all scalars are computed together (one batched ESS per statistic).
+
+    >>> da = xr.DataArray(np.arange(24.0).reshape(2, 6, 2), dims=("chain", "draw", "axis"),
+    ...                   coords={"axis": ["env", "traj"]})
+    >>> sorted(intervals(da, 0.9)), intervals(da, 0.9)[("env",)]["median"]
+    ([('env',), ('traj',)], 11.0)
+    """
+    other = [str(d) for d in da.dims if d not in SAMPLE]
+    arr = da.transpose(*other, *SAMPLE)
+    x = arr.to_numpy().astype(float).reshape(-1, *arr.shape[len(other) :])
+    labels = list(itertools.product(*(arr[d].to_numpy().astype(str) for d in other)))
     lower, upper = tail_quantiles(prob)
-    valid = x.shape[2] >= 4 and bool(np.all(np.isfinite(x)))
+    valid = (x.shape[2] >= 4) & np.isfinite(x).all(axis=(1, 2))
     with np.errstate(divide="ignore", invalid="ignore"):
-        mcse = {"mcse_mean": mcse_mean(x)[0] if valid else np.nan}
+        mcse = {"mcse_mean": mcse_mean(x)}
         for key, p in (("mcse_median", 0.5), ("mcse_lower", lower), ("mcse_upper", upper)):
-            mcse[key] = mcse_quantile(x, p)[0] if valid else np.nan
-    out |= {k: float(v) if np.isfinite(v) else None for k, v in mcse.items()}
+            mcse[key] = mcse_quantile(x, p)
+    out = {}
+    for i, label in enumerate(labels):
+        entry: dict[str, float | None] = dict(describe(x[i], prob))
+        for key, values in mcse.items():
+            v = values[i] if valid[i] else np.nan
+            entry[key] = float(v) if np.isfinite(v) else None
+        out[tuple(str(v) for v in label)] = entry
     return out
 
 
@@ -103,17 +131,22 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     spec = fit_spec(tree)
     identified = assess(tree, spec)
 
+    setting_axis = (names.SETTING_DIM, names.AXIS_DIM)
+    alphas = intervals(alpha.transpose(..., *setting_axis), prob)
+    amplitudes = intervals(amplitude_one.transpose(..., *setting_axis), prob)
+    floors = intervals(post[names.LOSS_FLOOR], prob)
     per_setting: dict[str, Any] = {}
     for s in settings:
         per_setting[s] = {
             a: {
-                **interval(alpha.sel(setting=s, axis=a), prob),
-                "amplitude_at_one": interval(amplitude_one.sel(setting=s, axis=a), prob),
+                **alphas[(s, a)],
+                "amplitude_at_one": amplitudes[(s, a)],
                 **identified["settings"][s][a],
             }
             for a in axes
         }
-        per_setting[s]["loss_floor"] = interval(post[names.LOSS_FLOOR].sel(setting=s), prob)
+        per_setting[s]["loss_floor"] = floors[(s,)]
+    pop_intervals = intervals(alpha_pop, prob)
     ordering_settings = ordering_probability(alpha)
     other = {
         name: interval(post[name], prob)
@@ -127,6 +160,8 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
         )
         if name in post
     }
+    if "size" in identified:  # the size exponent's identification, as the axes' have theirs
+        other[names.ALPHA_SIZE].update(identified["size"])
     return {
         "prob": prob,
         "model": spec.name,
@@ -137,14 +172,11 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
         "sampler": tree.attrs.get(names.ATTR_SAMPLER),
         "seed": int(tree.attrs.get(names.ATTR_SEED, -1)),
         "exponents": {
-            "population": {
-                a: {**interval(alpha_pop.sel(axis=a), prob), **identified["population"][a]}
-                for a in axes
-            },
+            "population": {a: {**pop_intervals[(a,)], **identified["population"][a]} for a in axes},
             "settings": per_setting,
         },
         "identification": {
-            k: v for k, v in identified.items() if k not in ("population", "settings")
+            k: v for k, v in identified.items() if k not in ("population", "settings", "size")
         },
         "reference_scale": {a: float(reference.sel(axis=a)) for a in axes},
         "ordering": {
@@ -179,7 +211,8 @@ def largest_mcse(entries: list[dict[str, Any]]) -> float:
 
 
 def marker(entry: dict[str, Any]) -> str:
-    """``‡`` (prior-dominated), ``†`` (prior-sensitive) or ``""`` for an exponent's entry."""
+    """``‡`` (prior-dominated), ``†`` (prior-sensitive), ``?`` (borderline) or ``""`` for an
+    exponent's entry."""
     return MARKERS.get(entry.get("flag") or "", "")
 
 
@@ -193,7 +226,23 @@ def flagged(result: dict[str, Any]) -> list[str]:
         for a in result["ordering"]["axes"]:
             if values[a].get("flag"):
                 out.append(f"{values[a]['flag']}: {a}, {s}")
+    size = result.get("other", {}).get(names.ALPHA_SIZE, {})
+    if size.get("flag"):
+        out.append(f"{size['flag']}: {names.ALPHA_SIZE} (population)")
     return out
+
+
+def _identified(entry: dict[str, Any]) -> str:
+    """For a scalar with an identification entry (the size exponent): its contraction, and
+    what its flag means, e.g. that the interval is close to the prior's."""
+    if "contraction" not in entry:
+        return ""
+    what = {
+        FLAG_DOMINATED: "mostly the prior's: the data say little about it",
+        FLAG_SENSITIVE: "leans on the prior",
+        FLAG_BORDERLINE: "may lean on the prior",
+    }.get(entry.get("flag") or "", "identified by the data")
+    return f"  (contraction {entry['contraction']:.2f}: {what})"
 
 
 def _psense(v: float | None) -> str:
@@ -254,7 +303,7 @@ def format_text(result: dict[str, Any]) -> str:
     order = " > ".join(f"alpha_{a}" for a in axes)
     lines += ["", f"P({order}) = {result['ordering']['population']:.3f} (population)"]
     for name, value in result["other"].items():
-        lines.append(f"  {name} = {_fmt(value)}")
+        lines.append(f"  {name} = {_fmt(value)}" + _identified(value))
     ident = identification_lines(result)
     if ident:
         lines += ["", *ident]
@@ -277,9 +326,15 @@ def format_text(result: dict[str, Any]) -> str:
     if notes:
         lines.append(
             f"  NOTE: {len(notes)} exponent(s) marked {MARKERS[FLAG_DOMINATED]}/"
-            f"{MARKERS[FLAG_SENSITIVE]}: their intervals lean on the prior (rule above); "
+            f"{MARKERS[FLAG_SENSITIVE]}/{MARKERS[FLAG_BORDERLINE]}: their intervals lean on the "
+            "prior, or may (rule above); "
             "compare a refit with `bayesscale fit --prior-scale 2` (in Python, "
             "`bs.fit(..., prior_scale=2)`)"
+        )
+    if len(result["exponents"]["settings"]) == 1:
+        lines.append(
+            "  NOTE: one setting: nothing is pooled, so these exponents rest on one sweep and "
+            "the priors; the population's are that setting's widened by the prior's spread"
         )
     diag = result["diagnostics"]
     verdict = "ok" if diag["ok"] else ("PREVIEW" if diag.get("preview") else "FAILED")

@@ -8,17 +8,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from bayesscale import names
 from bayesscale.core import collapse
-
-if TYPE_CHECKING:
-    from bayesscale.data.fitfile import Diagnostics
+from bayesscale.core.intervals import describe
+from bayesscale.data.fitfile import Diagnostics, diagnose, format_diagnostics
 from bayesscale.data.spec import LogNormalPrior, SpreadPrior
+from bayesscale.law.sensitivity import (
+    CONTRACTION_DOMINATED,
+    CONTRACTION_SENSITIVE,
+    FLAG_DOMINATED,
+    FLAG_SENSITIVE,
+    MARKERS,
+)
 from bayesscale.pricing.spec import COARSE_GAP, DERIVED, SAMPLE, pricing_fit_spec
 
 # --- summaries --------------------------------------------------------------------------------
@@ -56,8 +62,6 @@ def eta_squared(values: np.ndarray, groups: Sequence[Any]) -> tuple[np.ndarray, 
 def _interval(values: np.ndarray, prob: float) -> dict[str, float | None]:
     """Mean, median and the equal-tailed ``prob`` interval of draws: an infinite value (r* of
     draws without collapse) stays ``inf``; an undefined one (NaN) is ``None``."""
-    from bayesscale.core.intervals import describe
-
     return {k: None if np.isnan(x) else float(x) for k, x in describe(values, prob).items()}
 
 
@@ -124,13 +128,6 @@ def kappa0_identification(
     >>> kappa0_identification(np.array([-0.1, 0.0, 0.1]), 1.0)["flag"] is None
     True
     """
-    from bayesscale.law.sensitivity import (
-        CONTRACTION_DOMINATED,
-        CONTRACTION_SENSITIVE,
-        FLAG_DOMINATED,
-        FLAG_SENSITIVE,
-    )
-
     contraction = float(1.0 - np.var(logit_draws) / prior_variance)
     flag = None
     if contraction < CONTRACTION_DOMINATED:
@@ -142,22 +139,12 @@ def kappa0_identification(
 
 def kappa0_marker(entry: Mapping[str, Any]) -> str:
     """``‡`` / ``†`` (or ``""``) for a method's or an axis's kappa0 (old results have none)."""
-    from bayesscale.law.sensitivity import MARKERS
-
     ident = entry.get("kappa0_identification") or {}
     return MARKERS.get(ident.get("flag") or "", "")
 
 
 def kappa0_flag_note(result: Mapping[str, Any]) -> str | None:
     """The note under a pricing table whose kappa0 are flagged, else ``None``."""
-    from bayesscale.law.sensitivity import (
-        CONTRACTION_DOMINATED,
-        CONTRACTION_SENSITIVE,
-        FLAG_DOMINATED,
-        FLAG_SENSITIVE,
-        MARKERS,
-    )
-
     entries = [*result["methods"].values(), *result["axes"].values()]
     if not any(kappa0_marker(e) for e in entries):
         return None
@@ -178,8 +165,6 @@ def _logit(p: np.ndarray) -> np.ndarray:
 def pricing_diagnostics(tree: xr.DataTree) -> Diagnostics:
     """Convergence of the sampled and deterministic variables; r* and the peak ratio are
     computed per draw after sampling (and may be infinite), so they are left out."""
-    from bayesscale.data.fitfile import diagnose
-
     return diagnose(tree, leave_out=DERIVED)
 
 
@@ -211,32 +196,10 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     )
     members = {a: sum(1 for m in methods if axis_of[m] == a) for a in axes}
 
-    per_method: dict[str, Any] = {}
-    for m in methods:
-        r_star = post[names.R_STAR].sel({names.METHOD_DIM: m}).to_numpy()
-        mine = ratio[obs_method == m]
-        per_method[m] = {
-            "axis": axis_of[m],
-            "runs": int((obs_method == m).sum()),
-            "ratios": np.unique(mine).round(4).tolist(),
-            "kappa0": _interval(post[names.KAPPA0].sel({names.METHOD_DIM: m}).to_numpy(), prob),
-            "collapse_scale": _interval(
-                post[names.COLLAPSE_SCALE].sel({names.METHOD_DIM: m}).to_numpy(), prob
-            ),
-            "kappa_zero_ratio": _interval(
-                post[names.KAPPA_ZERO].sel({names.METHOD_DIM: m}).to_numpy(), prob
-            ),
-            "r_star": _interval(r_star, prob),
-            "r_star_no_collapse_share": float(np.mean(~np.isfinite(r_star))),
-            "peak_ratio": _interval(
-                post[names.PEAK_RATIO].sel({names.METHOD_DIM: m}).to_numpy(), prob
-            ),
-            "notes": r_star_notes(float(np.median(r_star)), mine),
-            "kappa0_identification": kappa0_identification(
-                _logit(post[names.KAPPA0].sel({names.METHOD_DIM: m}).to_numpy()),
-                method_prior_variance,
-            ),
-        }
+    per_method = {
+        m: _method_summary(post, m, axis_of[m], ratio[obs_method == m], prob, method_prior_variance)
+        for m in methods
+    }
     per_axis = {
         a: {
             "kappa0": _interval(
@@ -251,28 +214,7 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
         }
         for a in axes
     }
-    counts = {a: len(v["methods"]) for a, v in per_axis.items()}
-    grouped = [m for m in methods if counts[axis_of[m]] >= 2]
-    left_out = [m for m in methods if counts[axis_of[m]] < 2]
-    variance: dict[str, Any]
-    n_groups = len({axis_of[m] for m in grouped})
-    if n_groups >= 2 and len(grouped) > n_groups:
-        k0 = (
-            post[names.KAPPA0]
-            .sel({names.METHOD_DIM: grouped})
-            .stack(_s=SAMPLE)
-            .transpose("_s", names.METHOD_DIM)
-        )
-        eta, f = eta_squared(k0.to_numpy(), [axis_of[m] for m in grouped])
-        variance = {
-            "eta_squared": _interval(eta, prob),
-            "f_statistic": _interval(f, prob),
-            "df": [n_groups - 1, len(grouped) - n_groups],
-            "methods": grouped,
-            "left_out": left_out,
-        }
-    else:
-        variance = {"eta_squared": None, "reason": "needs two axes with two or more methods each"}
+    variance = _axis_share(post, methods, axis_of, per_axis, prob)
     return {
         "prob": prob,
         "threshold": float(tree.attrs.get(names.ATTR_THRESHOLD, collapse.DEFAULT_THRESHOLD)),
@@ -289,9 +231,68 @@ def summarise_pricing(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
     }
 
 
+def _method_summary(
+    post: xr.Dataset, m: str, axis: str, mine: Any, prob: float, method_prior_variance: float
+) -> dict[str, Any]:
+    """One method's entry of :func:`summarise_pricing`: its axis, runs and ratios (``mine``:
+    the ratio of each of its runs), and the intervals of kappa0, the collapse, r* and the
+    peak."""
+    r_star = post[names.R_STAR].sel({names.METHOD_DIM: m}).to_numpy()
+    return {
+        "axis": axis,
+        "runs": int(np.size(mine)),
+        "ratios": np.unique(mine).round(4).tolist(),
+        "kappa0": _interval(post[names.KAPPA0].sel({names.METHOD_DIM: m}).to_numpy(), prob),
+        "collapse_scale": _interval(
+            post[names.COLLAPSE_SCALE].sel({names.METHOD_DIM: m}).to_numpy(), prob
+        ),
+        "kappa_zero_ratio": _interval(
+            post[names.KAPPA_ZERO].sel({names.METHOD_DIM: m}).to_numpy(), prob
+        ),
+        "r_star": _interval(r_star, prob),
+        "r_star_no_collapse_share": float(np.mean(~np.isfinite(r_star))),
+        "peak_ratio": _interval(post[names.PEAK_RATIO].sel({names.METHOD_DIM: m}).to_numpy(), prob),
+        "notes": r_star_notes(float(np.median(r_star)), mine),
+        "kappa0_identification": kappa0_identification(
+            _logit(post[names.KAPPA0].sel({names.METHOD_DIM: m}).to_numpy()),
+            method_prior_variance,
+        ),
+    }
+
+
+def _axis_share(
+    post: xr.Dataset,
+    methods: list[str],
+    axis_of: dict[str, str],
+    per_axis: dict[str, Any],
+    prob: float,
+) -> dict[str, Any]:
+    """The share of kappa0 variance axis membership explains (eta^2 per draw, and its F
+    statistic), over the methods on axes with at least two methods each."""
+    counts = {a: len(v["methods"]) for a, v in per_axis.items()}
+    grouped = [m for m in methods if counts[axis_of[m]] >= 2]
+    left_out = [m for m in methods if counts[axis_of[m]] < 2]
+    n_groups = len({axis_of[m] for m in grouped})
+    if n_groups >= 2 and len(grouped) > n_groups:
+        k0 = (
+            post[names.KAPPA0]
+            .sel({names.METHOD_DIM: grouped})
+            .stack(_s=SAMPLE)
+            .transpose("_s", names.METHOD_DIM)
+        )
+        eta, f = eta_squared(k0.to_numpy(), [axis_of[m] for m in grouped])
+        return {
+            "eta_squared": _interval(eta, prob),
+            "f_statistic": _interval(f, prob),
+            "df": [n_groups - 1, len(grouped) - n_groups],
+            "methods": grouped,
+            "left_out": left_out,
+        }
+    return {"eta_squared": None, "reason": "needs two axes with two or more methods each"}
+
+
 def format_pricing_text(result: Mapping[str, Any]) -> str:
     """The pricing table as aligned text."""
-    from bayesscale.data.fitfile import format_diagnostics
 
     def iv(d: Mapping[str, Any] | None, digits: int = 2) -> str:
         if d is None:

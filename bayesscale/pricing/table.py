@@ -28,6 +28,7 @@ from bayesscale.data.observations import (
     check_duplicate_rows,
     check_numeric,
     column_error,
+    frame_sha256,
     missing_columns,
     number_text,
     read_table,
@@ -89,11 +90,39 @@ def validate_pricing(
     * methods with no pure-real baseline (no row with ``synthetic = 0``);
     * methods with fewer than 3 distinct ratios ``r > 0``: too coarse to place r*.
     """
-    from bayesscale.data.observations import frame_sha256
-
     if len(frame) == 0:
         raise PricingError(f"{source}: the table has no rows")
     frame = frame.reset_index(drop=True).copy()
+    _check_malformed(frame, spec, source)
+
+    # two runs of one method, mix and seed must agree; identical copies are kept, warned
+    check_duplicate_rows(
+        frame,
+        [names.METHOD, names.AXIS_COLUMN, names.REAL, names.SYNTHETIC, names.SEED],
+        [names.SUCCESSES, names.TRIALS] if spec.outcome == "success" else [names.LOSS],
+        source,
+        PricingError,
+        PricingWarning,
+        unit="run",
+        stacklevel=2,  # the line that called validate_pricing, as its other warnings
+    )
+
+    frame, exclusions = _exclusions(frame, source)
+    if exclusions:
+        text = "\n  ".join(e.message for e in exclusions)
+        if strict:
+            raise PricingError(f"refusing to leave parts of the table out (strict):\n  {text}")
+        warnings.warn(f"left out of the pricing fit:\n  {text}", PricingWarning, stacklevel=2)
+    if frame.empty:
+        raise PricingError(f"{source}: nothing usable is left after the exclusions above")
+    digest = sha256 if sha256 is not None else frame_sha256(frame.drop(columns="_row"))
+    return PricingTable(frame.reset_index(drop=True), source, digest, tuple(exclusions))
+
+
+def _check_malformed(frame: pd.DataFrame, spec: PricingSpec, source: str) -> None:
+    """``PricingError`` for malformed data: missing columns or labels, non-numbers, negative
+    counts, successes above trials, a run with no data, a method under two axes. Labels are
+    stripped and counts made integers in place."""
     hints = missing_columns(frame, spec.required_columns())
     if hints:
         raise PricingError(
@@ -156,18 +185,11 @@ def validate_pricing(
             "one axis (give a cross-axis generator its own label, e.g. 'cross')",
         )
 
-    # two runs of one method, mix and seed must agree; identical copies are kept, warned
-    check_duplicate_rows(
-        frame,
-        [names.METHOD, names.AXIS_COLUMN, names.REAL, names.SYNTHETIC, names.SEED],
-        [names.SUCCESSES, names.TRIALS] if spec.outcome == "success" else [names.LOSS],
-        source,
-        PricingError,
-        PricingWarning,
-        unit="run",
-        stacklevel=2,  # the line that called validate_pricing, as its other warnings
-    )
 
+def _exclusions(frame: pd.DataFrame, source: str) -> tuple[pd.DataFrame, list[Exclusion]]:
+    """The usable rows (with their positions in the table, ``_row``) and what is left out:
+    pure synthetic rows, and methods without a pure-real baseline or with too coarse a ratio
+    grid."""
     frame["_row"] = np.arange(len(frame))
     exclusions: list[Exclusion] = []
     pure_synthetic = frame.index[(frame[names.REAL] == 0) & (frame[names.SYNTHETIC] > 0)]
@@ -215,16 +237,7 @@ def validate_pricing(
                 )
             )
     dropped = {e.method for e in exclusions if e.method is not None}
-    frame = frame[~frame[names.METHOD].isin(dropped)]
-    if exclusions:
-        text = "\n  ".join(e.message for e in exclusions)
-        if strict:
-            raise PricingError(f"refusing to leave parts of the table out (strict):\n  {text}")
-        warnings.warn(f"left out of the pricing fit:\n  {text}", PricingWarning, stacklevel=2)
-    if frame.empty:
-        raise PricingError(f"{source}: nothing usable is left after the exclusions above")
-    digest = sha256 if sha256 is not None else frame_sha256(frame.drop(columns="_row"))
-    return PricingTable(frame.reset_index(drop=True), source, digest, tuple(exclusions))
+    return frame[~frame[names.METHOD].isin(dropped)], exclusions
 
 
 def _pfail(source: str, column: str, positions: Any, problem: str) -> ValueError:

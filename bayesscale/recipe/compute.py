@@ -38,12 +38,12 @@ from numpy.typing import ArrayLike
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
+from bayesscale.law.posterior import law_draws
 from bayesscale.recipe.draws import (
     RecipeError,
     add_data_extent,
     bounds_arrays,
     bounds_within_data,
-    law_draws,
 )
 
 COST_COMPUTE = "compute (product): c prod_i D_i^m_i"

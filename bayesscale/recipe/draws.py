@@ -1,16 +1,14 @@
-"""Reading a law fit for the recipe: the law's draws per setting in raw counts, the discount
-kappa per draw, the bounds of each axis, and how far a recipe lies beyond the swept data.
+"""What a recipe starts from, beside the law's draws (read by
+:mod:`bayesscale.law.posterior`): the discount kappa per draw, the bounds of each axis, the
+money a purchase costs, and how far a recipe lies beyond the swept data.
 
->>> from bayesscale.recipe.synthetic import synthetic_fit
->>> draws = law_draws(synthetic_fit(draws=10, spread=0.0))
->>> draws.axes
-('env', 'task', 'traj')
+>>> bounds_arrays(["env", "task"], {"env": (1, 384)})[0].tolist()
+[1.0, 1.0]
 """
 
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,7 +21,7 @@ from bayesscale.core import allocate, laws
 from bayesscale.core.geometric import Posynomial
 from bayesscale.core.prices import Prices, check_kappa, default_prices, money_cost
 from bayesscale.data.extrapolation import SweptRange
-from bayesscale.data.fitfile import fit_spec
+from bayesscale.law.posterior import LawDraws, axis_columns, law_draws
 
 Array = NDArray[np.float64]
 KAPPA_FROM_PRICING_FIT = "pricing fit"  # the discount source an axis names (kappa_source)
@@ -35,223 +33,11 @@ COST_TEXT = {
     COST_LINEARISED: "linearised (the paper's convention): additive, the traj price per unit of "
     "rollouts per task taken as c_traj x the optimum's tasks (a fixed point per draw)",
 }
-DEFAULT_PROB = 0.9
 _MULTIPLIER_RANGE = (1e-3, 1e6)
 
 
 class RecipeError(ValueError):
     """Inputs that the recipe cannot use (missing variables, unknown axes, bad bounds)."""
-
-
-class RecipeWarning(UserWarning):
-    """Posterior draws the recipe leaves out (and says how many), e.g. a law that overflows."""
-
-
-# --- reading a fit ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LawDraws:
-    """The law's parameters per posterior sample (chain x draw flattened to ``S``).
-
-    ``coef``, ``alpha``: (S, G, n); ``floor``: (S, G) — the loss floor plus the size term at the
-    setting's model size; ``gamma`` (S, G) and ``beta`` (S, 1) with ``pair`` the interaction's
-    axis positions, or ``None``. ``left_out``: posterior samples of the fit (after thinning)
-    not in these draws, because a law of theirs is not finite (:func:`law_draws`).
-    """
-
-    axes: tuple[str, ...]
-    settings: tuple[str, ...]
-    chain: Array
-    draw: Array
-    coef: Array
-    alpha: Array
-    floor: Array
-    reference: Array
-    gamma: Array | None = None
-    beta: Array | None = None
-    pair: tuple[int, int] | None = None
-    left_out: int = 0
-
-    @property
-    def samples(self) -> int:
-        return int(self.coef.shape[0])
-
-    def law(self) -> allocate.PowerLaw:
-        """The (S, G) batch of laws."""
-        return allocate.PowerLaw(
-            self.coef, self.alpha, self.floor, self.gamma, self.beta, self.pair
-        )
-
-
-def _stack(da: xr.DataArray, chains: Sequence[int], draws: Sequence[int]) -> Array:
-    da = da.sel({names.CHAIN_DIM: list(chains), names.DRAW_DIM: list(draws)})
-    lead = (names.CHAIN_DIM, names.DRAW_DIM)
-    rest = [d for d in (names.SETTING_DIM, names.AXIS_DIM) if d in da.dims]
-    other = set(da.dims) - set(lead) - set(rest)
-    if other:
-        raise RecipeError(f"{da.name}: unexpected dims {sorted(map(str, other))}")
-    arr = da.transpose(*lead, *rest).to_numpy().astype(float)
-    return arr.reshape(-1, *arr.shape[2:])
-
-
-def law_layout(fit: xr.DataTree) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The axes and settings of a law fit, as :func:`law_draws` reads them, after checking
-    that the fit has what the recipe needs (without reading any draw)."""
-    if "posterior" not in fit.children:
-        raise RecipeError("the fit has no posterior group")
-    post = fit["posterior"]
-    for var in (names.ALPHA, names.AMPLITUDE, names.LOSS_FLOOR):
-        if var not in post:
-            raise RecipeError(f"the fit's posterior has no {var!r}")
-    if "constant_data" not in fit.children or names.REFERENCE_SCALE not in fit["constant_data"]:
-        raise RecipeError(f"the fit's constant_data has no {names.REFERENCE_SCALE!r}")
-    axes = tuple(str(a) for a in post[names.ALPHA][names.AXIS_DIM].to_numpy())
-    settings = tuple(str(s) for s in post[names.ALPHA][names.SETTING_DIM].to_numpy())
-    return axes, settings
-
-
-def law_draws(
-    fit: xr.DataTree,
-    settings: Sequence[str] | None = None,
-    max_draws: int | None = None,
-    size_axis: bool = False,
-) -> LawDraws:
-    """Extract per-draw law parameters from a law fit (see the fit contract in
-    ``docs/recipe.md``). ``max_draws`` thins each chain evenly to at most that many draws.
-
-    The size term ``E (N/N_ref)^(-alpha_N)`` is a constant at each setting's model size; with
-    ``size_axis`` it becomes one more axis, ``params_b`` (billions of parameters, coefficient
-    ``E N_ref^alpha_N``, reference ``N_ref``), for the recipe to choose.
-
-    A draw whose law is not finite in some setting is left out, with a :class:`RecipeWarning`
-    saying how many, and at the same draw index in every chain (the draws stay a chain x draw
-    grid). The coefficient ``K = A D_ref^alpha`` overflows for exponents in the hundreds, which
-    a preview's Laplace draws reach in their far tails (a spread of 7 on the log exponents);
-    a sampled posterior has none."""
-    axes, all_settings = law_layout(fit)
-    post = fit["posterior"].to_dataset()
-    const = fit["constant_data"].to_dataset()
-    chosen = tuple(settings) if settings else all_settings
-    missing = [s for s in chosen if s not in all_settings]
-    if missing:
-        raise RecipeError(
-            f"setting(s) {missing} not in the fit; its settings: {list(all_settings)}"
-        )
-    chains = [int(c) for c in post[names.CHAIN_DIM].to_numpy()]
-    draws = [int(d) for d in post[names.DRAW_DIM].to_numpy()]
-    if max_draws is not None and max_draws < len(draws):
-        if max_draws < 1:
-            raise RecipeError(f"max_draws must be >= 1, got {max_draws}")
-        thinned = np.unique(np.linspace(0, len(draws) - 1, max_draws).round().astype(int))
-        draws = [draws[i] for i in thinned]
-    post = post.sel({names.SETTING_DIM: list(chosen)})
-    alpha = _stack(post[names.ALPHA].transpose(..., names.AXIS_DIM), chains, draws)
-    amp = _stack(post[names.AMPLITUDE], chains, draws)
-    reference = (
-        const[names.REFERENCE_SCALE].sel({names.AXIS_DIM: list(axes)}).to_numpy().astype(float)
-    )
-    with np.errstate(over="ignore", invalid="ignore"):  # such a draw is left out below
-        coef = laws.amplitude_at_one(amp, alpha, reference)
-    floor = _stack(post[names.LOSS_FLOOR], chains, draws)
-    if names.SIZE_AMPLITUDE in post and names.ALPHA_SIZE in post:
-        if names.PARAMS_B not in const or names.SIZE_REFERENCE not in const:
-            raise RecipeError(
-                f"the fit has a size term but constant_data lacks {names.PARAMS_B!r} or "
-                f"{names.SIZE_REFERENCE!r}"
-            )
-        e = _stack(post[names.SIZE_AMPLITUDE], chains, draws)
-        a_n = _stack(post[names.ALPHA_SIZE], chains, draws)
-        n_ref = float(const[names.SIZE_REFERENCE])
-        if size_axis:
-            g = coef.shape[1]
-            with np.errstate(over="ignore", invalid="ignore"):
-                k_n = laws.amplitude_at_one(e, a_n, n_ref)
-            coef = np.concatenate([coef, np.repeat(k_n[:, None, None], g, axis=1)], axis=-1)
-            alpha = np.concatenate([alpha, np.repeat(a_n[:, None, None], g, axis=1)], axis=-1)
-            reference = np.append(reference, n_ref)
-            axes = (*axes, names.PARAMS_B)
-        else:
-            size = const[names.PARAMS_B].sel({names.SETTING_DIM: list(chosen)})
-            with np.errstate(over="ignore", invalid="ignore"):
-                floor = floor + laws.size_term(
-                    size.to_numpy().astype(float)[None, :], e[:, None], a_n[:, None], n_ref
-                )
-    elif size_axis:
-        raise RecipeError(
-            f"a price for {names.PARAMS_B!r} asks the recipe to choose the model size, but the "
-            "fit has no size term"
-        )
-    gamma = beta = None
-    pair = None
-    if names.INTERACTION_GAMMA in post and names.INTERACTION_BETA in post:
-        spec_text = fit.attrs.get(names.ATTR_SPEC)
-        if not spec_text:
-            raise RecipeError(
-                f"the fit has an interaction term but no {names.ATTR_SPEC!r} attribute"
-            )
-        spec = fit_spec(fit)
-        if spec.interaction is None:
-            raise RecipeError(
-                "the fit has interaction parameters but its spec declares no interaction"
-            )
-        pair = (axes.index(spec.interaction.axes[0]), axes.index(spec.interaction.axes[1]))
-        gamma = _stack(post[names.INTERACTION_GAMMA], chains, draws)
-        beta = _stack(post[names.INTERACTION_BETA], chains, draws)[:, None]
-    n_chain, n_draw = len(chains), len(draws)
-    parts = [coef, alpha, floor] + [p for p in (gamma, beta) if p is not None]
-    finite = np.all([np.isfinite(p).reshape(len(p), -1).all(axis=1) for p in parts], axis=0)
-    kept = finite.reshape(n_chain, n_draw).all(axis=0)  # a draw index kept in every chain
-    if not kept.all():
-        why = _not_finite(coef[~finite], alpha[~finite])
-        if not kept.any():
-            raise RecipeError(
-                f"no posterior draw has a finite law in every setting ({why}): the fit "
-                "cannot give a recipe"
-            )
-        left_out, bad = int((~kept).sum()) * n_chain, int((~finite).sum())
-        others = (
-            f", and {left_out - bad} at the same draw index in other chains"
-            if left_out > bad
-            else ""
-        )
-        preview = "; a preview's Laplace draws reach such tails"
-        warnings.warn(
-            f"{left_out} of {n_chain * n_draw} posterior draws left out: {bad} whose law is "
-            f"not finite in some setting ({why}){others}"
-            + (preview if int(fit.attrs.get(names.ATTR_PREVIEW, 0)) else ""),
-            RecipeWarning,
-            stacklevel=2,
-        )
-        rows = np.tile(kept, n_chain)
-        coef, alpha, floor = coef[rows], alpha[rows], floor[rows]
-        gamma = None if gamma is None else gamma[rows]
-        beta = None if beta is None else beta[rows]
-        draws = [d for d, k in zip(draws, kept, strict=True) if k]
-    return LawDraws(
-        axes=axes,
-        settings=chosen,
-        chain=np.repeat(chains, len(draws)).astype(float),
-        draw=np.tile(draws, n_chain).astype(float),
-        coef=coef,
-        alpha=alpha,
-        floor=floor,
-        reference=reference,
-        gamma=gamma,
-        beta=beta,
-        pair=pair,
-        left_out=int((~kept).sum()) * n_chain,
-    )
-
-
-def _not_finite(coef: Array, alpha: Array) -> str:
-    """Why draws' laws are not finite, from their coefficients and exponents."""
-    exponents = alpha[np.isfinite(alpha)]
-    if np.isinf(coef).any() and exponents.size:
-        return (
-            f"the coefficient K = A D_ref^alpha overflows, at exponents up to {exponents.max():.3g}"
-        )
-    return "a parameter of the law is NaN or infinite"
 
 
 def success_of(law: allocate.PowerLaw, sizes: Array) -> Array:
@@ -298,7 +84,7 @@ def recipe_inputs(
     draws = law_draws(fit, settings, max_draws, size_axis=size_axis)
     kap, source = kappa_draws(draws.axes, draws.samples, pricing, kappa, seed)
     lo, hi = bounds_arrays(draws.axes, bounds)
-    columns = _axis_columns(fit, draws.axes)
+    columns = axis_columns(fit, draws.axes)
     cost = money_cost(draws.axes, [columns[a] for a in draws.axes], prices)
     return RecipeInputs(prices, draws, prices.for_axes(draws.axes), cost, kap, source, lo, hi)
 
@@ -457,9 +243,11 @@ def add_data_extent(ds: xr.Dataset, fit: xr.DataTree) -> xr.Dataset:
 
     * ``swept_min`` / ``swept_max`` (setting, axis): the fit's swept range (absent for fits
       written before it was stored);
-    * ``extrapolation`` per draw: the optimum the law sees (effective units) over the largest
-      swept value, ``D*_i / D_max,i``; ``decision_extrapolation`` (setting, budget, axis): the
-      median over draws of the decision's ``kappa_i x_i / D_max,i``;
+    * ``extrapolation`` per draw: the optimum in units bought over the largest swept value,
+      ``u*_i / D_max,i``; ``decision_extrapolation`` (setting, budget, axis): the decision's
+      ``x_i / D_max,i``. Both count what is bought, as the bounds do (a synthetic unit counts
+      as one, not as the ``kappa_i`` real units the law sees it as): a recipe of synthetic
+      data is "within the data" only where it buys no more than the data swept;
     * ``trajectories`` per draw (and ``decision_trajectories``): the trajectories the money
       cost charges for (its rollout monomial over the trajectory price: tasks x rollouts per
       task by default, :func:`~bayesscale.core.prices.money_cost`), or, without a money cost
@@ -468,7 +256,7 @@ def add_data_extent(ds: xr.Dataset, fit: xr.DataTree) -> xr.Dataset:
     """
     axes = [str(a) for a in ds[names.AXIS_DIM].to_numpy()]
     settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()]
-    columns = _axis_columns(fit, axes)
+    columns = axis_columns(fit, axes)
     ds.attrs["units_json"] = json.dumps(
         {a: names.UNIT_LONG.get(c, f"units of {c}") for a, c in columns.items()}
     )
@@ -502,19 +290,7 @@ def add_data_extent(ds: xr.Dataset, fit: xr.DataTree) -> xr.Dataset:
     dims = (names.SETTING_DIM, names.AXIS_DIM)
     ds[names.SWEPT_MIN] = (dims, swept.lo)
     ds[names.SWEPT_MAX] = (dims, swept.hi)
-    ds[names.EXTRAPOLATION] = ds[names.ALLOCATION] / ds[names.SWEPT_MAX]
+    ds[names.EXTRAPOLATION] = ds[names.PURCHASED] / ds[names.SWEPT_MAX]
     if names.DECISION in ds:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            kappa = ds[names.ALLOCATION] / ds[names.PURCHASED]  # per draw: 1 for real data
-        seen = (ds[names.DECISION] * kappa).median((names.CHAIN_DIM, names.DRAW_DIM))
-        ds[names.DECISION_EXTRAPOLATION] = seen / ds[names.SWEPT_MAX]
+        ds[names.DECISION_EXTRAPOLATION] = ds[names.DECISION] / ds[names.SWEPT_MAX]
     return ds
-
-
-def _axis_columns(fit: xr.DataTree, axes: Sequence[str]) -> dict[str, str]:
-    """The observation column each axis counts (from the fit's spec; the axis name otherwise)."""
-    columns = {}
-    if fit.attrs.get(names.ATTR_SPEC):
-        columns = {a.name: a.column for a in fit_spec(fit).axes}
-    columns[names.PARAMS_B] = names.PARAMS_B
-    return {a: columns.get(a, a) for a in axes}

@@ -12,11 +12,13 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
 from bayesscale.core.prices import Prices
 from bayesscale.recipe.draws import RecipeError, recipe_inputs, success_of, units_for_spend
+
+BOX_RTOL = 1e-9  # a split on the box's face is inside it (the solver's decision lies there)
 
 # --- iso-budget curves --------------------------------------------------------------------------
 
@@ -42,9 +44,16 @@ def iso_budget(
     ``(1 - s) B`` in the proportions of ``reference_spend``: a mapping axis -> money (the same
     for every setting), an array (setting, axis) — e.g. the recipe's ``decision_spend`` at
     this budget, so that each curve passes through the decision — or ``None`` (equal money).
-    Returns the per-draw success (chain, draw, setting, axis, share); bands come from
-    :func:`~bayesscale.recipe.output.summarize`. Points outside the box (``bounds``, capped by ``within_data`` as in
-    :func:`~bayesscale.recipe.solve.recipe`) are NaN.
+    The default share grid is 25 shares from 0.02 to 0.98 plus each setting's reference share
+    of each axis, so a curve always holds the reference split itself.
+
+    Returns the per-draw success (chain, draw, setting, axis, share) at every share, and
+    ``iso_budget_inside`` (setting, axis, share): whether the split lies in the box
+    (``bounds``, capped by ``within_data`` as in :func:`~bayesscale.recipe.solve.recipe`).
+    Where the box pins the reference split at a corner, moving one axis's share leaves it at
+    once; the success there is the law's, beyond what the recipe would buy: a caller that
+    wants only the box masks with ``inside`` (:func:`add_iso_budget` does). Bands come from
+    :func:`~bayesscale.recipe.output.summarize`.
     """
     inputs = recipe_inputs(
         fit,
@@ -59,21 +68,13 @@ def iso_budget(
     )
     draws, kap, lo, hi = inputs.draws, inputs.kappa, inputs.lo, inputs.hi
     axes = draws.axes
-    grid = np.linspace(0.02, 0.98, 25) if shares is None else np.asarray(shares, dtype=float)
-    if ((grid <= 0) | (grid >= 1)).any():
-        raise RecipeError("shares must lie strictly between 0 and 1")
     n, g = len(axes), len(draws.settings)
-    if reference_spend is None:
-        ref = np.ones((g, n))
-    elif isinstance(reference_spend, Mapping):
-        ref = np.broadcast_to(np.array([float(reference_spend[a]) for a in axes]), (g, n))
-    else:
-        ref = np.broadcast_to(np.asarray(reference_spend, dtype=float), (g, n))
-    if (~np.isfinite(ref) | (ref < 0)).any():
-        raise RecipeError("reference spends must be finite and >= 0")
+    ref = _reference(reference_spend, axes, g)
+    grid = _share_grid(shares, ref)
     law = draws.law()
     out = np.full((draws.samples, g, n, grid.size), np.nan)
     units = np.full((g, n, grid.size), np.nan)
+    inside = np.zeros((g, n, grid.size), dtype=bool)
     for i in range(n):
         others = np.delete(np.arange(n), i)
         w = ref[:, others] / np.maximum(ref[:, others].sum(axis=1, keepdims=True), 1e-300)
@@ -82,25 +83,18 @@ def iso_budget(
             money[:, i] = s * budget
             money[:, others] = (1 - s) * budget * w
             u = units_for_spend(inputs.cost, money)
-            inside = ((u >= lo * (1 - 1e-12)) & (u <= hi * (1 + 1e-12))).all(axis=1)
-            p = success_of(law, kap[:, None, :] * np.maximum(u, lo))
-            out[:, :, i, k] = np.where(inside, p, np.nan)
+            inside[:, i, k] = ((u >= lo * (1 - BOX_RTOL)) & (u <= hi * (1 + BOX_RTOL))).all(axis=1)
+            out[:, :, i, k] = success_of(law, kap[:, None, :] * np.maximum(u, lo))
             units[:, i, k] = np.median(kap[:, None, i] * u[None, :, i], axis=0)
     n_chain = np.unique(draws.chain).size
     arr = out.reshape(n_chain, -1, *out.shape[1:])
+    per_point = (names.SETTING_DIM, names.AXIS_DIM, names.SHARE_DIM)
+    sample = (names.CHAIN_DIM, names.DRAW_DIM)
     return xr.Dataset(
         {
-            names.ISO_SUCCESS: (
-                (
-                    names.CHAIN_DIM,
-                    names.DRAW_DIM,
-                    names.SETTING_DIM,
-                    names.AXIS_DIM,
-                    names.SHARE_DIM,
-                ),
-                arr,
-            ),
-            names.ISO_UNITS: ((names.SETTING_DIM, names.AXIS_DIM, names.SHARE_DIM), units),
+            names.ISO_SUCCESS: ((*sample, *per_point), arr),
+            names.ISO_UNITS: (per_point, units),
+            names.ISO_INSIDE: (per_point, inside),
         },
         coords={
             names.SETTING_DIM: list(draws.settings),
@@ -109,6 +103,38 @@ def iso_budget(
             names.BUDGET_DIM: budget,
         },
     )
+
+
+def _reference(
+    reference_spend: Mapping[str, float] | ArrayLike | None, axes: Sequence[str], g: int
+) -> NDArray[np.float64]:
+    """The reference spend as (setting, axis); equal money without one."""
+    n = len(axes)
+    if reference_spend is None:
+        ref = np.ones((g, n))
+    elif isinstance(reference_spend, Mapping):
+        ref = np.broadcast_to(np.array([float(reference_spend[a]) for a in axes]), (g, n))
+    else:
+        ref = np.broadcast_to(np.asarray(reference_spend, dtype=float), (g, n))
+    if (~np.isfinite(ref) | (ref < 0)).any():
+        raise RecipeError("reference spends must be finite and >= 0")
+    return np.asarray(ref, dtype=float)
+
+
+def _share_grid(shares: ArrayLike | None, ref: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The given shares, or 25 from 0.02 to 0.98 plus every reference share in (0, 1).
+
+    >>> _share_grid(None, np.array([[1.0, 3.0]])).size  # 0.25 and 0.75 join the 25
+    27
+    """
+    if shares is not None:
+        grid = np.asarray(shares, dtype=float)
+        if ((grid <= 0) | (grid >= 1)).any():
+            raise RecipeError("shares must lie strictly between 0 and 1")
+        return grid
+    own = ref / np.maximum(ref.sum(axis=1, keepdims=True), 1e-300)
+    own = own[(own > 0) & (own < 1)]
+    return np.unique(np.concatenate([np.linspace(0.02, 0.98, 25), own.ravel()]))
 
 
 def add_iso_budget(
@@ -128,7 +154,7 @@ def add_iso_budget(
     interval of success) to every (setting, budget) row of a recipe's JSON
     (:func:`bayesscale.recipe.output.to_json`), through the decision (or, without one, the
     median per-draw spend). ``ds`` is the recipe the JSON summarises; the options are the
-    recipe's."""
+    recipe's. A share whose split leaves the box is ``None`` (the recipe cannot buy it)."""
     from bayesscale.recipe.output import summarize
 
     rows = {(r["setting"], r["budget"]): r for r in summary["results"]}
@@ -150,7 +176,7 @@ def add_iso_budget(
             max_draws=max_draws,
             within_data=within_data,
         )
-        bands = summarize(iso, prob)[names.ISO_SUCCESS]
+        bands = summarize(iso, prob)[names.ISO_SUCCESS].where(iso[names.ISO_INSIDE])
         grid = [float(x) for x in bands[names.SHARE_DIM].to_numpy()]
         for setting in bands[names.SETTING_DIM].to_numpy():
             curves = {}

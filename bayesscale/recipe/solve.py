@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
-from scipy import optimize
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
@@ -55,7 +55,9 @@ from bayesscale.core.geometric import (
 )
 from bayesscale.core.prices import Prices
 from bayesscale.data.fitfile import fit_spec
+from bayesscale.law.posterior import LawDraws
 from bayesscale.recipe.baselines import baseline_units, budget_multiplier
+from bayesscale.recipe.decision import decide
 from bayesscale.recipe.draws import (
     COST_EXACT,
     COST_LINEARISED,
@@ -63,6 +65,7 @@ from bayesscale.recipe.draws import (
     COST_TEXT,
     Array,
     RecipeError,
+    RecipeInputs,
     add_data_extent,
     effective_cost,
     recipe_inputs,
@@ -112,6 +115,8 @@ def _decision(
 
     y_lo, y_hi = np.log(lo), np.log(hi)
     y0 = _onto_budget(np.clip(np.log(start), y_lo, y_hi), cost, budget, y_lo)
+    from scipy import optimize  # only here: a fallback solver; SciPy's import is 0.5 s
+
     res = optimize.minimize(
         fun,
         y0,
@@ -213,11 +218,7 @@ def recipe(
     the data (:func:`~bayesscale.recipe.draws.add_data_extent`);
     :func:`~bayesscale.recipe.output.summarize` turns it into intervals.
     """
-    budgets_arr = np.atleast_1d(np.asarray(budgets, dtype=float))
-    if budgets_arr.ndim != 1 or (~np.isfinite(budgets_arr) | (budgets_arr <= 0)).any():
-        raise RecipeError(f"budgets must be finite and > 0, got {budgets_arr.tolist()}")
-    if cost_model not in COST_MODELS:
-        raise RecipeError(f"cost_model must be one of {list(COST_MODELS)}, got {cost_model!r}")
+    budgets_arr = _checked_budgets(budgets, cost_model)
     inputs = recipe_inputs(
         fit,
         prices=prices,
@@ -229,20 +230,86 @@ def recipe(
         within_data=within_data,
         seed=seed,
     )
+    _check_fundable(budgets_arr, inputs)
     draws, cost, kap, lo, hi = inputs.draws, inputs.cost, inputs.kappa, inputs.lo, inputs.hi
-    axes = draws.axes
-    floor_cost = float(cost(lo))
+    grow = _grow_index(draws.axes, grow_axis)
+    anchor = np.clip(draws.reference, lo, hi)
+    law = draws.law()
+    solved = _allocate_per_draw(draws, cost, kap, lo, hi, anchor, budgets_arr, cost_model)
+    purchased = solved.sol.sizes / kap[:, None, None, :]
+    base_success, base_units = _baselines(law, kap, cost, anchor, lo, hi, grow, budgets_arr)
+    decided = None
+    if decision and cost_model == COST_EXACT:
+        decided = _decide_all(
+            draws, solved.batched, law, inputs, budgets_arr, purchased, anchor, grow, multipliers
+        )
+    switch = list(switch_axes) if switch_axes is not None else _world_axes(fit, draws.axes)
+    ds = _recipe_dataset(
+        draws, inputs, budgets_arr, solved, purchased, base_success, base_units, decided, switch
+    )
+    ds.attrs = _recipe_attrs(
+        inputs,
+        cost_model,
+        grow,
+        0 if decided is None else decided.failures,
+        solved.sol.fallbacks,
+        anchor,
+        within_data,
+    )
+    return add_data_extent(ds, fit)
+
+
+_BASELINES = (names.TRAJ_HEAVY, names.CHINCHILLA)
+_DIMS_SGB = (names.CHAIN_DIM, names.DRAW_DIM, names.SETTING_DIM, names.BUDGET_DIM)
+
+
+def _checked_budgets(budgets: ArrayLike, cost_model: str) -> Array:
+    """The budgets as a 1-d array, after checking them and the cost model's name."""
+    budgets_arr = np.atleast_1d(np.asarray(budgets, dtype=float))
+    if budgets_arr.ndim != 1 or (~np.isfinite(budgets_arr) | (budgets_arr <= 0)).any():
+        raise RecipeError(f"budgets must be finite and > 0, got {budgets_arr.tolist()}")
+    if cost_model not in COST_MODELS:
+        raise RecipeError(f"cost_model must be one of {list(COST_MODELS)}, got {cost_model!r}")
+    return budgets_arr
+
+
+def _check_fundable(budgets_arr: Array, inputs: RecipeInputs) -> None:
+    """Every budget must buy the lower bounds."""
+    axes, lo = inputs.draws.axes, inputs.lo
+    floor_cost = float(inputs.cost(lo))
     if (budgets_arr < floor_cost * (1 - 1e-12)).any():
         raise RecipeError(
             f"budget {budgets_arr.min():g} is too small to buy the lower bounds "
             f"({', '.join(f'{a} >= {v:g}' for a, v in zip(axes, lo, strict=True))}), which cost "
             f"{floor_cost:g} {inputs.prices.currency}"
         )
-    decision = decision and cost_model == COST_EXACT
-    grow = _grow_index(axes, grow_axis)
-    anchor = np.clip(draws.reference, lo, hi)
-    law = draws.law()
-    S, G, n, B = draws.samples, len(draws.settings), len(axes), budgets_arr.size
+
+
+class _PerDraw(NamedTuple):
+    """The per-draw problem in effective units, batched (S, G, B, ...), and its solution."""
+
+    batched: allocate.PowerLaw
+    eff_cost: Posynomial
+    eff_lo: Array
+    eff_hi: Array
+    sol: allocate.Allocation
+    expo: Array
+
+
+def _allocate_per_draw(
+    draws: LawDraws,
+    cost: Posynomial,
+    kap: Array,
+    lo: Array,
+    hi: Array,
+    anchor: Array,
+    budgets_arr: Array,
+    cost_model: str,
+) -> _PerDraw:
+    """The optimal allocation of every draw, setting and budget, and its recipe exponents, by
+    the cost model: linearised (a fixed point), a linear cost (the additive solver) or the
+    exact posynomial (a geometric program)."""
+    n = len(draws.axes)
     eff = effective_cost(cost, kap)
     eff_cost = Posynomial(eff.weights[:, None, None, :], cost.powers)  # (S, 1, 1, M)
     eff_lo = (kap * lo)[:, None, None, :]
@@ -270,17 +337,112 @@ def recipe(
     else:
         sol = solve_posynomial(batched, eff_cost, budgets_arr, eff_lo, eff_hi)
         expo = local_exponents_posynomial(sol, batched, eff_cost, budgets_arr)
-    success_opt = success_of(batched, sol.sizes)
-    spend = eff_cost.terms(sol.sizes)  # money per axis (its own monomial)
-    purchased = sol.sizes / kap[:, None, None, :]
+    return _PerDraw(batched, eff_cost, eff_lo, eff_hi, sol, expo)
 
-    dims_sgb = (names.CHAIN_DIM, names.DRAW_DIM, names.SETTING_DIM, names.BUDGET_DIM)
+
+def _baselines(
+    law: allocate.PowerLaw,
+    kap: Array,
+    cost: Posynomial,
+    anchor: Array,
+    lo: Array,
+    hi: Array,
+    grow: int,
+    budgets_arr: Array,
+) -> tuple[Array, Array]:
+    """Per draw, the success (S, G, B, baseline) of the trajectory-heavy and Chinchilla-style
+    allocations, and their purchased units (B, baseline, n); NaN where unfundable."""
+    S, G, n = kap.shape[0], law.coef.shape[1], anchor.size
+    B = budgets_arr.size
+    base_success = np.full((S, G, B, len(_BASELINES)), np.nan)
+    base_units = np.full((B, len(_BASELINES), n), np.nan)
+    for k, kind in enumerate(_BASELINES):
+        units, _ = baseline_units(kind, budgets_arr, cost, anchor, lo, hi, grow)
+        base_units[:, k] = units
+        for j in range(B):
+            if not np.isnan(units[j]).any():
+                base_success[:, :, j, k] = success_of(law, kap[:, None, :] * units[j])
+    return base_success, base_units
+
+
+class _Decided(NamedTuple):
+    """The decision (G, B, n), its success per draw (S, G, B), the budget multipliers the
+    baselines need to match it (S, G, B, baseline; None when not asked), and how many SLSQP
+    fallbacks did not converge."""
+
+    dec: Array
+    success: Array
+    mult: Array | None
+    failures: int
+
+
+def _decide_all(
+    draws: LawDraws,
+    batched: allocate.PowerLaw,
+    law: allocate.PowerLaw,
+    inputs: RecipeInputs,
+    budgets_arr: Array,
+    purchased: Array,
+    anchor: Array,
+    grow: int,
+    multipliers: bool,
+) -> _Decided:
+    """The decision per setting and budget (Newton from the per-draw optima's median, SLSQP
+    where it does not settle), its success per draw and, if asked, the budget multipliers."""
+    cost, kap, lo, hi = inputs.cost, inputs.kappa, inputs.lo, inputs.hi
+    S, G, n, B = draws.samples, len(draws.settings), len(draws.axes), budgets_arr.size
+    failures = 0
+    dec = np.empty((G, B, n))
+    dec_success = np.empty((S, G, B))
+    starts = np.median(purchased, axis=0)  # (G, B, n): the per-draw optima's median
+    dec[:], settled = decide(batched, kap, cost, budgets_arr, lo, hi, starts)
+    for g, j in zip(*np.nonzero(~settled), strict=True):  # Newton did not settle: SLSQP
+        law_g = allocate.PowerLaw(
+            draws.coef[:, g],
+            draws.alpha[:, g],
+            draws.floor[:, g],
+            None if draws.gamma is None else draws.gamma[:, g],
+            None if draws.beta is None else draws.beta[:, 0],
+            draws.pair,
+        )
+        dec[g, j], converged = _decision(law_g, kap, cost, budgets_arr[j], lo, hi, starts[g, j])
+        failures += not converged
+    dec_success[:] = success_of(batched, kap[:, None, None, :] * dec[None])
+    if not multipliers:
+        return _Decided(dec, dec_success, None, failures)
+    mult = np.full((S, G, B, len(_BASELINES)), np.nan)
+    target = -np.log(dec_success)
+    for j, b in enumerate(budgets_arr):
+        for k, kind in enumerate(_BASELINES):
+            mult[:, :, j, k] = budget_multiplier(
+                law, kap, target[:, :, j], kind, b, cost, anchor, lo, hi, grow
+            )
+    return _Decided(dec, dec_success, mult, failures)
+
+
+def _recipe_dataset(
+    draws: LawDraws,
+    inputs: RecipeInputs,
+    budgets_arr: Array,
+    solved: _PerDraw,
+    purchased: Array,
+    base_success: Array,
+    base_units: Array,
+    decided: _Decided | None,
+    switch: Sequence[str],
+) -> xr.Dataset:
+    """The per-draw variables (chain, draw, setting, budget[, axis | baseline]), the
+    baselines' units, the decision and the switch prices, as one Dataset (no attrs yet)."""
+    axes, cost, kap = draws.axes, inputs.cost, inputs.kappa
+    sol, S = solved.sol, draws.samples
+    success_opt = success_of(solved.batched, sol.sizes)
+    spend = solved.eff_cost.terms(sol.sizes)  # money per axis (its own monomial)
     chains = np.unique(draws.chain).astype(int)
     n_chain = chains.size
     n_draw = S // n_chain
 
     def per_draw(arr: Array, extra: tuple[str, ...] = ()) -> tuple[tuple[str, ...], Array]:
-        return (*dims_sgb, *extra), arr.reshape(n_chain, n_draw, *arr.shape[1:])
+        return (*_DIMS_SGB, *extra), arr.reshape(n_chain, n_draw, *arr.shape[1:])
 
     data: dict[str, tuple[tuple[str, ...], Array]] = {
         names.ALLOCATION: per_draw(sol.sizes, (names.AXIS_DIM,)),
@@ -288,75 +450,62 @@ def recipe(
         names.SPEND_SHARE: per_draw(spend / budgets_arr[None, None, :, None], (names.AXIS_DIM,)),
         names.SHADOW_PRICE: per_draw(sol.multiplier),
         names.SUCCESS_OPTIMUM: per_draw(success_opt),
-        names.RECIPE_EXPONENT: per_draw(expo, (names.AXIS_DIM,)),
+        names.RECIPE_EXPONENT: per_draw(solved.expo, (names.AXIS_DIM,)),
+        names.SUCCESS_BASELINE: per_draw(base_success, (names.BASELINE_DIM,)),
     }
-    baselines = (names.TRAJ_HEAVY, names.CHINCHILLA)
-    base_success = np.full((S, G, B, len(baselines)), np.nan)
-    base_units = np.full((B, len(baselines), n), np.nan)
-    for k, kind in enumerate(baselines):
-        units, _ = baseline_units(kind, budgets_arr, cost, anchor, lo, hi, grow)
-        base_units[:, k] = units
-        for j in range(B):
-            if not np.isnan(units[j]).any():
-                base_success[:, :, j, k] = success_of(law, kap[:, None, :] * units[j])
-    data[names.SUCCESS_BASELINE] = per_draw(base_success, (names.BASELINE_DIM,))
-
-    failures = 0
-    if decision:
-        dec = np.empty((G, B, n))
-        dec_success = np.empty((S, G, B))
-        mult = np.full((S, G, B, len(baselines)), np.nan)
-        for g in range(G):
-            law_g = allocate.PowerLaw(
-                draws.coef[:, g],
-                draws.alpha[:, g],
-                draws.floor[:, g],
-                None if draws.gamma is None else draws.gamma[:, g],
-                None if draws.beta is None else draws.beta[:, 0],
-                draws.pair,
-            )
-            for j, b in enumerate(budgets_arr):
-                start = np.median(purchased[:, g, j], axis=0)
-                u, converged = _decision(law_g, kap, cost, b, lo, hi, start)
-                failures += not converged
-                dec[g, j] = u
-                dec_success[:, g, j] = success_of(law_g, kap * u)
-        data[names.SUCCESS_DECISION] = per_draw(dec_success)
+    if decided is not None:
+        data[names.SUCCESS_DECISION] = per_draw(decided.success)
         data[names.SUCCESS_GAIN] = per_draw(
-            dec_success[..., None] - base_success, (names.BASELINE_DIM,)
+            decided.success[..., None] - base_success, (names.BASELINE_DIM,)
         )
-        if multipliers:
-            target = -np.log(dec_success)
-            for j, b in enumerate(budgets_arr):
-                for k, kind in enumerate(baselines):
-                    mult[:, :, j, k] = budget_multiplier(
-                        law, kap, target[:, :, j], kind, b, cost, anchor, lo, hi, grow
-                    )
-            data[names.COMPUTE_MULTIPLIER] = per_draw(mult, (names.BASELINE_DIM,))
-    switch = list(switch_axes) if switch_axes is not None else _world_axes(fit, axes)
+        if decided.mult is not None:
+            data[names.COMPUTE_MULTIPLIER] = per_draw(decided.mult, (names.BASELINE_DIM,))
     coords: dict[str, object] = {
         names.CHAIN_DIM: chains,
         names.DRAW_DIM: draws.draw[:n_draw].astype(int),
         names.SETTING_DIM: list(draws.settings),
         names.BUDGET_DIM: budgets_arr,
         names.AXIS_DIM: list(axes),
-        names.BASELINE_DIM: list(baselines),
+        names.BASELINE_DIM: list(_BASELINES),
     }
     ds = xr.Dataset({k: xr.Variable(*v) for k, v in data.items()}, coords=coords)
     ds[names.BASELINE_UNITS] = ((names.BUDGET_DIM, names.BASELINE_DIM, names.AXIS_DIM), base_units)
-    if decision:
+    if decided is not None:
         dims = (names.SETTING_DIM, names.BUDGET_DIM, names.AXIS_DIM)
-        ds[names.DECISION] = (dims, dec)
-        ds[names.DECISION_SPEND] = (dims, cost.terms(dec))
+        ds[names.DECISION] = (dims, decided.dec)
+        ds[names.DECISION_SPEND] = (dims, cost.terms(decided.dec))
         ds[names.EXPECTED_SUCCESS] = ds[names.SUCCESS_DECISION].mean(
             (names.CHAIN_DIM, names.DRAW_DIM)
         )
     for axis in switch:
         if axis not in axes:
             raise RecipeError(f"switch axis {axis!r} is not an axis of the fit: {list(axes)}")
-        price = _switch_price(batched, eff_cost, budgets_arr, eff_lo, eff_hi, kap, axes.index(axis))
+        price = _switch_price(
+            solved.batched,
+            solved.eff_cost,
+            budgets_arr,
+            solved.eff_lo,
+            solved.eff_hi,
+            kap,
+            axes.index(axis),
+        )
         ds[f"{names.SWITCH_PRICE}_{axis}"] = per_draw(price)
-    ds.attrs = {
+    return ds
+
+
+def _recipe_attrs(
+    inputs: RecipeInputs,
+    cost_model: str,
+    grow: int,
+    failures: int,
+    fallbacks: int,
+    anchor: Array,
+    within_data: float | None,
+) -> dict[str, object]:
+    """The recipe's attrs: the cost model and prices, the discounts' source, the baselines'
+    growing axis, the solvers' failures, the anchors, bounds and data cap."""
+    axes, cost, lo, hi = inputs.draws.axes, inputs.cost, inputs.lo, inputs.hi
+    return {
         names.ATTR_COST_MODEL: f"{COST_TEXT[cost_model]}; {inputs.prices.trajectory_rule()}",
         names.ATTR_COST_KIND: cost_model,
         names.ATTR_CURRENCY: inputs.prices.currency,
@@ -367,15 +516,14 @@ def recipe(
         names.ATTR_KAPPA_SOURCE: inputs.kappa_source,
         "grow_axis": axes[grow],
         "decision_solver_failures": failures,
-        "allocation_solver_fallbacks": sol.fallbacks,
-        "draws_left_out": draws.left_out,
+        "allocation_solver_fallbacks": fallbacks,
+        "draws_left_out": inputs.draws.left_out,
         "anchors": json.dumps(dict(zip(axes, anchor.tolist(), strict=True))),
         "bounds": json.dumps(
             {a: [lo[i], None if np.isinf(hi[i]) else hi[i]] for i, a in enumerate(axes)}
         ),
         "within_data": "none" if within_data is None else float(within_data),
     }
-    return add_data_extent(ds, fit)
 
 
 def _grow_index(axes: Sequence[str], grow_axis: str | None) -> int:

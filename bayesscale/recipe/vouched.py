@@ -22,7 +22,8 @@ import numpy as np
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.data.extrapolation import WARN_FACTOR, beyond, times
+from bayesscale.data.extrapolation import WARN_FACTOR, beyond
+from bayesscale.formatting import format_number, times
 from bayesscale.recipe.solve import recipe
 
 HEADLINE_WITHIN = "within the data"
@@ -135,8 +136,6 @@ def sweep_further_text(targets: dict[str, tuple[float, float, float]]) -> str:
     >>> sweep_further_text({"env": (1088.0, 8.0, 256.0)})
     'env to >= 1.09k (the sweep reaches 256)'
     """
-    from bayesscale.report.tables import format_number
-
     parts = []
     for axis, (needed, lo, hi) in targets.items():
         if needed > hi:
@@ -180,26 +179,6 @@ def headline_json(
             extent = row.get("extrapolation") or {}
             row["within_data"] = not extent.get("beyond")
     return head
-
-
-def bounded_caveat(
-    bounded: xr.Dataset,
-    unbounded: xr.Dataset,
-    warn_beyond: float,
-    where: str = "`beyond_data` marks those rows. The unbounded recipe is an extrapolation "
-    "(`vouched=False`)",
-) -> str:
-    """The caveat of a bounded headline: how many rows, how far the unbounded recipe went, and
-    what to do; ``where`` says where the unbounded recipe is to be found."""
-    beyond = bounded[names.BEYOND_DATA]
-    worst = rows_worst(unbounded)
-    axes = ", ".join(f"{a} {times(f)}" for a, f in worst.items() if f > warn_beyond)
-    return (
-        f"in {int(beyond.sum())} of {beyond.size} (setting, budget) rows the unbounded recipe "
-        f"asks for more than {warn_beyond:g}x the largest swept value of an axis (up to: "
-        f"{axes}); those rows are the recipe within {warn_beyond:g}x of the data; {where}: "
-        "sweep further first, then refit"
-    )
 
 
 def rows_worst(ds: xr.Dataset) -> dict[str, float]:

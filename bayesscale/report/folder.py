@@ -33,8 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from bayesscale import __version__
-from bayesscale.atomic import default_mode, track, untrack
+from bayesscale._version import __version__
+from bayesscale.atomic import default_mode, naming_target, track, untrack
 
 MANIFEST: Final = "report.json"
 MANIFEST_KIND: Final = "bayesscale-report"
@@ -101,7 +101,8 @@ def building(path: Path, fingerprint: Mapping[str, Any], force: bool) -> Iterato
     path = Path(path)
     prepare(path, fingerprint, force)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+    with naming_target(path):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
     tmp.chmod(default_mode(directory=True))  # mkdtemp gives 0o700
     track(tmp)
     try:

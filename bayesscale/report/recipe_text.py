@@ -1,6 +1,6 @@
 """The recipe as text: what ``bayesscale recipe`` prints, from the recipe's JSON summary.
 
-Every number has one format (:func:`bayesscale.report.tables.format_number`: three
+Every number has one format (:func:`bayesscale.formatting.format_number`: three
 significant digits, k/M/G/T from a thousand up); intervals read ``median [lower, upper]``.
 
 >>> from bayesscale.recipe.output import to_json
@@ -13,11 +13,11 @@ True
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from bayesscale.data.extrapolation import times
-from bayesscale.report.tables import format_number
+from bayesscale.formatting import format_number, times
+from bayesscale.formatting import money as money_text
+from bayesscale.recipe.notes import discount_note, price_unit_note
 
 
 def _fmt(x: float | str | None) -> str:
@@ -33,66 +33,29 @@ def _interval(t: dict[str, float | str | None]) -> str:
     return f"{_fmt(t['median'])} [{_fmt(t['lower'])}, {_fmt(t['upper'])}]"
 
 
-EFFECTIVE_UNITS = "effective units (kappa x units bought: what the law is evaluated at)"
-
-
-def price_unit_note(summary: dict[str, Any]) -> str | None:
-    """How the money cost prices trajectories (where an axis is bought as trajectories), or,
-    under the paper's linearised convention, what its rollout price means; else ``None``."""
-    powers = summary.get("money_cost_powers")
-    prices = summary.get("unit_prices", {})
-    axes = list(prices)
-    if not powers or len(powers) != len(axes):
-        return None
-    weights = summary.get("money_cost_weights") or [prices[a] for a in axes]
-    for i, a in enumerate(axes):
-        per_unit = weights[i] / prices[a]
-        if not math.isclose(per_unit, 1.0) and not any(
-            p for j, p in enumerate(powers[i]) if j != i
-        ):
-            return (
-                f"the {a} price is per trajectory (one rollout of one task): a run trains on "
-                f"{per_unit:,.6g} task-environment cells, so an allocation buys {per_unit:,.6g} x "
-                f"{a} trajectories"
-            )
-    for i, row in enumerate(powers):
-        others = [axes[j] for j, p in enumerate(row) if p and j != i]
-        if not others:
-            continue
-        times_ = " x ".join([*others, axes[i]])
-        if summary.get("cost_kind") == "linearised":
-            return (
-                f"the paper's linearised convention: one {axes[i]} unit is priced at the "
-                f"{axes[i]} price x the optimum's {' x '.join(others)} (a fixed point per draw), "
-                f"so the money spent equals {times_} trajectories at the {axes[i]} price; it is "
-                "not the optimum of that money (--cost exact is)"
-            )
-        return (
-            f"the {axes[i]} price is per trajectory (one rollout of one task): an allocation "
-            f"buys {times_} trajectories"
-        )
-    return None
-
-
-def discount_note(kappa_source: str | None) -> str | None:
-    """Where discounts come from a pricing fit: they are small-ratio intercepts, optimistic
-    where synthetic data dominate (else ``None``)."""
-    from bayesscale.recipe.draws import KAPPA_FROM_PRICING_FIT
-
-    if not kappa_source or KAPPA_FROM_PRICING_FIT not in kappa_source:
-        return None
-    return (
-        "a pricing fit's discount is its small-ratio kappa0: every unit is priced as synthetic "
-        "data at that rate, but past a method's collapse ratio r* synthetic data are worth "
-        "less, so the recipe is optimistic where synthetic data would dominate an axis"
-    )
+UNITS_BOUGHT = "units bought (a synthetic unit counts as one, before its discount kappa)"
 
 
 def format_recipe(summary: dict[str, Any]) -> str:
     """The text ``bayesscale recipe`` prints: a table per (setting, budget) row of the recipe's
     JSON (:func:`bayesscale.recipe.output.to_json`), after the cost model, units, discounts and
     bounds it was computed with."""
-    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+    lines = _header_lines(summary)
+    lines.append("")
+    for row in summary["results"]:
+        lines += _row_lines(row, summary["currency"], summary.get("extrapolation_warn_factor"))
+    return "\n".join(lines)
+
+
+def _header_lines(summary: dict[str, Any]) -> list[str]:
+    """What the recipe was computed with: cost model, units, discounts, bounds, intervals, and
+    the legends of the markers its rows use."""
+    from bayesscale.law.sensitivity import (
+        FLAG_BORDERLINE,
+        FLAG_DOMINATED,
+        FLAG_SENSITIVE,
+        MARKERS,
+    )
 
     pct = round(100 * summary["prob"])
     cur = summary["currency"]
@@ -114,7 +77,7 @@ def format_recipe(summary: dict[str, Any]) -> str:
         )
         + (f" (within {within:g}x the largest swept values)" if within else ""),
         f"intervals: median [{pct}% equal-tailed] over posterior draws",
-        f"x swept max: the decision (else the optimum's median) in {EFFECTIVE_UNITS} over the "
+        f"x swept max: the decision (else the optimum's median) in {UNITS_BOUGHT} over the "
         f"largest value of the axis in the setting's data; ! = more than {warn:g}x outside the "
         "swept range",
     ]
@@ -125,9 +88,10 @@ def format_recipe(summary: dict[str, Any]) -> str:
     ]
     if any(r.get("exponent_flags") for r in summary["results"]):
         lines.append(
-            f"{MARKERS[FLAG_DOMINATED]} / {MARKERS[FLAG_SENSITIVE]} after an axis: its exponent "
-            f"is {FLAG_DOMINATED} / {FLAG_SENSITIVE} in that setting (bayesscale summary): the "
-            "split along it leans on the prior"
+            f"{MARKERS[FLAG_DOMINATED]} / {MARKERS[FLAG_SENSITIVE]} / {MARKERS[FLAG_BORDERLINE]} "
+            f"after an axis: its exponent is {FLAG_DOMINATED} / {FLAG_SENSITIVE} / "
+            f"{FLAG_BORDERLINE} in that setting (bayesscale summary): the split along it leans, "
+            "or may lean, on the prior"
         )
     if summary.get("headline") == "bounded to the data":
         lines.append(
@@ -135,65 +99,69 @@ def format_recipe(summary: dict[str, Any]) -> str:
             f"{warn:g}x outside the swept range, the table is the recipe bounded to {warn:g}x "
             "the largest swept values, and the unbounded one follows it as an extrapolation"
         )
-    lines.append("")
-    for row in summary["results"]:
-        mark = ""
-        if row.get("within_data") is False and "extrapolation_recipe" in row:
-            mark = f"  |  bounded to {warn:g}x the data"
-        elif row.get("within_data"):
-            mark = "  |  within the data"
-        lines.append(f"== {row['setting']}  |  budget {row['budget']:,.0f} {cur}{mark}")
-        head = ("axis", "optimum per draw", "decision", "spend", "x swept max", "exponent e_i")
+    return lines
+
+
+def _row_lines(row: dict[str, Any], cur: str, warn: float | None) -> list[str]:
+    """One (setting, budget) row's table and the lines under it, ending with a blank line."""
+    from bayesscale.law.sensitivity import MARKERS
+
+    lines: list[str] = []
+    mark = ""
+    if row.get("within_data") is False and "extrapolation_recipe" in row:
+        mark = f"  |  bounded to {warn:g}x the data"
+    elif row.get("within_data"):
+        mark = "  |  within the data"
+    lines.append(f"== {row['setting']}  |  budget {money_text(row['budget'])} {cur}{mark}")
+    head = ("axis", "optimum per draw", "decision", "spend", "x swept max", "exponent e_i")
+    lines.append(
+        f"   {head[0]:<10} {head[1]:<28} {head[2]:>9} {head[3]:>9}  {head[4]:<12} {head[5]}"
+    )
+    extent = row.get("extrapolation") or {}
+    flags = row.get("exponent_flags") or {}
+    for axis, t in row["allocation"].items():
+        label = f"{axis} {MARKERS[flags[axis]]}" if axis in flags else axis
+        dec = _fmt(row["decision"][axis]) if "decision" in row else "-"
+        if "decision_spend" in row:
+            money = _fmt(row["decision_spend"][axis])
+        elif "spend" in row:
+            money = _fmt(row["spend"][axis]["median"])
+        else:
+            money = "-"
+        expo = _interval(row["recipe_exponent"][axis])
+        factor = _factor(extent, axis)
+        lines.append(f"   {label:<10} {_interval(t):<28} {dec:>9} {money:>9}  {factor:<12} {expo}")
+    if "trajectories" in row:
+        tr = row["trajectories"]
+        text = f"   trajectories: optimum {_interval(tr['optimum'])}"
+        if "decision" in tr:
+            text += f"; decision {_fmt(tr['decision'])}"
+        lines.append(text)
+    spent = row.get("budget_spent")
+    if spent is not None and spent < 0.99 * row["budget"]:
         lines.append(
-            f"   {head[0]:<10} {head[1]:<28} {head[2]:>9} {head[3]:>9}  {head[4]:<12} {head[5]}"
+            f"   spent: {_fmt(spent)} of {_fmt(row['budget'])} {cur}: the bounds leave the "
+            "rest unspent"
         )
-        extent = row.get("extrapolation") or {}
-        flags = row.get("exponent_flags") or {}
-        for axis, t in row["allocation"].items():
-            label = f"{axis} {MARKERS[flags[axis]]}" if axis in flags else axis
-            dec = _fmt(row["decision"][axis]) if "decision" in row else "-"
-            if "decision_spend" in row:
-                money = _fmt(row["decision_spend"][axis])
-            elif "spend" in row:
-                money = _fmt(row["spend"][axis]["median"])
-            else:
-                money = "-"
-            expo = _interval(row["recipe_exponent"][axis])
-            factor = _factor(extent, axis)
-            lines.append(
-                f"   {label:<10} {_interval(t):<28} {dec:>9} {money:>9}  {factor:<12} {expo}"
-            )
-        if "trajectories" in row:
-            tr = row["trajectories"]
-            text = f"   trajectories: optimum {_interval(tr['optimum'])}"
-            if "decision" in tr:
-                text += f"; decision {_fmt(tr['decision'])}"
-            lines.append(text)
-        spent = row.get("budget_spent")
-        if spent is not None and spent < 0.99 * row["budget"]:
-            lines.append(
-                f"   spent: {_fmt(spent)} of {_fmt(row['budget'])} {cur}: the bounds leave the "
-                "rest unspent"
-            )
-        if "success_at_decision" in row:
-            lines.append(
-                f"   success of the decision: {_interval(row['success_at_decision'])} "
-                f"(expected {_fmt(row['expected_success'])})"
-            )
-        for b, entry in row.get("baselines", {}).items():
-            text = f"   vs {b:<11} success {_interval(entry['success'])}"
-            if "gain_of_decision" in entry:
-                text += f"; gain {_interval(entry['gain_of_decision'])}"
-            if "compute_multiplier" in entry:
-                text += f"; budget x needed {_interval(entry['compute_multiplier'])}"
-            lines.append(text)
-        for key, value in row.items():
-            if key.startswith("switch_price"):
-                lines.append(f"   {key} ({cur} per unit): {_interval(value)}")
-        if "extrapolation_recipe" in row:
-            lines += _extrapolation_lines(row, cur)
-        lines.append("")
-    return "\n".join(lines)
+    if "success_at_decision" in row:
+        lines.append(
+            f"   success of the decision: {_interval(row['success_at_decision'])} "
+            f"(expected {_fmt(row['expected_success'])})"
+        )
+    for b, entry in row.get("baselines", {}).items():
+        text = f"   vs {b:<11} success {_interval(entry['success'])}"
+        if "gain_of_decision" in entry:
+            text += f"; gain {_interval(entry['gain_of_decision'])}"
+        if "compute_multiplier" in entry:
+            text += f"; budget x needed {_interval(entry['compute_multiplier'])}"
+        lines.append(text)
+    for key, value in row.items():
+        if key.startswith("switch_price"):
+            lines.append(f"   {key} ({cur} per unit): {_interval(value)}")
+    if "extrapolation_recipe" in row:
+        lines += _extrapolation_lines(row, cur)
+    lines.append("")
+    return lines
 
 
 def _factor(extent: dict[str, Any], axis: str) -> str:
@@ -234,87 +202,3 @@ def _extrapolation_lines(row: dict[str, Any], cur: str) -> list[str]:
             "budget than the bounded recipe spends buys sizes the law has not seen"
         )
     return lines
-
-
-def extrapolation_warning(summary: dict[str, Any], within: float | None) -> str | None:
-    """One line when rows of the recipe's JSON lie beyond its warning threshold (how many, the
-    worst factor per axis, and what keeps the recipe inside the data), a note when the fit
-    stores no swept range, else ``None``. ``within``: the ``--within-data`` factor, if any."""
-    from bayesscale.data.extrapolation import describe
-
-    results = summary["results"]
-    if results and not any(r.get("extrapolation") for r in results):
-        return (
-            "note: this fit stores no swept range (written by an older version): refit it to "
-            "see how far the recipe extrapolates"
-        )
-    beyond = [r for r in results if r.get("extrapolation") and r["extrapolation"]["beyond"]]
-    if not beyond:
-        return None
-    worst: dict[str, float] = {}
-    for r in beyond:
-        for axis in r["extrapolation"]["beyond"]:
-            factor = _as_float(r["extrapolation"]["axes"][axis]["outside"])
-            worst[axis] = max(worst.get(axis, 0.0), factor)
-    threshold = summary["extrapolation_warn_factor"]
-    axes = ", ".join(
-        f"{a} up to {describe(f).removesuffix(' the swept range')}"
-        for a, f in sorted(worst.items(), key=lambda kv: -kv[1])
-    )
-    hint = (
-        f"--within-data {threshold:g}, or within_data={threshold:g} in Python, keeps the "
-        f"recipe within {threshold:g}x"
-        if within is None
-        else "with --within-data, what remains lies below the swept range"
-    )
-    return (
-        f"warning: {len(beyond)} of {len(results)} (setting, budget) rows lie more than "
-        f"{threshold:g}x outside the swept range: {axes}; a power law says little that far "
-        f"beyond the range it was fitted on ({hint})"
-    )
-
-
-def exponent_flags_note(summary: dict[str, Any]) -> str | None:
-    """One note when rows of the recipe's JSON carry ``exponent_flags``
-    (:func:`bayesscale.recipe.output.flag_rows`): which axes the data barely identify, in how
-    many settings, and what to do; else ``None``."""
-    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
-
-    settings = {row["setting"]: row.get("exponent_flags", {}) for row in summary["results"]}
-    counts: dict[tuple[str, str], int] = {}
-    for marked in settings.values():
-        for axis, flag in marked.items():
-            counts[(axis, flag)] = counts.get((axis, flag), 0) + 1
-    if not counts:
-        return None
-    order = {FLAG_DOMINATED: 0, FLAG_SENSITIVE: 1}
-    parts = [
-        f"{axis} {flag} ({MARKERS[flag]}) in {n} of {len(settings)} settings"
-        for (axis, flag), n in sorted(counts.items(), key=lambda kv: (order[kv[0][1]], -kv[1]))
-    ]
-    return (
-        "note: exponents the data barely identify, marked in the table: "
-        f"{'; '.join(parts)}. Where the decision leans on such an axis it says as much about "
-        "the prior as about the data: refit with `bayesscale fit --prior-scale 2` (in Python, "
-        "`bs.fit(..., prior_scale=2)`) and compare (docs/identification.md)"
-    )
-
-
-def solver_failures_note(failures: int) -> str | None:
-    """One note when the expected-success optimiser failed for some (setting, budget) pairs.
-
-    >>> solver_failures_note(0) is None, solver_failures_note(2)[:40]
-    (True, 'note: the expected-success optimiser did')
-    """
-    if not failures:
-        return None
-    return (
-        f"note: the expected-success optimiser did not converge for {failures} (setting, "
-        "budget) pair(s); the better of its last point and the median per-draw optimum is "
-        "reported there"
-    )
-
-
-def _as_float(x: float | str | None) -> float:
-    """A JSON number back to a float (``"inf"`` too; ``None`` is NaN)."""
-    return float("nan") if x is None else float(x)

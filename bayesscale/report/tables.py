@@ -27,7 +27,6 @@ x
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,7 +38,8 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.atomic import write_atomically
-from bayesscale.data.extrapolation import WARN_FACTOR, beyond, outside, times
+from bayesscale.data.extrapolation import WARN_FACTOR, beyond, outside
+from bayesscale.formatting import INFINITY_MD, format_number, times
 
 if TYPE_CHECKING:
     from bayesscale.report.figures.provenance import Provenance
@@ -59,7 +59,6 @@ COVERAGE_TOLERANCE: Final = 1e-9
 
 MARKDOWN: Final = ".md"
 LATEX: Final = ".tex"
-INFINITY_MD: Final = "∞"
 INFINITY_TEX: Final = "$\\infty$"
 
 _LATEX_ESCAPES: Final = {
@@ -148,45 +147,6 @@ class Raw:
 
     def latex(self) -> str:
         return self.tex
-
-
-def format_number(x: float | None, digits: int | None = 2, sig: int = 3) -> str:
-    """A number for a table: ``digits`` decimals, or (``digits=None``) ``sig`` significant
-    digits with a k/M/G/T suffix from a thousand up (in scientific notation from 1e15);
-    ``None`` and ``inf`` give ``∞``, NaN ``n/a``.
-
-    >>> format_number(0.3512), format_number(1234567, None), format_number(950.4, None)
-    ('0.35', '1.23M', '950')
-    >>> format_number(12345, None), format_number(0.000123, None), format_number(None)
-    ('12.3k', '0.000123', '∞')
-    >>> format_number(999_999_999.6, None), format_number(999.6, None)
-    ('1.00G', '1.00k')
-    >>> format_number(999.6e12, None), format_number(1.66e16, None), format_number(5.55e-17, None)
-    ('1.00e+15', '1.66e+16', '5.55e-17')
-    """
-    if x is None or (isinstance(x, float) and math.isinf(x)):
-        return INFINITY_MD if x is None or x > 0 else "-" + INFINITY_MD
-    x = float(x)
-    if math.isnan(x):
-        return "n/a"
-    if digits is not None:
-        return f"{x:.{digits}f}"
-    if x == 0:
-        return "0"
-    x = float(f"{x:.{sig - 1}e}")  # round first: 999,999,999.6 is 1.00G, not 1000M
-    if abs(x) < 1e-4:  # 5.55e-17, not seventeen zeros
-        return f"{x:.{sig - 1}e}"
-    if abs(x) >= 1e15:  # past the largest suffix: 1000T would read as a typo
-        return f"{x:.{sig - 1}e}"
-    suffix = ""
-    for scale, name in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            x, suffix = x / scale, name
-            break
-    magnitude = math.floor(math.log10(abs(x)))
-    if magnitude >= sig - 1:
-        return f"{round(x):.0f}{suffix}"
-    return f"{x:.{sig - 1 - magnitude}f}{suffix}"
 
 
 def _latex_number(text: str) -> str:
@@ -472,7 +432,12 @@ def _flagged(cell: Cell, flag: str | None) -> Cell:
 
 def _prior_notes(summary: Mapping[str, Any]) -> tuple[str, ...]:
     """A note naming the markers and the rule when an exponent is flagged."""
-    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
+    from bayesscale.law.sensitivity import (
+        FLAG_BORDERLINE,
+        FLAG_DOMINATED,
+        FLAG_SENSITIVE,
+        MARKERS,
+    )
 
     ident = summary.get("identification")
     entries = list(summary["exponents"]["population"].values())
@@ -485,7 +450,9 @@ def _prior_notes(summary: Mapping[str, Any]) -> tuple[str, ...]:
         f"{MARKERS[FLAG_DOMINATED]} prior-dominated, {MARKERS[FLAG_SENSITIVE]} prior-sensitive: "
         f"the posterior of log α kept more than {1 - t['contraction_dominated']:.0%} "
         f"(resp. {1 - t['contraction_sensitive']:.0%}) of the prior's variance, or power-scaling "
-        f"the prior moved it (sensitivity ≥ {t['psense']:g}); the interval leans on the prior.",
+        f"the prior moved it (sensitivity ≥ {t['psense']:g}); the interval leans on the prior. "
+        f"{MARKERS[FLAG_BORDERLINE]} borderline: the Monte Carlo error of that share cannot tell "
+        "prior-sensitive from identified.",
     )
 
 
@@ -612,7 +579,6 @@ def recipe_table(
     :func:`bayesscale.recipe.output.exponent_flags` of the law fit) marks the units bought
     along an axis whose exponent the data barely identify in that setting (``‡``
     prior-dominated, ``†`` prior-sensitive), with a note under the table."""
-    from bayesscale.law.sensitivity import FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
     from bayesscale.recipe.output import summarize
 
     exponent_flags = exponent_flags or {}
@@ -646,24 +612,56 @@ def recipe_table(
         if k:
             breaks.append(len(rows))
         for j in picks:
-            bought = (
-                s[names.PURCHASED].isel({names.BUDGET_DIM: j}).sel({names.SETTING_DIM: setting})
+            rows.append(
+                _recipe_row(s, have, j, setting, axes, exponent_flags.get(setting, {}), warn_factor)
             )
-            row: list[Cell | str | int | float] = [setting, Number(float(have[j]), None)]
-            at = {names.SETTING_DIM: setting}
-            flags = exponent_flags.get(setting, {})
-            for a in axes:
-                q = bought.sel({names.AXIS_DIM: a}).to_numpy().astype(float)
-                row.append(_flagged(Interval(q[1], q[0], q[2], digits=None), flags.get(a)))
-            if trajectories:
-                qt = s[names.TRAJECTORIES].isel({names.BUDGET_DIM: j}).sel(at).to_numpy()
-                row.append(Interval(float(qt[1]), float(qt[0]), float(qt[2]), digits=None))
-            success = s[names.SUCCESS_OPTIMUM].isel({names.BUDGET_DIM: j}).sel(at)
-            qs = success.to_numpy().astype(float)
-            row.append(Interval(qs[1], qs[0], qs[2], digits=3))
-            if extent:
-                row.append(_beyond_text(s, j, setting, axes, warn_factor))
-            rows.append(row)
+    caption = _recipe_caption(ds, prob, trajectories, extent, warn_factor)
+    return PaperTable(
+        header,
+        rows,
+        caption,
+        label,
+        breaks=tuple(breaks),
+        notes=_recipe_notes(rows),
+        provenance=provenance,
+    )
+
+
+def _recipe_row(
+    s: xr.Dataset,
+    have: np.ndarray,
+    j: int,
+    setting: str,
+    axes: Sequence[str],
+    flags: Mapping[str, str],
+    warn_factor: float,
+) -> list[Cell | str | int | float]:
+    """One row of :func:`recipe_table`: the setting and budget ``have[j]``, the units bought per
+    axis, the trajectories (if the summary ``s`` has them), the success and how far beyond the
+    data (if it has that)."""
+    trajectories = names.TRAJECTORIES in s
+    extent = names.EXTRAPOLATION in s
+    bought = s[names.PURCHASED].isel({names.BUDGET_DIM: j}).sel({names.SETTING_DIM: setting})
+    row: list[Cell | str | int | float] = [setting, Number(float(have[j]), None)]
+    at = {names.SETTING_DIM: setting}
+    for a in axes:
+        q = bought.sel({names.AXIS_DIM: a}).to_numpy().astype(float)
+        row.append(_flagged(Interval(q[1], q[0], q[2], digits=None), flags.get(a)))
+    if trajectories:
+        qt = s[names.TRAJECTORIES].isel({names.BUDGET_DIM: j}).sel(at).to_numpy()
+        row.append(Interval(float(qt[1]), float(qt[0]), float(qt[2]), digits=None))
+    success = s[names.SUCCESS_OPTIMUM].isel({names.BUDGET_DIM: j}).sel(at)
+    qs = success.to_numpy().astype(float)
+    row.append(Interval(qs[1], qs[0], qs[2], digits=3))
+    if extent:
+        row.append(_beyond_text(s, j, setting, axes, warn_factor))
+    return row
+
+
+def _recipe_caption(
+    ds: xr.Dataset, prob: float, trajectories: bool, extent: bool, warn_factor: float
+) -> str:
+    """:func:`recipe_table`'s caption."""
     caption = (
         f"Budget recipe: optimal units bought per axis and the success they buy, posterior "
         f"median [{_pct(prob)} equal-tailed interval] over per-draw optima; cost model "
@@ -676,23 +674,34 @@ def recipe_table(
         caption += (
             f" Beyond the data: the axes whose median optimum lies more than {warn_factor:g}x "
             "outside the setting's swept range, with the factor over its largest swept value in "
-            "effective units (kappa x units bought: what the law is evaluated at); a power law "
+            "units bought (a synthetic unit counts as one, before its discount); a power law "
             "says little that far beyond the range it was fitted on."
         )
     within = ds.attrs.get("within_data", "none")
     if within != "none":
         caption += f" Every axis bounded at {float(within):g}x its largest swept value."
+    return caption
+
+
+def _recipe_notes(rows: list[list[Cell | str | int | float]]) -> tuple[str, ...]:
+    """The note on the exponent markers, if any row's cell carries one."""
+    from bayesscale.law.sensitivity import (
+        FLAG_BORDERLINE,
+        FLAG_DOMINATED,
+        FLAG_SENSITIVE,
+        MARKERS,
+    )
+
     notes: tuple[str, ...] = ()
     if any(isinstance(cell, _Marked) for row in rows for cell in row):
         notes = (
             f"{MARKERS[FLAG_DOMINATED]} prior-dominated, {MARKERS[FLAG_SENSITIVE]} "
-            "prior-sensitive: the data barely identify the setting's exponent along that axis "
+            f"prior-sensitive, {MARKERS[FLAG_BORDERLINE]} borderline: the data barely (or "
+            "perhaps barely) identify the setting's exponent along that axis "
             "(bayesscale summary), so the units bought along it lean on the prior; refit with "
             "wider exponent priors (bayesscale fit --prior-scale 2) and compare.",
         )
-    return PaperTable(
-        header, rows, caption, label, breaks=tuple(breaks), notes=notes, provenance=provenance
-    )
+    return notes
 
 
 def _beyond_text(s: xr.Dataset, j: int, setting: str, axes: Sequence[str], warn: float) -> str:

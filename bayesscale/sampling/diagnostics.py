@@ -157,6 +157,12 @@ def _ess(x: np.ndarray) -> np.ndarray:
     return np.where(constant, float(size), ess)
 
 
+def ess_mean(x: np.ndarray) -> np.ndarray:
+    """ESS of the mean per scalar of ``x`` (scalars, chains, draws): split chains, no rank
+    normalisation (ArviZ's ``method="mean"``), for the Monte Carlo error of an average."""
+    return _ess(_split(x))
+
+
 def ess_bulk(x: np.ndarray, z_split: np.ndarray | None = None) -> np.ndarray:
     """Bulk ESS per scalar of ``x`` (scalars, chains, draws)."""
     return _ess(_z_scale(_split(x)) if z_split is None else z_split)
@@ -199,7 +205,7 @@ def mcse_quantile(x: np.ndarray, prob: float) -> np.ndarray:
     """Monte Carlo standard error of the ``prob`` quantile per scalar, as ArviZ's: half the
     distance between the draws at the quantile's +-1 sd bounds, from a Beta with the ESS of
     the indicator ``x <= q``."""
-    from scipy import stats
+    from scipy import special  # the Beta's ppf; scipy.stats would cost 1 s to import
 
     flat = x.reshape(x.shape[0], -1)
     q = np.quantile(flat, prob, axis=1)
@@ -207,12 +213,14 @@ def mcse_quantile(x: np.ndarray, prob: float) -> np.ndarray:
     size = flat.shape[1]
     ordered = np.sort(flat, axis=1)
     out = np.full(x.shape[0], np.nan)
+    with np.errstate(invalid="ignore"):
+        ppfs = special.betaincinv(
+            (ess * prob + 1)[:, None], (ess * (1 - prob) + 1)[:, None], _MCSE_QUANTILE_PROBS
+        )
     for i, e in enumerate(ess):
         if not np.isfinite(e):
             continue
-        with np.errstate(invalid="ignore"):
-            ppf = stats.beta.ppf(_MCSE_QUANTILE_PROBS, e * prob + 1, e * (1 - prob) + 1)
-        ends = ppf * size - 1
+        ends = ppfs[i] * size - 1
         low = ordered[i, int(np.floor(np.nanmax((ends[0], 0))))]
         high = ordered[i, int(np.ceil(np.nanmin((ends[1], size - 1))))]
         out[i] = (high - low) / 2
@@ -220,16 +228,6 @@ def mcse_quantile(x: np.ndarray, prob: float) -> np.ndarray:
 
 
 # --- over named quantities -------------------------------------------------------------------
-
-
-def as_dataset(draws: Mapping[str, np.ndarray], dims: Mapping[str, tuple[str, ...]]) -> xr.Dataset:
-    """Draws ``(chain, draw, ...)`` as a Dataset with the given dims per variable."""
-    data = {}
-    for name, values in draws.items():
-        named = tuple(dims.get(name, ()))
-        extra = tuple(f"{name}_dim_{i}" for i in range(len(named), np.ndim(values) - 2))
-        data[name] = ((*SAMPLE_DIMS, *named, *extra), values)
-    return xr.Dataset(data)
 
 
 def convergence(

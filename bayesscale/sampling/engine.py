@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,17 +35,13 @@ import numpy as np
 from bayesscale.sampling import adapt
 from bayesscale.sampling.config import KERNELS, MAMS_KERNEL, NUTS_KERNEL, FitConfig, default_accept
 from bayesscale.sampling.diagnostics import Convergence, convergence
+from bayesscale.sampling.laplace import FD_STEP
 from bayesscale.sampling.logdensity import LogDensity, evaluate_over_draws
 from bayesscale.sampling.mams import MAX_STEPS as MAX_MAMS_STEPS
 from bayesscale.sampling.mams import make_chunk as make_mams_chunk
-from bayesscale.sampling.nuts import (
-    MAX_TREE_DEPTH,
-    ChainState,
-    Transitions,
-    make_chunk,
-    step_size_state,
-)
+from bayesscale.sampling.nuts import MAX_TREE_DEPTH, make_chunk
 from bayesscale.sampling.progress import Progress
+from bayesscale.sampling.types import ChainState, Transitions, step_size_state
 
 PROBE = 50  # MAMS: transitions per chain at a fixed step size, to correct it
 PROBES = 2  # MAMS: probes in turn, each correcting the step size the one before measured
@@ -232,8 +228,6 @@ class CompiledSampler:
         model's initial point, or the mode found is not finite)."""
         from scipy import optimize
 
-        from bayesscale.sampling.laplace import FD_STEP
-
         x0 = np.asarray(self.density.x0, dtype=float)
         pe, _ = self._evaluate(np.tile(x0, (self.chains, 1)), data)
         if not np.isfinite(pe[0]):
@@ -311,12 +305,10 @@ class CompiledSampler:
         progress: Progress | None = None,
     ) -> RunResult:
         """Warm up and sample; see :class:`RunSettings`."""
-        import jax
         import jax.numpy as jnp
 
         values = data if data is not None else self.density.data_values
         data_t = tuple(jnp.asarray(v) for v in values)
-        progress = progress or Progress(enabled=False)
         rng = np.random.default_rng(settings.seed)
         state = self._starts(rng, data_t)
         if self._start_variance is not None:  # the Laplace approximation's, at the mode
@@ -326,111 +318,14 @@ class CompiledSampler:
         mams = self.kernel == MAMS_KERNEL
         probes = PROBES if mams and settings.tune > 0 else 0
         warmup = settings.tune + probes * PROBE  # transitions per chain before the draws kept
-        work = _Work(warmup + settings.draws)
-        clock = _Clock()
-        divergences = 0
-        in_chunks = 0.0  # seconds inside compiled chunks
+        run = _Run(self, state, inv_mass, data_t, progress or Progress(enabled=False), warmup)
+        run.work.total = warmup + settings.draws
 
-        length = math.sqrt(self.density.dim)  # MAMS: trajectory length, whitened units
-
-        def steps_for(cap: int) -> Any:
-            """The chunk's trajectory argument: NUTS's tree depth cap, or MAMS's trajectory
-            length and the most steps a transition takes on average (``2^cap``)."""
-            if not mams:
-                return cap
-            return np.array([length, min(2.0**cap, MAX_MAMS_STEPS)])
-
-        def advance(n: int, adapt_step: bool, depth: int, phase: str, total: int):
-            """``n`` transitions per chain, in chunks; yields each chunk's transitions."""
-            nonlocal state, in_chunks
-            left = n
-            while left > 0:
-                k = min(left, clock.chunk_length())
-                tic = time.perf_counter()
-                setting = steps_for(depth)
-                state, out = self._compiled(state, inv_mass, k, adapt_step, setting, *data_t)
-                state = jax.tree.map(np.asarray, state)
-                out = Transitions(*(np.asarray(o)[:, :k] for o in out))
-                elapsed = time.perf_counter() - tic
-                in_chunks += elapsed
-                clock.record(k, elapsed)
-                left -= k
-                work.done += k
-                yield out
-                progress.update(phase, work.phase_done(phase), total, work.fraction, divergences)
-
-        # --- warm-up: windows of step-size and mass adaptation --------------------------------
         warm_start = time.perf_counter()
-        warmup_steps = np.zeros(self.chains)
-        windows = adapt.windows(settings.tune)
-        for w, n in enumerate(windows):
-            zs, gs, travelled = [], [], []
-            for out in advance(n, True, adapt.depth_cap(w), "warm-up", warmup):
-                warmup_steps += out.steps.sum(axis=1)
-                zs.append(out.z)
-                gs.append(out.grad)
-                travelled.append(out.step_size * out.steps)
-            if mams and 1 < w < len(windows) - 1:
-                length = adapt.trajectory_length(
-                    np.concatenate(zs, axis=1), float(np.mean(np.concatenate(travelled, axis=1)))
-                )
-            if w < len(windows) - 1:  # the last window tunes the step size only
-                draws_w, grads_w = np.concatenate(zs, axis=1), np.concatenate(gs, axis=1)
-                if w == 0:  # the first window's first half is still burning in
-                    draws_w, grads_w = (
-                        draws_w[:, draws_w.shape[1] // 2 :],
-                        grads_w[:, grads_w.shape[1] // 2 :],
-                    )
-                inv_mass = adapt.pooled_inv_mass(draws_w, grads_w)
-            # restart the step size's dual averaging around its current average
-            state = state._replace(step=step_size_state(np.exp(state.step[1])))
-        # every chain samples with the smallest adapted step size: one chain's luckier
-        # adaptation must not be the one that diverges
-        step = float(np.exp(np.min(state.step[1]))) if windows else INITIAL_STEP
-        state = state._replace(step=step_size_state(np.full(self.chains, step)))
-        state = jax.tree.map(np.asarray, state)
-        for _ in range(probes):
-            # dual averaging on single trajectories' acceptance is biased: the averaged step
-            # size accepts more often than the target. Measure it at that fixed step size and
-            # rescale (adapt.step_correction); a second probe corrects what the first missed
-            accepts = []
-            for out in advance(PROBE, False, MAX_TREE_DEPTH, "warm-up", warmup):
-                warmup_steps += out.steps.sum(axis=1)
-                accepts.append(out.accept)
-            accept = float(np.mean(np.concatenate(accepts, axis=1)))
-            step *= adapt.step_correction(accept, self.target_accept)
-            state = state._replace(step=step_size_state(np.full(self.chains, step)))
-            state = jax.tree.map(np.asarray, state)
+        warmup_steps = run.warm_up(settings.tune, probes)
         warmup_seconds = time.perf_counter() - warm_start
-
-        # --- sampling, extended until the ESS target -------------------------------------------
         sample_start = time.perf_counter()
-        goal, extensions, drawn = settings.draws, 0, 0
-        kept: list[Transitions] = []
-        notes: list[str] = []
-        check: Convergence | None = None
-        while True:
-            for out in advance(goal - drawn, False, MAX_TREE_DEPTH, "sampling", goal):
-                kept.append(out)
-                divergences += int(out.diverging.sum())
-            drawn, check = goal, None
-            if settings.ess_target <= 0 or goal >= settings.max_draws:
-                break
-            check = convergence(
-                self.derive(np.concatenate([o.z for o in kept], axis=1)), self.density.dims
-            )
-            worst = min(check.min_ess_bulk, check.min_ess_tail)
-            if worst >= settings.ess_target and check.max_rhat <= RHAT_MAX:
-                break
-            if not np.isfinite(worst):
-                notes.append(f"ESS is not finite for {check.worst_ess}: not extending")
-                break
-            wanted = math.ceil(goal * settings.ess_target * ESS_MARGIN / max(worst, 1.0))
-            goal = int(
-                min(settings.max_draws, max(goal + MIN_EXTENSION, min(wanted, MAX_GROWTH * goal)))
-            )
-            work.total = warmup + goal
-            extensions += 1
+        kept, extensions, notes, check = run.sample(settings)
         sampling_seconds = time.perf_counter() - sample_start
 
         joined = Transitions(*(np.concatenate(parts, axis=1) for parts in zip(*kept, strict=True)))
@@ -452,14 +347,154 @@ class CompiledSampler:
             warmup_seconds=warmup_seconds,
             sampling_seconds=sampling_seconds,
             extensions=extensions,
-            inv_mass=np.asarray(inv_mass),
+            inv_mass=np.asarray(run.inv_mass),
             unconstrained=joined.z,
             per_draw=self.per_draw(joined.z),
             notes=notes,
             convergence=check,
-            transition_seconds=in_chunks,
+            transition_seconds=run.in_chunks,
             warmup_steps=float(warmup_steps.mean()),
         )
+
+
+class _Run:
+    """One :meth:`CompiledSampler.run` under way: the chains' state, the inverse mass and
+    (MAMS) trajectory length adaptation has reached, the chunk clock and the counts the bar
+    shows. Warm-up and sampling advance it chunk by chunk."""
+
+    def __init__(
+        self,
+        sampler: CompiledSampler,
+        state: ChainState,
+        inv_mass: Any,
+        data: tuple[Any, ...],
+        progress: Progress,
+        warmup: int,
+    ) -> None:
+        self.sampler, self.state, self.inv_mass, self.data = sampler, state, inv_mass, data
+        self.progress, self.warmup = progress, warmup
+        self.mams = sampler.kernel == MAMS_KERNEL
+        self.work = _Work(0)
+        self.clock = _Clock()
+        self.divergences = 0
+        self.in_chunks = 0.0  # seconds inside compiled chunks
+        self.length = math.sqrt(sampler.density.dim)  # MAMS: trajectory length, whitened units
+
+    def steps_for(self, cap: int) -> Any:
+        """The chunk's trajectory argument: NUTS's tree depth cap, or MAMS's trajectory
+        length and the most steps a transition takes on average (``2^cap``)."""
+        if not self.mams:
+            return cap
+        return np.array([self.length, min(2.0**cap, MAX_MAMS_STEPS)])
+
+    def advance(
+        self, n: int, adapt_step: bool, depth: int, phase: str, total: int
+    ) -> Iterator[Transitions]:
+        """``n`` transitions per chain, in chunks; yields each chunk's transitions."""
+        import jax
+
+        left = n
+        while left > 0:
+            k = min(left, self.clock.chunk_length())
+            tic = time.perf_counter()
+            setting = self.steps_for(depth)
+            self.state, out = self.sampler._compiled(
+                self.state, self.inv_mass, k, adapt_step, setting, *self.data
+            )
+            self.state = jax.tree.map(np.asarray, self.state)
+            out = Transitions(*(np.asarray(o)[:, :k] for o in out))
+            elapsed = time.perf_counter() - tic
+            self.in_chunks += elapsed
+            self.clock.record(k, elapsed)
+            left -= k
+            self.work.done += k
+            yield out
+            self.progress.update(
+                phase, self.work.phase_done(phase), total, self.work.fraction, self.divergences
+            )
+
+    def warm_up(self, tune: int, probes: int) -> np.ndarray:
+        """Windows of step-size and mass adaptation (and, for MAMS, trajectory length), then
+        ``probes`` probes correcting the step size; the integration steps per chain."""
+        import jax
+
+        chains, warmup = self.sampler.chains, self.warmup
+        warmup_steps = np.zeros(chains)
+        windows = adapt.windows(tune)
+        for w, n in enumerate(windows):
+            zs, gs, travelled = [], [], []
+            for out in self.advance(n, True, adapt.depth_cap(w), "warm-up", warmup):
+                warmup_steps += out.steps.sum(axis=1)
+                zs.append(out.z)
+                gs.append(out.grad)
+                travelled.append(out.step_size * out.steps)
+            if self.mams and 1 < w < len(windows) - 1:
+                self.length = adapt.trajectory_length(
+                    np.concatenate(zs, axis=1), float(np.mean(np.concatenate(travelled, axis=1)))
+                )
+            if w < len(windows) - 1:  # the last window tunes the step size only
+                draws_w, grads_w = np.concatenate(zs, axis=1), np.concatenate(gs, axis=1)
+                if w == 0:  # the first window's first half is still burning in
+                    draws_w, grads_w = (
+                        draws_w[:, draws_w.shape[1] // 2 :],
+                        grads_w[:, grads_w.shape[1] // 2 :],
+                    )
+                self.inv_mass = adapt.pooled_inv_mass(draws_w, grads_w)
+            # restart the step size's dual averaging around its current average
+            self.state = self.state._replace(step=step_size_state(np.exp(self.state.step[1])))
+        # every chain samples with the smallest adapted step size: one chain's luckier
+        # adaptation must not be the one that diverges
+        step = float(np.exp(np.min(self.state.step[1]))) if windows else INITIAL_STEP
+        self.state = self.state._replace(step=step_size_state(np.full(chains, step)))
+        self.state = jax.tree.map(np.asarray, self.state)
+        for _ in range(probes):
+            # dual averaging on single trajectories' acceptance is biased: the averaged step
+            # size accepts more often than the target. Measure it at that fixed step size and
+            # rescale (adapt.step_correction); a second probe corrects what the first missed
+            accepts = []
+            for out in self.advance(PROBE, False, MAX_TREE_DEPTH, "warm-up", warmup):
+                warmup_steps += out.steps.sum(axis=1)
+                accepts.append(out.accept)
+            accept = float(np.mean(np.concatenate(accepts, axis=1)))
+            step *= adapt.step_correction(accept, self.sampler.target_accept)
+            self.state = self.state._replace(step=step_size_state(np.full(chains, step)))
+            self.state = jax.tree.map(np.asarray, self.state)
+        return warmup_steps
+
+    def sample(
+        self, settings: RunSettings
+    ) -> tuple[list[Transitions], int, list[str], Convergence | None]:
+        """``settings.draws`` draws per chain, extended until the ESS target and R-hat are met
+        (or ``max_draws``); the chunks kept, the extensions, notes and the last check (made
+        on exactly the draws kept, else ``None``)."""
+        sampler = self.sampler
+        goal, extensions, drawn = settings.draws, 0, 0
+        kept: list[Transitions] = []
+        notes: list[str] = []
+        check: Convergence | None = None
+        while True:
+            for out in self.advance(goal - drawn, False, MAX_TREE_DEPTH, "sampling", goal):
+                kept.append(out)
+                self.divergences += int(out.diverging.sum())
+            drawn, check = goal, None
+            if settings.ess_target <= 0 or goal >= settings.max_draws:
+                break
+            check = convergence(
+                sampler.derive(np.concatenate([o.z for o in kept], axis=1)), sampler.density.dims
+            )
+            worst = min(check.min_ess_bulk, check.min_ess_tail)
+            if worst >= settings.ess_target and check.max_rhat <= RHAT_MAX:
+                break
+            if not np.isfinite(worst):
+                notes.append(f"ESS is not finite for {check.worst_ess}: not extending")
+                break
+            wanted = math.ceil(goal * settings.ess_target * ESS_MARGIN / max(worst, 1.0))
+            goal = int(
+                min(settings.max_draws, max(goal + MIN_EXTENSION, min(wanted, MAX_GROWTH * goal)))
+            )
+            self.work.total = self.warmup + goal
+            extensions += 1
+        return kept, extensions, notes, check
 
 
 class _Work:

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bayesscale.sampling.config import MAMS_TARGET_ACCEPT
-from bayesscale.sampling.nuts import (
+from bayesscale.sampling.types import (
     MAX_DELTA_ENERGY,
     ChainState,
     Transitions,
@@ -68,6 +68,31 @@ def mean_to_scale(mean: Any) -> Any:
     """
     k = (2 * mean - 1) // 1  # floor, for a number as for a traced JAX array
     return k + k * (mean - 0.5 * (k + 1)) / (k + 1 - mean)
+
+
+def isokinetic_half_step(u: Any, g: Any, eps: Any, dim: int) -> tuple[Any, Any]:
+    """Half a step of the isokinetic velocity update: the unit velocity ``u`` turned towards
+    the (preconditioned) force ``g`` for time ``eps``, and the kinetic-energy change it
+    brings (JAX; traced into the chunk).
+
+    The kinetic energy's weight is ``d - 1``: in one dimension the velocity cannot turn (it
+    stays +-1), no kinetic energy changes, and MAMS is a random-walk Metropolis.
+    """
+    import jax.numpy as jnp
+
+    kinetic_weight = dim - 1
+    dims = max(dim - 1, 1)
+    norm = jnp.sqrt(jnp.sum(g * g))
+    e = g / jnp.where(norm > 0, norm, 1.0)  # a zero gradient turns nothing
+    ue = jnp.dot(u, e)
+    delta = eps * norm / dims
+    zeta = jnp.exp(-delta)
+    turned = e * (1 - zeta) * (1 + zeta + ue * (1 - zeta)) + 2 * zeta * u
+    turned = turned / jnp.sqrt(jnp.sum(turned * turned))
+    kinetic = kinetic_weight * (
+        delta - jnp.log(2.0) + jnp.log((1 + ue) * (1 - zeta**2) + 2 * zeta**2)
+    )
+    return turned, kinetic
 
 
 def make_chunk(
@@ -111,29 +136,12 @@ def make_chunk(
         state: ChainState, inv_mass: Any, n: Any, adapt: Any, trajectory: Any, *data: Any
     ) -> tuple[ChainState, Transitions]:
         dim = state.z.shape[0]
-        # the kinetic energy's weight is d - 1: in one dimension the velocity cannot turn
-        # (it stays +-1), no kinetic energy changes, and MAMS is a random-walk Metropolis
-        kinetic_weight = dim - 1
-        dims = max(dim - 1, 1)
         sqrt_m = jnp.sqrt(inv_mass)
         pe, grad = value_and_grad(state.z, *data)
         fresh = n == 0
         state = state._replace(
             potential=jnp.where(fresh, pe, state.potential), grad=jnp.where(fresh, grad, state.grad)
         )
-
-        def half_velocity(u: Any, g: Any, eps: Any) -> tuple[Any, Any]:
-            norm = jnp.sqrt(jnp.sum(g * g))
-            e = g / jnp.where(norm > 0, norm, 1.0)  # a zero gradient turns nothing
-            ue = jnp.dot(u, e)
-            delta = eps * norm / dims
-            zeta = jnp.exp(-delta)
-            turned = e * (1 - zeta) * (1 + zeta + ue * (1 - zeta)) + 2 * zeta * u
-            turned = turned / jnp.sqrt(jnp.sum(turned * turned))
-            kinetic = kinetic_weight * (
-                delta - jnp.log(2.0) + jnp.log((1 + ue) * (1 - zeta**2) + 2 * zeta**2)
-            )
-            return turned, kinetic
 
         def transition(i: Any, carry: tuple[ChainState, Transitions]) -> Any:
             s, out = carry
@@ -149,10 +157,10 @@ def make_chunk(
 
             def integrate(_: Any, c: tuple[Any, Any, Any, Any, Any]) -> Any:
                 z, pe, grad, u, kinetic = c
-                u, k1 = half_velocity(u, -sqrt_m * grad, 0.5 * step_size)
+                u, k1 = isokinetic_half_step(u, -sqrt_m * grad, 0.5 * step_size, dim)
                 z = z + step_size * sqrt_m * u
                 pe, grad = value_and_grad(z, *data)
-                u, k2 = half_velocity(u, -sqrt_m * grad, 0.5 * step_size)
+                u, k2 = isokinetic_half_step(u, -sqrt_m * grad, 0.5 * step_size, dim)
                 return z, pe, grad, u, kinetic + k1 + k2
 
             z, pe, grad, _, kinetic = jax.lax.fori_loop(

@@ -64,8 +64,8 @@ _STATUS_MEANING = {
     mf.PLANNED: "not launched yet",
     mf.PENDING: "submitted, waiting for GPUs",
     mf.RUNNING: "still running",
-    mf.FAILED: "failed (launch retries it, up to --max-attempts)",
-    mf.STOPPED: "stopped (launch retries it, up to --max-attempts)",
+    mf.FAILED: "failed (launch retries it while its attempts are below --max-attempts)",
+    mf.STOPPED: "stopped (launch retries it while its attempts are below --max-attempts)",
 }
 
 
@@ -77,6 +77,8 @@ class IngestResult:
     sweep_dir: Path | None = None
     messages: dict[str, str] = field(default_factory=dict)
     """``{run_id: manifest message}`` of failed or stopped runs."""
+    attempts: dict[str, int] = field(default_factory=dict)
+    """``{run_id: attempts made}`` of failed or stopped runs."""
 
     def by_status(self) -> dict[str, list[str]]:
         """Run ids of the runs that have not succeeded, by manifest status."""
@@ -90,8 +92,23 @@ class IngestResult:
         """What to run next for the runs that have not finished, if anything."""
         statuses = self.by_status()
         sweep = self.sweep_dir if self.sweep_dir is not None else "SWEEP"
-        if any(s in statuses for s in (mf.PLANNED, *mf.FINISHED_BAD)):
-            return f"bayesscale launch {sweep} --ray-address http://HEAD:8265 (or --local)"
+        where = "--ray-address http://HEAD:8265 (or --local)"
+        launch = f"bayesscale launch {sweep} {where}"
+        bad = [r for s in mf.FINISHED_BAD for r in statuses.get(s, [])]
+        if bad:
+            # launch retries a failed run only while its attempts are below --max-attempts:
+            # the plain command would not run these again once their attempts are used
+            used = max(self.attempts.get(r, 1) for r in bad)
+            example = next((r for r in bad if self.messages.get(r)), bad[0])
+            why = f" ({example}: {self.messages[example]})" if self.messages.get(example) else ""
+            return (
+                f"fix what failed{why}, then bayesscale launch {sweep} --max-attempts "
+                f"{used + 1} {where}: launch gives a failed run a new attempt only below "
+                f"--max-attempts, and these have made {used}"
+                + (" (it also starts the runs not launched yet)" if mf.PLANNED in statuses else "")
+            )
+        if mf.PLANNED in statuses:
+            return launch
         if any(s in statuses for s in mf.ACTIVE):
             return (
                 f"bayesscale launch {sweep} --ray-address http://HEAD:8265 follows the running "
@@ -119,9 +136,19 @@ class IngestResult:
         return "\n".join(lines)
 
 
-def _val_counts(sweep_dir: Path, val_path: str, cache: dict[str, dict[str, int]]) -> dict[str, int]:
+def _val_counts(
+    sweep_dir: Path, val_path: str, cache: dict[str, dict[str, int]], run: str = ""
+) -> dict[str, int]:
+    """Held-out tasks per data source of a run's validation file (read once per file)."""
     if val_path not in cache:
-        frame = pd.read_parquet(mf.absolute(sweep_dir, val_path), columns=[names.DATA_SOURCE])
+        path = mf.absolute(sweep_dir, val_path)
+        if not path.is_file():
+            raise mf.ManifestError(
+                f"{path}: no such file: the held-out tasks of run {run} ({names.VAL_PATH} in "
+                f"{sweep_dir / mf.MANIFEST}), written by bayesscale plan; ingest counts the "
+                "held-out tasks of each run from it. Restore it, or plan the sweep again"
+            )
+        frame = pd.read_parquet(path, columns=[names.DATA_SOURCE])
         cache[val_path] = {
             str(k): int(v) for k, v in frame[names.DATA_SOURCE].value_counts().items()
         }
@@ -226,6 +253,7 @@ def ingest_sweep(sweep_dir: str | Path, step: str = "final") -> IngestResult:
     sweep_dir = Path(sweep_dir).resolve()
     frame = mf.read_manifest(sweep_dir)
     rows, skipped, notes, messages = [], [], {}, {}
+    attempts: dict[str, int] = {}
     if names.ENV_IDS not in frame.columns:
         notes[mf.MANIFEST] = [
             f"no {names.ENV_IDS!r}/{names.TASK_IDS!r} columns (planned by an older bayesscale): "
@@ -240,8 +268,10 @@ def ingest_sweep(sweep_dir: str | Path, step: str = "final") -> IngestResult:
             skipped.append(Skipped(run, f"status {status!r}, not 'succeeded'", status))
             if status in mf.FINISHED_BAD and names.MESSAGE in row.index and row[names.MESSAGE]:
                 messages[run] = str(row[names.MESSAGE])
+            if status in mf.FINISHED_BAD:
+                attempts[run] = int(row[names.ATTEMPT])
             continue
-        counts = _val_counts(sweep_dir, str(row[names.VAL_PATH]), cache)
+        counts = _val_counts(sweep_dir, str(row[names.VAL_PATH]), cache, run)
         out, why, run_notes = ingest_run(row, sweep_dir, counts, step=step)
         if run_notes:
             notes[run] = run_notes
@@ -249,7 +279,7 @@ def ingest_sweep(sweep_dir: str | Path, step: str = "final") -> IngestResult:
             skipped.append(Skipped(run, why))
         else:
             rows.append(out)
-    return IngestResult(pd.DataFrame(rows), skipped, notes, sweep_dir, messages)
+    return IngestResult(pd.DataFrame(rows), skipped, notes, sweep_dir, messages, attempts)
 
 
 def _same(a: object, b: object) -> bool:

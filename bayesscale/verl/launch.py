@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -45,6 +47,8 @@ RAY_STATES = {
     "STOPPED": mf.STOPPED,
 }
 DEFAULT_MAX_ATTEMPTS = 3
+REASON_CHARS = 300  # the most of a failed run's last output line kept as its manifest message
+_ATTEMPT_PREFIX = re.compile(r"^(attempt \d+ \w+: )+")
 
 
 class LaunchError(RuntimeError):
@@ -56,6 +60,10 @@ class Backend(Protocol):
 
     def states(self, job_ids: list[str]) -> dict[str, str]:
         """Manifest status of each known job id (unknown ids are left out)."""
+        ...
+
+    def reason(self, job_id: str) -> str:
+        """Why a job that ended badly did (its error), as far as the backend knows."""
         ...
 
     def free_gpus(self, reserved: float) -> float:
@@ -81,6 +89,7 @@ class RayBackend:
     submit_tries: int = 5
     status_wait_s: float = 15.0
     _client: Any = None
+    _messages: dict[str, str] = field(default_factory=dict)
 
     def client(self) -> Any:
         if self._client is None:
@@ -105,7 +114,13 @@ class RayBackend:
                 out[sid] = RAY_STATES.get(
                     str(job.status.value if hasattr(job.status, "value") else job.status), mf.FAILED
                 )
+                self._messages[sid] = str(getattr(job, "message", "") or "")
         return out
+
+    def reason(self, job_id: str) -> str:
+        """Why a job ended badly, as Ray says it (its driver's error), else where to look."""
+        said = self._messages.get(job_id, "").strip()
+        return _clip(said) if said else f"see `ray job logs {job_id}`"
 
     def cluster_gpus(self) -> tuple[float, float]:
         """(used, total) of the GPU resource, from the dashboard's cluster status.
@@ -175,9 +190,14 @@ class LocalBackend:
     """Runs one at a time on this machine (``subprocess``), stdout/stderr to the attempt dir."""
 
     cwd: Path | None = None
+    _reasons: dict[str, str] = field(default_factory=dict)
 
     def states(self, job_ids: list[str]) -> dict[str, str]:
         return {}  # a local run ends inside submit; nothing outlives the launcher
+
+    def reason(self, job_id: str) -> str:
+        """Why a run failed: its exit status and the last line it printed."""
+        return self._reasons.get(job_id, "")
 
     def free_gpus(self, reserved: float) -> float:
         return float("inf") if reserved == 0 else 0.0
@@ -197,7 +217,68 @@ class LocalBackend:
                 cwd=self.cwd,
                 check=False,
             )
-        return mf.SUCCEEDED if proc.returncode == 0 else mf.FAILED
+        if proc.returncode == 0:
+            return mf.SUCCEEDED
+        last = _last_line(log_dir / "stdout.log")
+        self._reasons[job_id] = f"exit status {proc.returncode}" + (f": {last}" if last else "")
+        return mf.FAILED
+
+
+def _last_line(path: Path) -> str:
+    """The last non-empty line of a run's output (a traceback's last line is its error)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return _clip(lines[-1]) if lines else ""
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3] + "..."
+
+
+def check_entrypoint(command: Command, cwd: Path | None = None) -> None:
+    """Before a local run: the entrypoint's program exists and, for ``PYTHON -m MODULE``, the
+    module's package is importable by that Python, so that a missing verl fails at once, with
+    what to do, instead of as every attempt of every run.
+
+    >>> check_entrypoint(Command(("no-such-program-x", "--help"), {}))
+    Traceback (most recent call last):
+    ...
+    bayesscale.verl.launch.LaunchError: the entrypoint's program 'no-such-program-x' is not on PATH nor a file: nothing was run (pass --entrypoint, or set [verl] entrypoint in the sweep spec)
+    """
+    argv = list(command.argv)
+    program = argv[0]
+    where = Path(cwd or ".") / program
+    found = shutil.which(program) or (where.exists() and os.access(where, os.X_OK))
+    if not found:
+        raise LaunchError(
+            f"the entrypoint's program {program!r} is not on PATH nor a file: nothing was run "
+            "(pass --entrypoint, or set [verl] entrypoint in the sweep spec)"
+        )
+    if "-m" not in argv[1:3]:
+        return
+    module = argv[argv.index("-m") + 1] if argv.index("-m") + 1 < len(argv) else ""
+    package = module.split(".")[0]
+    probe = (
+        "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
+    )
+    done = subprocess.run(
+        [program, "-c", probe, package],
+        env={**os.environ, **command.env},
+        cwd=cwd,
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        hint = " (pip install verl; docs/verl.md)" if package == "verl" else ""
+        raise LaunchError(
+            f"{program} cannot import {package!r}, so `{program} -m {module}` would fail in every "
+            f"run: nothing was run. Install it for that Python{hint}, or pass --entrypoint"
+        )
 
 
 def _log_dir(command: Command, run_dir: Path) -> Path:
@@ -210,6 +291,9 @@ class LaunchSummary:
     submitted: list[str] = field(default_factory=list)
     retried: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    gave_up: dict[str, str] = field(default_factory=dict)
+    """``{run_id: reason}`` of the selected runs that ended failed or stopped with every attempt
+    used: launch will not run them again unless --max-attempts is raised."""
 
     def text(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
@@ -257,7 +341,8 @@ def refresh(frame: pd.DataFrame, backend: Backend, uid: str) -> bool:
                 changed = True
             continue
         if state != frame.at[i, names.STATUS] or frame.at[i, names.JOB_ID] != job:
-            _set(frame, i, **{names.STATUS: state, names.JOB_ID: job})
+            said = {names.MESSAGE: backend.reason(job)} if state in mf.FINISHED_BAD else {}
+            _set(frame, i, **{names.STATUS: state, names.JOB_ID: job, **said})
             changed = True
     return changed
 
@@ -276,13 +361,24 @@ def retry_failed(frame: pd.DataFrame, max_attempts: int, summary: LaunchSummary)
                     names.LOG_PATH: mf.attempt_log(row[names.RUN_ID], attempt),
                     names.STATUS: mf.PLANNED,
                     names.JOB_ID: "",
+                    # what the last attempt died of, said once (never "attempt 2 failed:
+                    # attempt 1 failed")
                     names.MESSAGE: f"attempt {attempt - 1} {row[names.STATUS]}"
-                    + (f": {row[names.MESSAGE]}" if row[names.MESSAGE] else ""),
+                    + (f": {reason}" if (reason := _reason_of(row[names.MESSAGE])) else ""),
                 },
             )
             summary.retried.append(str(row[names.RUN_ID]))
             changed = True
     return changed
+
+
+def _reason_of(message: object) -> str:
+    """A run's failure reason without the ``attempt N failed:`` prefixes of earlier retries.
+
+    >>> _reason_of("attempt 2 failed: attempt 1 failed: exit status 1: No module named 'verl'")
+    "exit status 1: No module named 'verl'"
+    """
+    return _ATTEMPT_PREFIX.sub("", str(message or "")).strip()
 
 
 def launch(
@@ -316,6 +412,13 @@ def launch(
             f"run {too_big[names.RUN_ID].iloc[0]!r} needs {too_big[names.N_GPUS].iloc[0]} GPUs; "
             f"the cluster has {total:g} in all"
         )
+    todo = frame[frame[names.RUN_ID].isin(selected)]
+    if isinstance(backend, LocalBackend) and len(todo):
+        # every run shares the entrypoint: one check before any attempt
+        first = run_command(
+            todo.iloc[0].to_dict(), spec.verl, sweep_dir, project=spec.name, entrypoint=entrypoint
+        )
+        check_entrypoint(first, backend.cwd)
     summary = LaunchSummary()
     started = time.monotonic()
     while True:
@@ -354,7 +457,8 @@ def launch(
                     _set(frame, i, **{names.STATUS: mf.PLANNED, names.JOB_ID: ""})
                 mf.write_manifest(frame, sweep_dir)
                 raise
-            _set(frame, i, **{names.STATUS: state})
+            said = {names.MESSAGE: backend.reason(job)} if state in mf.FINISHED_BAD else {}
+            _set(frame, i, **{names.STATUS: state, **said})
             mf.write_manifest(frame, sweep_dir)
             summary.submitted.append(job)
             free -= need if state in mf.ACTIVE else 0.0
@@ -373,7 +477,22 @@ def launch(
             break
         time.sleep(poll_s)
     summary.counts = {str(k): int(v) for k, v in frame[names.STATUS].value_counts().items()}
+    summary.gave_up = _gave_up(frame, selected, max_attempts)
     return summary
+
+
+def _gave_up(frame: pd.DataFrame, selected: set[str], max_attempts: int) -> dict[str, str]:
+    """``{run_id: reason}`` of the selected runs failed or stopped with every attempt used."""
+    done = frame[
+        frame[names.RUN_ID].isin(selected)
+        & frame[names.STATUS].isin(mf.FINISHED_BAD)
+        & (frame[names.ATTEMPT] >= max_attempts)
+    ]
+    return {
+        str(r[names.RUN_ID]): f"attempt {int(r[names.ATTEMPT])} {r[names.STATUS]}"
+        + (f": {reason}" if (reason := _reason_of(r[names.MESSAGE])) else "")
+        for _, r in done.iterrows()
+    }
 
 
 def commands_of(sweep_dir: str | Path, entrypoint: str | None = None) -> Mapping[str, Command]:

@@ -17,6 +17,7 @@ verl opens its log with mode "wb", so a resumed run would wipe an earlier attemp
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import io
 from pathlib import Path
@@ -74,6 +75,32 @@ def absolute(sweep_dir: str | Path, relative: str) -> Path:
     return path if path.is_absolute() else Path(sweep_dir).resolve() / path
 
 
+def _check_whole(path: Path, text: str) -> None:
+    """A manifest cut off mid-row (a copy or a disk that stopped part-way; launch itself writes
+    it whole) is said to be truncated, naming the row, before its missing fields read as NaN.
+
+    >>> _check_whole(Path("manifest.csv"), "run_id,status,n_envs\\nr1,planned,8\\nr2,plan")
+    Traceback (most recent call last):
+    ...
+    bayesscale.verl.manifest.ManifestError: manifest.csv: truncated: file line 3, the last row, \
+has 2 of the header's 3 fields (the file ends mid-row); restore it from a copy, or plan the \
+sweep again
+    """
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, [])
+    last: list[str] = []
+    line = 1
+    for row in reader:
+        if row:
+            last, line = row, reader.line_num
+    if last and len(last) < len(header):
+        raise ManifestError(
+            f"{path}: truncated: file line {line}, the last row, has {len(last)} of the "
+            f"header's {len(header)} fields (the file ends mid-row); restore it from a copy, or "
+            "plan the sweep again"
+        )
+
+
 def read_manifest(sweep_dir: str | Path) -> pd.DataFrame:
     """Read ``<sweep_dir>/manifest.csv`` and check its run ids and statuses."""
     path = Path(sweep_dir) / MANIFEST
@@ -92,6 +119,7 @@ def read_manifest(sweep_dir: str | Path) -> pd.DataFrame:
     except (UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise ManifestError(f"{path}: cannot be read as CSV: {exc}") from None
     remember_file_lines(path, text, stamp)  # errors below name file lines
+    _check_whole(path, text)
     required = (names.RUN_ID, names.STATUS, names.LOG_PATH, *SETTING_COLUMNS, *COUNT_COLUMNS)
     missing = [c for c in required if c not in frame.columns]
     if missing:

@@ -60,6 +60,7 @@ from bayesscale.verl.sweep import (
     AXIS_COLUMNS,
     TASK_ENV,
     CountSettings,
+    ModelEntry,
     SpecError,
     SweepSpec,
     holdout_count,
@@ -377,12 +378,30 @@ def build_plan(
     split = split_holdout(pool, spec)
     orders = make_orders(split.train, spec.selection_seed, units)
     points = grid_runs(spec)
+    files: dict[str, pd.DataFrame] = {VAL_FILE: to_verl_rows(split.val, "val")}
+    data_points = _data_points(spec, pool, split, orders, units, points, files)
+    manifest = pd.DataFrame(_manifest_rows(spec, points, data_points, len(split.val)))
+    report = _plan_report(spec, pool, split, orders, units, data_points, len(manifest))
+    return manifest, files, report
+
+
+def _data_points(
+    spec: SweepSpec,
+    pool: Pool,
+    split: Split,
+    orders: Orders,
+    units: CountResult,
+    points: list[dict[str, Any]],
+    files: dict[str, pd.DataFrame],
+) -> dict[tuple[int, int], dict[str, Any]]:
+    """Each distinct (environment ids, task ids) point's training cells, written into
+    ``files`` as its verl parquet frame, and what the point counts (distinct units, worlds,
+    cells, repeats)."""
     world_of = (
         split.train.drop_duplicates(names.ENV_ID).set_index(names.ENV_ID)[names.WORLD_ID]
         if pool.has_worlds
         else None
     )
-    files: dict[str, pd.DataFrame] = {VAL_FILE: to_verl_rows(split.val, "val")}
     data_points: dict[tuple[int, int], dict[str, Any]] = {}
     for point in points:
         key = (point[names.N_ENVS], point[names.N_TASKS])
@@ -413,7 +432,16 @@ def build_plan(
             "envs_covered": int(cells[names.ENV_ID].nunique()),
             "tasks_covered": int(cells[names.TASK_ID].nunique()),
         }
+    return data_points
 
+
+def _manifest_rows(
+    spec: SweepSpec,
+    points: list[dict[str, Any]],
+    data_points: dict[tuple[int, int], dict[str, Any]],
+    val_size: int,
+) -> list[dict[str, Any]]:
+    """One manifest row per (model, algorithm, grid point, seed), planned and never run."""
     rows = []
     for model in spec.models:
         for algorithm in spec.algorithms:
@@ -424,50 +452,64 @@ def build_plan(
                     continue
                 dp = data_points[(point[names.N_ENVS], point[names.N_TASKS])]
                 for seed in point.get("seeds") or spec.seeds:
-                    rid = run_id(
-                        model.name,
-                        algorithm,
-                        point[names.N_ENVS],
-                        point[names.N_TASKS],
-                        point[names.ROLLOUTS],
-                        seed,
-                    )
-                    rows.append(
-                        {
-                            names.RUN_ID: rid,
-                            names.SWEEP_AXIS: point[names.SWEEP_AXIS],
-                            names.MODEL: model.name,
-                            names.MODEL_PATH: model.path,
-                            names.PARAMS_B: model.params_b,
-                            names.ALGORITHM: algorithm,
-                            names.DOMAIN: spec.domain,
-                            names.REWARD: spec.reward,
-                            names.N_ENVS: dp[names.N_ENVS],
-                            names.N_TASKS: dp[names.N_TASKS],
-                            names.ROLLOUTS: point[names.ROLLOUTS],
-                            names.N_WORLDS: dp[names.N_WORLDS],
-                            names.ENV_IDS: dp[names.ENV_IDS],
-                            names.TASK_IDS: dp[names.TASK_IDS],
-                            names.SEED: seed,
-                            names.N_CELLS: spec.cells,
-                            names.UPDATES: spec.updates,
-                            names.TRAIN_BATCH_SIZE: spec.train_batch_size,
-                            names.VAL_SIZE: len(split.val),
-                            names.VAL_N: spec.verl.val_n,
-                            names.N_GPUS: spec.verl.gpus_per_run,
-                            names.TRAIN_PATH: train_file(point[names.N_ENVS], point[names.N_TASKS]),
-                            names.VAL_PATH: VAL_FILE,
-                            names.LOG_PATH: mf.attempt_log(rid, 1),
-                            names.STATUS: mf.PLANNED,
-                            names.ATTEMPT: 1,
-                            names.JOB_ID: "",
-                            names.MESSAGE: "",
-                            names.UPDATED_AT: mf.now(),
-                        }
-                    )
-    manifest = pd.DataFrame(rows)
-    # held-out ids whose task statement / structural signature also trains, per held column
-    # (a world holdout's by its environments)
+                    rows.append(_run_row(spec, model, algorithm, point, dp, seed, val_size))
+    return rows
+
+
+def _run_row(
+    spec: SweepSpec,
+    model: ModelEntry,
+    algorithm: str,
+    point: dict[str, Any],
+    dp: dict[str, Any],
+    seed: int,
+    val_size: int,
+) -> dict[str, Any]:
+    """The manifest row of one run: its id, what it trains on, and its first attempt."""
+    rid = run_id(
+        model.name,
+        algorithm,
+        point[names.N_ENVS],
+        point[names.N_TASKS],
+        point[names.ROLLOUTS],
+        seed,
+    )
+    return {
+        names.RUN_ID: rid,
+        names.SWEEP_AXIS: point[names.SWEEP_AXIS],
+        names.MODEL: model.name,
+        names.MODEL_PATH: model.path,
+        names.PARAMS_B: model.params_b,
+        names.ALGORITHM: algorithm,
+        names.DOMAIN: spec.domain,
+        names.REWARD: spec.reward,
+        names.N_ENVS: dp[names.N_ENVS],
+        names.N_TASKS: dp[names.N_TASKS],
+        names.ROLLOUTS: point[names.ROLLOUTS],
+        names.N_WORLDS: dp[names.N_WORLDS],
+        names.ENV_IDS: dp[names.ENV_IDS],
+        names.TASK_IDS: dp[names.TASK_IDS],
+        names.SEED: seed,
+        names.N_CELLS: spec.cells,
+        names.UPDATES: spec.updates,
+        names.TRAIN_BATCH_SIZE: spec.train_batch_size,
+        names.VAL_SIZE: val_size,
+        names.VAL_N: spec.verl.val_n,
+        names.N_GPUS: spec.verl.gpus_per_run,
+        names.TRAIN_PATH: train_file(point[names.N_ENVS], point[names.N_TASKS]),
+        names.VAL_PATH: VAL_FILE,
+        names.LOG_PATH: mf.attempt_log(rid, 1),
+        names.STATUS: mf.PLANNED,
+        names.ATTEMPT: 1,
+        names.JOB_ID: "",
+        names.MESSAGE: "",
+        names.UPDATED_AT: mf.now(),
+    }
+
+
+def _same_unit_in_training(split: Split, units: CountResult) -> list[str]:
+    """Held-out ids whose task statement / structural signature also trains, per held column
+    (a world holdout's by its environments)."""
     checked = [
         names.ENV_ID if column == names.WORLD_ID else column for column in HOLDOUT_COLUMNS[split.by]
     ]
@@ -478,12 +520,27 @@ def build_plan(
         duplicated_in_training += sorted(
             str(i) for i in split.val[held_column].unique() if held_unit.get(i, i) in train_units
         )
+    return duplicated_in_training
+
+
+def _plan_report(
+    spec: SweepSpec,
+    pool: Pool,
+    split: Split,
+    orders: Orders,
+    units: CountResult,
+    data_points: dict[tuple[int, int], dict[str, Any]],
+    n_runs: int,
+) -> dict[str, Any]:
+    """The plan's report: the pool, the holdout, how units were counted, the grid and the
+    alignment of cells, updates and batch size across runs."""
+    duplicated_in_training = _same_unit_in_training(split, units)
     differ = [
         dp
         for dp in (data_points[k] for k in sorted(data_points))
         if (dp[names.ENV_IDS], dp[names.TASK_IDS]) != (dp[names.N_ENVS], dp[names.N_TASKS])
     ]
-    report = {
+    return {
         "sweep": spec.name,
         "sweep_uid": uuid.uuid4().hex,
         "pool": {
@@ -554,9 +611,8 @@ def build_plan(
             ),
             "data_points": [data_points[k] for k in sorted(data_points)],
         },
-        "runs": len(manifest),
+        "runs": n_runs,
     }
-    return manifest, files, report
 
 
 def _sha256(path: Path) -> str:

@@ -97,10 +97,14 @@ def test_ingest_with_nothing_finished(
         "ingested 0 of 40 run(s); could not use 40",
         f"  planned      37 run(s): not launched yet (e.g. {frame[names.RUN_ID][3]})",
         f"  running       2 run(s): still running (e.g. {frame[names.RUN_ID][0]})",
-        "  failed        1 run(s): failed (launch retries it, up to --max-attempts) "
-        f"(e.g. {failed}: exit code 1: CUDA out of memory)",
+        "  failed        1 run(s): failed (launch retries it while its attempts are below "
+        f"--max-attempts) (e.g. {failed}: exit code 1: CUDA out of memory)",
         f"nothing written to {obs}: no run has finished with a usable log",
-        f"next: bayesscale launch {small_sweep} --ray-address http://HEAD:8265 (or --local)",
+        # what works: the plain launch would not rerun a run whose attempts are used
+        f"next: fix what failed ({failed}: exit code 1: CUDA out of memory), then bayesscale "
+        f"launch {small_sweep} --max-attempts 2 --ray-address http://HEAD:8265 (or --local): "
+        "launch gives a failed run a new attempt only below --max-attempts, and these have made "
+        "1 (it also starts the runs not launched yet)",
     ]
     assert not obs.exists()
 

@@ -90,7 +90,8 @@ def test_golden_runs(sweep: Path) -> None:
     assert report[:3] == [
         "ingested 4 of 40 run(s); could not use 36",
         f"  planned      34 run(s): not launched yet (e.g. {r[6]})",
-        f"  failed        1 run(s): failed (launch retries it, up to --max-attempts) (e.g. {r[5]})",
+        "  failed        1 run(s): failed (launch retries it while its attempts are below "
+        f"--max-attempts) (e.g. {r[5]})",
     ]
     assert report[3].startswith(f"  skipped {r[4]}: held-out data_source(s)")
     assert mf.MANIFEST not in result.notes  # planned now: env_ids/task_ids present

@@ -86,6 +86,53 @@ def test_max_attempts_stops_retrying(small_sweep: Path, tmp_path: Path) -> None:
     assert len(read_events(events)) == 2
 
 
+def test_a_failed_attempt_says_what_failed_once(small_sweep: Path, tmp_path: Path) -> None:
+    """The manifest keeps the run's own error (its last output line), never "attempt 2 failed:
+    attempt 1 failed"; every attempt used, the summary lists the run with that reason."""
+    run = mf.read_manifest(small_sweep)[names.RUN_ID][0]
+    entry = f"{sys.executable} -c 'import sys; sys.exit(\"boom: no GPU here\")'"
+    summary = launch(
+        small_sweep, LocalBackend(), entrypoint=entry, runs=[run], max_attempts=3, poll_s=0
+    )
+    assert status_of(small_sweep)[run] == (mf.FAILED, 3)
+    assert mf.read_manifest(small_sweep)[names.MESSAGE][0] == "exit status 1: boom: no GPU here"
+    assert summary.gave_up == {run: "attempt 3 failed: exit status 1: boom: no GPU here"}
+    frame = mf.read_manifest(small_sweep)  # a message left nested by an older launcher
+    frame.loc[0, [names.STATUS, names.ATTEMPT, names.MESSAGE]] = [
+        mf.FAILED,
+        1,
+        "attempt 1 failed: x",
+    ]
+    mf.write_manifest(frame, small_sweep)
+    launch(small_sweep, LocalBackend(), entrypoint=entry, runs=[run], max_attempts=2, poll_s=0)
+    assert mf.read_manifest(small_sweep)[names.MESSAGE][0] == "exit status 1: boom: no GPU here"
+
+
+def test_a_missing_verl_fails_before_any_attempt(
+    small_sweep: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m MODULE` whose package that Python cannot import (verl not installed): one
+    line, exit 2, no attempt made (it took three attempts and exit 0 before)."""
+    from bayesscale.cli import main
+
+    run = mf.read_manifest(small_sweep)[names.RUN_ID][0]
+    missing = f"{sys.executable} -m no_such_verl_pkg.trainer.main_ppo"
+    argv = ["launch", str(small_sweep), "--local", "--run", run, "--poll", "0"]
+    assert main([*argv, "--entrypoint", missing]) == 2
+    err = capsys.readouterr().err
+    assert "cannot import 'no_such_verl_pkg'" in err and "nothing was run" in err
+    assert status_of(small_sweep)[run] == (mf.PLANNED, 1)
+    assert not (small_sweep / mf.attempt_log(run, 1)).parent.exists()
+    assert main([*argv, "--entrypoint", "no-such-program-x --help"]) == 2
+    assert "'no-such-program-x' is not on PATH" in capsys.readouterr().err
+    # every attempt used: exit 1, the reason and what reruns it on standard error
+    failing = f"{sys.executable} -c 'raise SystemExit(\"boom\")'"
+    assert main([*argv, "--entrypoint", failing, "--max-attempts", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"e.g. {run}: attempt 1 failed: exit status 1: boom" in err
+    assert "--max-attempts 2 runs them again" in err
+
+
 def test_ray_queues_against_free_gpus(ray_head: str, small_sweep: Path, tmp_path: Path) -> None:
     """2 fake GPUs, 1 GPU per run: never more than 2 at once; a crash gets attempt 2."""
     runs = list(mf.read_manifest(small_sweep)[names.RUN_ID][:4])
@@ -163,6 +210,6 @@ def test_local_interrupt_marks_stopped(small_sweep: Path, monkeypatch: pytest.Mo
         raise KeyboardInterrupt
 
     monkeypatch.setattr(LocalBackend, "submit", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        launch(small_sweep, LocalBackend(), runs=[run])
+    with pytest.raises(KeyboardInterrupt):  # an entrypoint that exists: checked before runs
+        launch(small_sweep, LocalBackend(), runs=[run], entrypoint=f"{sys.executable} -c pass")
     assert status_of(small_sweep)[run] == (mf.STOPPED, 1)  # resumed later as attempt 2

@@ -31,8 +31,10 @@ from typing import Final
 
 import numpy as np
 import xarray as xr
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from numpy.typing import NDArray
 
 from bayesscale import names
 from bayesscale.core.intervals import quantiles
@@ -96,6 +98,78 @@ def per_draw(da: xr.DataArray, order: Sequence[str]) -> Array:
     return arr.reshape(-1, *arr.shape[2:])
 
 
+def _draw_panel(
+    ax: Axes,
+    ds: xr.Dataset,
+    variable: str,
+    values: NDArray[np.float64],
+    budgets: NDArray[np.float64],
+    order: NDArray[np.intp],
+    probs: Sequence[float],
+    kind: str,
+    j: int,
+    fitted: tuple[float, float] | None,
+    setting: str,
+    axis: str,
+    show_decision: bool,
+) -> bool:
+    """One setting's and axis's fan (``values``: draws x budgets) with the budgets where the
+    allocation is extrapolated shaded (``fitted``: the swept range) and the decision's
+    points; whether anything was shaded."""
+    shaded = False
+    color = PALETTE[j % len(PALETTE)]
+    draw_bands(
+        ax,
+        budgets[order],
+        values[:, order],
+        probs,
+        kind,
+        color,
+        log=variable != names.SPEND_SHARE,
+    )
+    ax.lines[-1].set_gid(MEDIAN_GID)
+    if fitted is not None:
+        effective = ds[names.ALLOCATION].sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis})
+        median = quantiles(per_draw(effective, (names.BUDGET_DIM,)), [0.5], axis=0)[0]
+        spans = beyond_spans(budgets[order], median[order], *fitted)
+        shade_x(ax, spans)
+        shaded = bool(spans)
+    if show_decision:
+        dec = ds[names.DECISION].sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis})
+        ax.plot(
+            budgets[order],
+            dec.transpose(names.BUDGET_DIM).to_numpy()[order],
+            "o",
+            mfc="none",
+            mec="0.15",
+            ms=3,
+            mew=0.7,
+            gid=DECISION_GID,
+        )
+    return shaded
+
+
+def _legend(
+    fig: Figure, probs: Sequence[float], kind: str, show_decision: bool, shaded: bool
+) -> None:
+    """The median, the bands, the decision's points and the shading, above the panels."""
+    handles = [Line2D([], [], color="0.2"), *band_handles("0.2", len(probs))]
+    texts = [
+        "median over posterior draws",
+        *[interval_label(p, kind) for p in probs],
+    ]
+    if show_decision:
+        handles.append(Line2D([], [], ls="", marker="o", mfc="none", mec="0.15", ms=3))
+        texts.append("decision (max expected success)")
+    if shaded:
+        handles.append(extrapolated_handle())
+        texts.append(f"median of kappa x units (the law's input) {EXTRAPOLATED_TEXT}")
+    # two columns: three, with the shading's long entry, ran past the figure's edges
+    fig.legend(
+        handles, texts, loc="outside upper center", ncols=min(len(handles), 2), frameon=False
+    )
+
+
 def plot_allocation(
     ds: xr.Dataset,
     *,
@@ -141,38 +215,11 @@ def plot_allocation(
             )
             for j, axis in enumerate(axes):
                 ax = grid[i, j]
-                color = PALETTE[j % len(PALETTE)]
-                draw_bands(
-                    ax,
-                    budgets[order],
-                    values[:, order, j],
-                    probs,
-                    kind,
-                    color,
-                    log=variable != names.SPEND_SHARE,
-                )
-                ax.lines[-1].set_gid(MEDIAN_GID)
-                fitted = axis_range(swept, setting, axis)
-                if fitted is not None:
-                    effective = ds[names.ALLOCATION].sel(
-                        {names.SETTING_DIM: setting, names.AXIS_DIM: axis}
-                    )
-                    median = quantiles(per_draw(effective, (names.BUDGET_DIM,)), [0.5], axis=0)[0]
-                    spans = beyond_spans(budgets[order], median[order], *fitted)
-                    shade_x(ax, spans)
-                    shaded = shaded or bool(spans)
-                if show_decision:
-                    dec = ds[names.DECISION].sel({names.SETTING_DIM: setting, names.AXIS_DIM: axis})
-                    ax.plot(
-                        budgets[order],
-                        dec.transpose(names.BUDGET_DIM).to_numpy()[order],
-                        "o",
-                        mfc="none",
-                        mec="0.15",
-                        ms=3,
-                        mew=0.7,
-                        gid=DECISION_GID,
-                    )
+                spans = _draw_panel(
+                    ax, ds, variable, values[:, :, j], budgets, order, probs, kind, j,
+                    axis_range(swept, setting, axis), setting, axis, show_decision,
+                )  # fmt: skip
+                shaded = shaded or spans
                 ax.set_xscale("log")
                 if variable != names.SPEND_SHARE:
                     ax.set_yscale("log")
@@ -184,21 +231,7 @@ def plot_allocation(
         unit = f" ({currency})" if currency else ""
         fig.supxlabel(f"budget{unit}, log scale")
         fig.supylabel(f"optimal {VARIABLES[variable]} per axis")
-        handles = [Line2D([], [], color="0.2"), *band_handles("0.2", len(probs))]
-        texts = [
-            "median over posterior draws",
-            *[interval_label(p, kind) for p in probs],
-        ]
-        if show_decision:
-            handles.append(Line2D([], [], ls="", marker="o", mfc="none", mec="0.15", ms=3))
-            texts.append("decision (max expected success)")
-        if shaded:
-            handles.append(extrapolated_handle())
-            texts.append(f"median of kappa x units (the law's input) {EXTRAPOLATED_TEXT}")
-        # two columns: three, with the shading's long entry, ran past the figure's edges
-        fig.legend(
-            handles, texts, loc="outside upper center", ncols=min(len(handles), 2), frameon=False
-        )
+        _legend(fig, probs, kind, show_decision, shaded)
         if fit is not None:
             stamp(fig, verdict(fit))
     return attach_provenance(fig, provenance)

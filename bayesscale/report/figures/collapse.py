@@ -28,6 +28,7 @@ from typing import Final
 import numpy as np
 import pandas as pd
 import xarray as xr
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -35,7 +36,7 @@ from matplotlib.patches import Patch
 from bayesscale import names
 from bayesscale.core import collapse
 from bayesscale.core.intervals import quantiles
-from bayesscale.pricing.spec import pricing_fit_spec
+from bayesscale.pricing.spec import DERIVED, pricing_fit_spec
 from bayesscale.report.figures.marks import stamp, verdict
 from bayesscale.report.figures.provenance import attach_provenance, provenance, source_of
 from bayesscale.report.figures.style import (
@@ -153,6 +154,71 @@ def observed_normalised_success(
     return pd.DataFrame({"mean": g.mean(), "low": g.min(), "high": g.max()})
 
 
+def _draw_r_star(ax: Axes, lo: float, med: float, hi: float, r_max: float) -> str:
+    """r*'s interval shaded and its median marked (none where the median is infinite: no
+    collapse); the panel title's r* text."""
+    if np.isfinite(med):
+        ax.axvspan(lo, min(hi, r_max), color=R_STAR_COLOR, alpha=0.3, lw=0)
+        ax.axvline(med, color="0.2", lw=0.9, ls="--", gid=R_STAR_GID)
+        r_text = f"r* {_num(med)} [{_num(lo)}, {_num(hi)}]"
+    else:
+        r_text = "r*: no collapse (median ∞)"
+    return r_text
+
+
+def _draw_observed(ax: Axes, frame: pd.DataFrame, const: xr.Dataset, method: str) -> None:
+    """The observed normalised success of ``method`` (mean over seeds, seed range)."""
+    base = float(const[names.BASELINE_REAL].sel({names.METHOD_DIM: method}))
+    obs = observed_normalised_success(frame, method, base)
+    if not obs.empty:
+        err = np.vstack([obs["mean"] - obs["low"], obs["high"] - obs["mean"]])
+        bars = ax.errorbar(
+            obs.index.to_numpy(float),
+            obs["mean"].to_numpy(float),
+            yerr=err,
+            fmt="o",
+            ms=2.5,
+            color=DATA_COLOR,
+            elinewidth=0.7,
+            zorder=3,
+        )
+        bars.lines[0].set_gid(OBSERVED_GID)
+
+
+def _legend(
+    fig: Figure,
+    probs: Sequence[float],
+    kind: str,
+    threshold: float,
+    r_star_prob: float,
+    observed: bool,
+) -> None:
+    """The median, the bands, r*'s median and interval and the observed points, above the
+    panels."""
+    handles = [
+        Line2D([], [], color="0.2"),
+        *band_handles("0.2", len(probs)),
+        Line2D([], [], color="0.2", ls="--"),
+        Patch(facecolor=R_STAR_COLOR, alpha=0.3, lw=0),
+    ]
+    texts = [
+        "posterior median",
+        *[interval_label(p, kind) for p in probs],
+        f"r* median (S = {threshold:g})",
+        f"r* {round(100 * r_star_prob)}% equal-tailed",
+    ]
+    if observed:
+        handles.append(Line2D([], [], color=DATA_COLOR, marker="o", ls="", ms=3))
+        texts.append("observed (mean over seeds, seed range)")
+    fig.legend(
+        handles,
+        texts,
+        loc="outside upper center",
+        ncols=len(handles) if fig.get_figwidth() >= 7 else 3,
+        frameon=False,
+    )
+
+
 def plot_collapse(
     fit: xr.DataTree,
     *,
@@ -221,56 +287,14 @@ def plot_collapse(
             reference = {KAPPA: 0.0, MULTIPLIER: 1.0, SUCCESS: threshold}[quantity]
             ax.axhline(reference, color="0.5", lw=0.6, ls=":")
             lo, med, hi = (float(v) for v in r_star[method])
-            if np.isfinite(med):
-                ax.axvspan(lo, min(hi, r_max), color=R_STAR_COLOR, alpha=0.3, lw=0)
-                ax.axvline(med, color="0.2", lw=0.9, ls="--", gid=R_STAR_GID)
-                r_text = f"r* {_num(med)} [{_num(lo)}, {_num(hi)}]"
-            else:
-                r_text = "r*: no collapse (median ∞)"
+            r_text = _draw_r_star(ax, lo, med, hi, r_max)
             if frame is not None:
-                base = float(const[names.BASELINE_REAL].sel({names.METHOD_DIM: method}))
-                obs = observed_normalised_success(frame, method, base)
-                if not obs.empty:
-                    err = np.vstack([obs["mean"] - obs["low"], obs["high"] - obs["mean"]])
-                    bars = ax.errorbar(
-                        obs.index.to_numpy(float),
-                        obs["mean"].to_numpy(float),
-                        yerr=err,
-                        fmt="o",
-                        ms=2.5,
-                        color=DATA_COLOR,
-                        elinewidth=0.7,
-                        zorder=3,
-                    )
-                    bars.lines[0].set_gid(OBSERVED_GID)
+                _draw_observed(ax, frame, const, method)
             ax.set_title(f"{method} ({axis_of[method]})\n{r_text}", fontsize=7, pad=3)
             ax.set_xlim(0, r_max)
         fig.supxlabel("synthetic ratio $r$ = synthetic / real")
         fig.supylabel(Y_LABELS[quantity])
-        handles = [
-            Line2D([], [], color="0.2"),
-            *band_handles("0.2", len(probs)),
-            Line2D([], [], color="0.2", ls="--"),
-            Patch(facecolor=R_STAR_COLOR, alpha=0.3, lw=0),
-        ]
-        texts = [
-            "posterior median",
-            *[interval_label(p, kind) for p in probs],
-            f"r* median (S = {threshold:g})",
-            f"r* {round(100 * r_star_prob)}% equal-tailed",
-        ]
-        if frame is not None:
-            handles.append(Line2D([], [], color=DATA_COLOR, marker="o", ls="", ms=3))
-            texts.append("observed (mean over seeds, seed range)")
-        fig.legend(
-            handles,
-            texts,
-            loc="outside upper center",
-            ncols=len(handles) if fig.get_figwidth() >= 7 else 3,
-            frameon=False,
-        )
-        from bayesscale.pricing.spec import DERIVED
-
+        _legend(fig, probs, kind, threshold, r_star_prob, frame is not None)
         stamp(fig, verdict(fit, leave_out=DERIVED))
     prov = provenance(fit)
     if table is not None and source_of(table).data_sha256 != prov.sources[0].data_sha256:

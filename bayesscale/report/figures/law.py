@@ -35,6 +35,7 @@ from typing import Final
 import numpy as np
 import pandas as pd
 import xarray as xr
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -44,7 +45,7 @@ from bayesscale.core import allocate, laws
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import Table, axis_sizes, setting_labels
 from bayesscale.data.spec import ModelSpec
-from bayesscale.recipe.draws import LawDraws, law_draws
+from bayesscale.law.posterior import LawDraws, law_draws
 from bayesscale.report.figures.marks import (
     EXTRAPOLATED_TEXT,
     LINE_HEIGHT,
@@ -190,6 +191,90 @@ def _dense_scale(fit: xr.DataTree, draws: LawDraws, spec: ModelSpec) -> Array:
     return scale
 
 
+def _series(
+    frame: pd.DataFrame, rows: pd.Index, x_rows: Array, dense: bool, dense_scale: Array | None
+) -> list[tuple[str, pd.Index, Array, Array | None]]:
+    """A sweep's rows as the series a panel draws: one per reward level with dense reward in
+    the table (the dense one scaled by its multiplier), else one."""
+    series: list[tuple[str, pd.Index, Array, Array | None]] = []
+    if dense:
+        reward = frame.loc[rows, names.REWARD]
+        for level in names.REWARD_LEVELS:
+            mask = (reward == level).to_numpy()
+            if mask.any():
+                scale = dense_scale if level == names.DENSE else None
+                series.append((level, rows[mask], x_rows[mask], scale))
+    else:
+        series.append((SPARSE, rows, x_rows, None))
+    return series
+
+
+def _draw_series(
+    ax: Axes,
+    draws: LawDraws,
+    sweep: Sweep,
+    axis: str,
+    grid: Array,
+    series: list[tuple[str, pd.Index, Array, Array | None]],
+    frame: pd.DataFrame,
+    spec: ModelSpec,
+    probs: Sequence[float],
+    kind: str,
+    colors: tuple[str, str],
+) -> None:
+    """Each series' law along ``grid`` (median and bands) and its observed points."""
+    color, dense_color = colors
+    y_is_success = spec.outcome == "success"
+    for k, (level, rows, x, scale) in enumerate(series):
+        c = color if k == 0 else dense_color
+        loss = law_curve_draws(draws, sweep.setting, axis, grid, sweep.anchor, scale)
+        y = laws.success_from_loss(loss) if y_is_success else loss
+        draw_bands(ax, grid, y, probs, kind, c)
+        ax.lines[-1].set_gid(MEDIAN_GID)
+        obs = _observed(frame, rows, x, spec)
+        err = np.vstack([obs["mean"] - obs["low"], obs["high"] - obs["mean"]])
+        marker = "o" if level != names.DENSE else "s"
+        bars = ax.errorbar(
+            obs.index.to_numpy(float),
+            obs["mean"].to_numpy(),
+            yerr=err,
+            fmt=marker,
+            ms=2.8,
+            color=DATA_COLOR if k == 0 else c,
+            ecolor=DATA_COLOR if k == 0 else c,
+            elinewidth=0.8,
+            capsize=0,
+            zorder=3,
+        )
+        bars.lines[0].set_gid(OBSERVED_GID)
+
+
+def _format_panel(
+    ax: Axes, x_rows: Array, sweep: Sweep, sweeps: Sequence[Sweep], y_is_success: bool
+) -> None:
+    """Log scales, ticks at the swept sizes, the setting's title and, where the panels'
+    anchors differ, this one's."""
+    ax.set_xscale("log")
+    if not y_is_success:
+        ax.set_yscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(grid_ticks(x_rows).tolist()))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: compact_number(v)))
+    ax.set_title(setting_title(sweep.setting), fontsize=7, pad=3)
+    anchors = {tuple(sorted(s.anchor.items())) for s in sweeps}
+    if len(anchors) > 1:
+        ax.text(
+            0.97,
+            0.04 if y_is_success else 0.96,
+            _anchor_text(sweep.anchor),
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom" if y_is_success else "top",
+            fontsize=5.5,
+            color="0.35",
+        )
+
+
 def plot_law(
     fit: xr.DataTree,
     table: Table,
@@ -246,16 +331,7 @@ def plot_law(
         used = remove_unused(axes, len(chosen))
         for ax, sweep in zip(used, sweeps, strict=True):
             x_rows = all_x[[positions[i] for i in sweep.rows]]
-            series: list[tuple[str, pd.Index, Array, Array | None]] = []
-            if dense:
-                reward = frame.loc[sweep.rows, names.REWARD]
-                for level in names.REWARD_LEVELS:
-                    mask = (reward == level).to_numpy()
-                    if mask.any():
-                        scale = dense_scale if level == names.DENSE else None
-                        series.append((level, sweep.rows[mask], x_rows[mask], scale))
-            else:
-                series.append((SPARSE, sweep.rows, x_rows, None))
+            series = _series(frame, sweep.rows, x_rows, dense, dense_scale)
             lo, hi = float(np.min(x_rows)), float(np.max(x_rows))
             grid = np.geomspace(lo / EXTEND, hi * EXTEND, GRID_POINTS)
             ax.set_xlim(float(grid[0]), float(grid[-1]))
@@ -264,47 +340,11 @@ def plot_law(
                 spans = outside_spans(float(grid[0]), float(grid[-1]), *fitted)
                 shade_x(ax, spans)
                 shaded = shaded or bool(spans)
-            for k, (level, rows, x, scale) in enumerate(series):
-                c = color if k == 0 else dense_color
-                loss = law_curve_draws(draws, sweep.setting, axis, grid, sweep.anchor, scale)
-                y = laws.success_from_loss(loss) if y_is_success else loss
-                draw_bands(ax, grid, y, probs, kind, c)
-                ax.lines[-1].set_gid(MEDIAN_GID)
-                obs = _observed(frame, rows, x, spec)
-                err = np.vstack([obs["mean"] - obs["low"], obs["high"] - obs["mean"]])
-                marker = "o" if level != names.DENSE else "s"
-                bars = ax.errorbar(
-                    obs.index.to_numpy(float),
-                    obs["mean"].to_numpy(),
-                    yerr=err,
-                    fmt=marker,
-                    ms=2.8,
-                    color=DATA_COLOR if k == 0 else c,
-                    ecolor=DATA_COLOR if k == 0 else c,
-                    elinewidth=0.8,
-                    capsize=0,
-                    zorder=3,
-                )
-                bars.lines[0].set_gid(OBSERVED_GID)
-            ax.set_xscale("log")
-            if not y_is_success:
-                ax.set_yscale("log")
-            ax.xaxis.set_major_locator(FixedLocator(grid_ticks(x_rows).tolist()))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: compact_number(v)))
-            ax.set_title(setting_title(sweep.setting), fontsize=7, pad=3)
-            anchors = {tuple(sorted(s.anchor.items())) for s in sweeps}
-            if len(anchors) > 1:
-                ax.text(
-                    0.97,
-                    0.04 if y_is_success else 0.96,
-                    _anchor_text(sweep.anchor),
-                    transform=ax.transAxes,
-                    ha="right",
-                    va="bottom" if y_is_success else "top",
-                    fontsize=5.5,
-                    color="0.35",
-                )
+            _draw_series(
+                ax, draws, sweep, axis, grid, series, frame, spec, probs, kind,
+                (color, dense_color),
+            )  # fmt: skip
+            _format_panel(ax, x_rows, sweep, sweeps, y_is_success)
         anchor_note = ""
         if len({tuple(sorted(s.anchor.items())) for s in sweeps}) == 1 and sweeps[0].anchor:
             anchor_note = f" ({_anchor_text(sweeps[0].anchor)})"

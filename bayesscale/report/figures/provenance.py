@@ -31,7 +31,8 @@ from typing import Any, Final
 import xarray as xr
 from matplotlib.figure import Figure
 
-from bayesscale import __version__, names
+from bayesscale import names
+from bayesscale._version import __version__
 from bayesscale.atomic import write_atomically
 from bayesscale.report.figures.style import FigureError
 
@@ -198,7 +199,9 @@ def save_figure(
             f"{path}: the figure carries no provenance; pass provenance=provenance(fit, ...)"
         )
     if path.exists() and not overwrite:  # before drawing a footer on the figure
-        raise FileExistsError(f"{path} exists; pass --force (overwrite=True) to replace it")
+        raise FileExistsError(
+            f"{path} exists; pass overwrite=True (on the command line --force) to replace it"
+        )
     if suffix == ".png":
         metadata: dict[str, Any] = prov.png_text()
     elif suffix == ".pdf":

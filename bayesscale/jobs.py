@@ -1,7 +1,8 @@
 """Run a list of seeded jobs serially or as Ray tasks, with the same results either way.
 
-The heavy studies (simulation-based calibration, coverage over redraws, out-of-scale
-cross-validation, the next-runs study) are lists of independent fits. :func:`run_jobs` runs
+A leaf of the package (it imports NumPy only, and Ray where it runs jobs on Ray): the heavy
+studies (simulation-based calibration, coverage over redraws, out-of-scale cross-validation,
+the next-runs and design studies) are lists of independent fits. :func:`run_jobs` runs
 ``fn(shared, item, seed)`` for every ``item``, either in this process (serial, the default)
 or as Ray tasks on a cluster, and returns the results **in job order**. Job ``i``'s seed is
 
@@ -19,7 +20,7 @@ Ray workers run with one (``WORKER_ENV``; Ray sets ``OMP_NUM_THREADS=1`` anyway)
 serial reference with ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1`` to get
 the workers' numbers exactly (checked on two cross-validation folds of the reference data:
 identical; with the machine's default threads, 38 of 157 figures differed in the 3rd-4th
-digit). The SBC and coverage fits (:class:`~bayesscale.checks.calibration.CompiledLawSampler`,
+digit). The SBC and coverage fits (:class:`~bayesscale.checks.law_sampler.CompiledLawSampler`,
 JAX only) gave identical ranks either way.
 
 ``ray_address``: ``None`` with ``workers <= 1`` runs serially; ``None`` with ``workers > 1``
@@ -32,7 +33,7 @@ on every node (installed in the workers' Python).
 
 **JAX in workers.** Every Ray worker is its own process, and JAX's settings are per process:
 each job function must call :func:`bayesscale.sampling.jaxconfig.configure` before it touches JAX
-(the package's fits and :class:`~bayesscale.checks.calibration.CompiledLawSampler` do). Two
+(the package's fits and :class:`~bayesscale.checks.law_sampler.CompiledLawSampler` do). Two
 workers on a 2-core machine each running 2 chains (one XLA host device per chain) would put
 4 busy threads on 2 cores, and XLA's own intra-op thread pool sizes itself to the machine:
 ``WORKER_ENV`` (the default ``env``) limits XLA and the BLAS libraries to one thread per
@@ -50,8 +51,11 @@ Example
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -137,8 +141,6 @@ FORK_WARNING: Final = r"os\.fork\(\) was called"
 
 def _connect(address: str | None, workers: int | None, env: Mapping[str, str] | None) -> str | None:
     """Start or join Ray; the temporary folder of a local instance started here, else None."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=FORK_WARNING, category=RuntimeWarning)
         return _init(address, workers, env)
@@ -146,8 +148,6 @@ def _connect(address: str | None, workers: int | None, env: Mapping[str, str] | 
 
 def _shutdown(ray: Any, folder: str | None) -> None:
     """Disconnect; remove the temporary folder (logs, sockets) of a local instance."""
-    import shutil
-
     ray.shutdown()
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
@@ -233,8 +233,6 @@ def run_jobs(
 
 
 def _ray_connected() -> bool:
-    import sys
-
     return "ray" in sys.modules and bool(sys.modules["ray"].is_initialized())
 
 
@@ -290,61 +288,3 @@ def _run_ray(
     finally:
         if started:
             _shutdown(ray, folder)
-
-
-# --- studies the package runs as jobs ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _CrossvalJobs:
-    table: Any
-    spec: Any
-    config: Any
-    prob: float
-    new_groups: str | None
-    seed: int | None
-
-
-def _crossval_job(jobs: _CrossvalJobs, rule: str, _seed: int) -> Any:
-    from bayesscale.checks.crossval import crossval
-
-    [fold] = crossval(
-        jobs.table, jobs.spec, [rule], jobs.config, jobs.prob, jobs.new_groups, jobs.seed
-    ).folds
-    return fold
-
-
-def crossval_jobs(
-    table: Any,
-    spec: Any,
-    leave_outs: Sequence[str],
-    config: Any = None,
-    prob: float | None = None,
-    new_groups: str | None = None,
-    seed: int | None = None,
-    ray_address: str | None = None,
-    workers: int | None = None,
-) -> Any:
-    """:func:`bayesscale.checks.crossval.crossval` with one fold per job (serially or on Ray).
-
-    Every fold of ``crossval`` refits with the same ``config`` (its seed) and checks with the
-    same ``seed``, whatever the other folds are: the job seed is not used, and the result is
-    the one ``crossval(table, spec, leave_outs, ...)`` returns, folds in order. Each rule is
-    checked in this process first (``crossval``'s split), before any job starts.
-
-    >>> result = crossval_jobs(table, spec, ["rollouts=max", "n_envs=max"], workers=2)  # doctest: +SKIP
-    """
-    from bayesscale.checks.crossval import (
-        CrossvalResult,
-        LeaveOut,
-        split,
-    )
-    from bayesscale.checks.heldout import DEFAULT_PROB
-
-    rules = [str(r if isinstance(r, LeaveOut) else LeaveOut.parse(r)) for r in leave_outs]
-    for rule in rules:  # fail before any sampling, as crossval does
-        split(table, spec, LeaveOut.parse(rule), new_groups)
-    prob = DEFAULT_PROB if prob is None else prob
-    jobs = _CrossvalJobs(table, spec, config, prob, new_groups, seed)
-    folds = run_jobs(_crossval_job, rules, 0, shared=jobs, ray_address=ray_address, workers=workers)
-    return CrossvalResult(table.source, prob, tuple(folds))

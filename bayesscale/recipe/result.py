@@ -1,0 +1,124 @@
+"""A recipe and everything said about it: the one object every front end reads.
+
+:func:`build_recipe` solves the recipe over the posterior (money: :func:`~bayesscale.recipe.vouched.vouched_recipe` or
+:func:`~bayesscale.recipe.solve.recipe`; compute: :func:`~bayesscale.recipe.compute.compute_recipe`)
+and returns a :class:`RecipeResult`: the per-draw results, the unbounded recipe where the
+headline is bounded to the data, and the notes of :func:`~bayesscale.recipe.notes.recipe_notes`.
+Its :meth:`RecipeResult.to_json` is the summary ``bayesscale recipe --json`` prints and the
+report writes as ``recipe.json``. :meth:`bayesscale.fits.law.LawFit.recipe_result` calls it with
+the fit's cached diagnostics and identification, so nothing here reads a fit's draws twice.
+
+>>> from bayesscale.data.fitfile import diagnose
+>>> from bayesscale.recipe.synthetic import synthetic_fit
+>>> fit = synthetic_fit(draws=20, spread=0.0)
+>>> ident = {"settings": {}}
+>>> result = build_recipe(fit, [1e3], verdicts={}, identification=ident)
+>>> result.unbounded is None, result.notes
+(True, [])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.core.intervals import DEFAULT_PROB
+from bayesscale.data.extrapolation import WARN_FACTOR
+from bayesscale.recipe.compute import compute_recipe
+from bayesscale.recipe.notes import UNBOUNDED_IN_PYTHON, recipe_notes
+from bayesscale.recipe.output import exponent_flags, flag_rows, to_json
+from bayesscale.recipe.solve import recipe
+from bayesscale.recipe.vouched import headline_json, vouched_recipe
+
+if TYPE_CHECKING:
+    from bayesscale.data.fitfile import Diagnostics
+
+COST_COMPUTE = "compute"  # the cost model whose budget is FLOPs (recipe.compute)
+
+
+@dataclass
+class RecipeResult:
+    """A solved recipe: ``ds`` the headline's per-draw results (the recipe bounded to
+    ``warn_beyond`` times the data in the rows ``ds.beyond_data`` marks, when ``unbounded`` is
+    given), ``unbounded`` the recipe without that bound, ``within`` the factor the headline is
+    kept within the data (``None``: not bounded), ``notes`` what it cannot support."""
+
+    ds: xr.Dataset
+    unbounded: xr.Dataset | None
+    warn_beyond: float
+    within: float | None
+    flags: dict[str, dict[str, str]]
+    verdicts: dict[str, Diagnostics]
+    vouched: bool = True
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self, prob: float = DEFAULT_PROB) -> dict[str, Any]:
+        """The JSON summary: per setting and budget, the allocation with ``prob`` intervals,
+        ``within_data`` and, on bounded rows, the unbounded row as ``extrapolation_recipe``;
+        per row the exponents the data barely identify; the fits' diagnostics."""
+        summary = to_json(self.ds, prob, self.warn_beyond)
+        if self.vouched:
+            far = (
+                None if self.unbounded is None else to_json(self.unbounded, prob, self.warn_beyond)
+            )
+            summary = headline_json(summary, far, self.warn_beyond, self.ds.get(names.BEYOND_DATA))
+        flag_rows(summary, self.flags)
+        summary["fit_diagnostics"] = {
+            what.replace(" ", "_"): d.to_dict() for what, d in self.verdicts.items()
+        }
+        return summary
+
+
+def build_recipe(
+    fit: xr.DataTree,
+    budgets: Sequence[float],
+    *,
+    verdicts: Mapping[str, Diagnostics],
+    identification: Mapping[str, Any],
+    vouched: bool = True,
+    warn_beyond: float = WARN_FACTOR,
+    cost_model: str | None = None,
+    where: str = UNBOUNDED_IN_PYTHON,
+    **options: Any,
+) -> RecipeResult:
+    """Solve the recipe of ``fit`` at ``budgets`` and say what it cannot support.
+
+    ``verdicts``: each fit's diagnostics by what it is (``"law fit"``, ``"pricing fit"``);
+    ``identification``: the law's (:func:`bayesscale.law.sensitivity.assess`); ``vouched``:
+    lead with the recipe bounded to ``warn_beyond`` times the data where the unbounded one
+    lies further (:func:`~bayesscale.recipe.vouched.vouched_recipe`); ``cost_model``:
+    ``"exact"`` (default), ``"linearised"`` or ``"compute"`` (``options`` then are
+    :func:`~bayesscale.recipe.compute.compute_recipe`'s); other ``options`` are
+    :func:`~bayesscale.recipe.solve.recipe`'s.
+    """
+    unbounded = None
+    model: dict[str, Any] = {} if cost_model is None else {"cost_model": cost_model}
+    if cost_model == COST_COMPUTE:
+        ds = compute_recipe(fit, budgets, **options)
+    elif vouched:
+        ds, unbounded = vouched_recipe(fit, budgets, warn_beyond=warn_beyond, **model, **options)
+    else:
+        ds = recipe(fit, budgets, **model, **options)
+    within = options.get("within_data") if unbounded is None else warn_beyond
+    result = RecipeResult(
+        ds=ds,
+        unbounded=unbounded,
+        warn_beyond=warn_beyond,
+        within=within,
+        flags=exponent_flags(identification),
+        verdicts=dict(verdicts),
+        vouched=vouched and cost_model != COST_COMPUTE,
+    )
+    result.notes = recipe_notes(
+        result.to_json(),
+        verdicts=verdicts,
+        within=within,
+        bounded=None if unbounded is None else (ds, unbounded, warn_beyond),
+        solver_failures=int(ds.attrs.get("decision_solver_failures", 0)),
+        where=where,
+    )
+    return result
