@@ -40,6 +40,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
+from bayesscale.core.forms import POWER as POWER_FORM
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import SETTING_SEPARATOR
 from bayesscale.data.spec import ModelSpec
@@ -104,7 +105,22 @@ def law_layout(fit: xr.DataTree) -> tuple[tuple[str, ...], tuple[str, ...]]:
         raise PosteriorError(f"the fit's constant_data has no {names.REFERENCE_SCALE!r}")
     axes = tuple(str(a) for a in post[names.ALPHA][names.AXIS_DIM].to_numpy())
     settings = tuple(str(s) for s in post[names.ALPHA][names.SETTING_DIM].to_numpy())
+    if fit.attrs.get(names.ATTR_SPEC):
+        _check_forms(fit_spec(fit))
     return axes, settings
+
+
+def _check_forms(spec: ModelSpec) -> None:
+    """Refuse a fit whose axes are not all power laws: every reader here evaluates the law as
+    a power law per axis, so another form would give wrong predictions, recipes and checks."""
+    other = {a.name: a.form for a in spec.axes if a.form != POWER_FORM}
+    if other:
+        raise PosteriorError(
+            f"the fit's spec gives axes other forms than a power law ({other}); predictions, "
+            "recipes, checks and next runs read every axis as a power law and cannot read "
+            "this fit yet (its posterior can be inspected as it is); refit with "
+            "form = 'power' on those axes for them"
+        )
 
 
 @dataclass(frozen=True)
