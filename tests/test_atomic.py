@@ -23,7 +23,9 @@ def test_written_file_has_the_mode_open_would_give(tmp_path: Path) -> None:
 def test_existing_file_is_kept_unless_overwrite(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("mine")
-    with pytest.raises(FileExistsError, match="pass --force"):
+    with pytest.raises(
+        FileExistsError, match=r"pass overwrite=True \(on the command line --force\)"
+    ):
         write_atomically(path, lambda tmp: tmp.write_text("theirs"))
     assert path.read_text() == "mine"
     write_atomically(path, lambda tmp: tmp.write_text("theirs"), overwrite=True)

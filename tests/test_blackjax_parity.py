@@ -290,7 +290,9 @@ def blackjax_trajectory(run: Any, start: Any, eps: float) -> dict[str, Any]:
         start.z, initial_velocity(start.key, start.z.shape[0]), -start.potential, -start.grad
     )
     states, changes, mids, info = jax.tree.map(np.asarray, run(first, eps))
-    np.testing.assert_array_equal(info.proposal.position, states.position[-1])
+    # BlackJAX's proposal is its last state, computed by a separately compiled path: equal to
+    # the last bits on one CPU, 6.5e-15 apart on another (XLA's fusion differs)
+    np.testing.assert_allclose(info.proposal.position, states.position[-1], rtol=1e-12, atol=0)
     return {
         "z": np.concatenate([np.asarray(start.z)[None], states.position]),
         "potential": np.concatenate([[float(start.potential)], -states.logdensity]),

@@ -34,8 +34,8 @@ def _copy(tree: xr.DataTree) -> xr.DataTree:
 
 
 def test_the_public_api_is_small_and_lazy() -> None:
-    # ten names, each of them there and documented
-    assert len(bs.__all__) == 10 and {"fit", "load", "LawFit"} <= set(bs.__all__)
+    # eleven names, each of them there and documented
+    assert len(bs.__all__) == 11 and {"fit", "load", "LawFit", "load_example"} <= set(bs.__all__)
     for name in bs.__all__:
         assert getattr(bs, name) is not None and name in dir(bs)
     code = "import sys, bayesscale as bs\nprint(sorted(m for m in ('pymc', 'jax', 'matplotlib') if m in sys.modules))"
@@ -243,17 +243,18 @@ def test_results_say_what_they_cannot_support(tmp_path, capsys) -> None:
     assert main(["recipe", str(path), "--budget", "1e8", "--max-draws", "10"]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines()[0] == verdict
-    # the command states the bound in its table (each row's headline) and in a note saying
-    # where the unbounded recipe is; the other notes, the verdict too, are the Python
-    # caveats', word for word
+    # the command names the failed fit first (a warning with its path), states the bound in
+    # its table (each row's headline) and in a note saying where the unbounded recipe is; the
+    # other notes are the Python caveats', word for word
     assert captured.out.count("budget 100,000,000 USD  |  bounded to 4x the data") == 2
-    bound, *rest = captured.err.splitlines()
+    warning, bound, *rest = captured.err.splitlines()
+    assert warning == f"bayesscale recipe: warning: {path}: {verdict.removeprefix('law fit: ')}"
     assert bound == "bayesscale recipe: " + messages[0].replace(
         "`beyond_data` marks those rows. The unbounded recipe is an extrapolation "
         "(`vouched=False`)",
         "the unbounded recipe follows each bounded row as an EXTRAPOLATION",
     )
-    assert rest == [f"bayesscale recipe: {m}" for m in messages[1:]]
+    assert rest == [f"bayesscale recipe: {m}" for m in messages[2:]]
     # the unbounded recipe (vouched=False) is an extrapolation, and warns how far it goes
     with pytest.warns(bs.CaveatWarning) as warned:
         failed.recipe([1e8], max_draws=10, vouched=False)

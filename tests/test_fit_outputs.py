@@ -37,6 +37,10 @@ def small_fit() -> bs.LawFit:
     return bs.LawFit(fit(table, SPEC, config), table=table)
 
 
+# A 2 x 300-draw fit of 96 rows may leave a row's Pareto k above 0.64 (which rows follows the
+# draws, so the CPU's floating point): ArviZ warns; this test checks what ArviZ can read and
+# compute from a saved fit, not how reliable LOO is on so short a fit.
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto distribution:UserWarning")
 def test_a_saved_and_loaded_fit_is_at_home_in_arviz(small_fit, tmp_path) -> None:
     import arviz as az
 

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args.out, args.force, [args.fit, args.heldout])
 
     from bayesscale.checks.heldout import format_text, summary
+    from bayesscale.data.fitfile import verdict
     from bayesscale.data.observations import write_table
     from bayesscale.fits.law import LawFit
 
@@ -58,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
     )
     result = summary(table, warn_beyond)
     result["fit_diagnostics"] = diagnostics.to_dict()
+    said = verdict(diagnostics, "law fit")  # refuse_failed said it, naming the file
     for note in notes:
-        print(f"bayesscale check: {note}", file=sys.stderr)
+        if note not in said:
+            print(f"bayesscale check: {note}", file=sys.stderr)
     if out is not None:
         write_table(table, out, overwrite=args.force)
         result["table"] = str(out)

@@ -347,7 +347,8 @@ def run(args: argparse.Namespace) -> int:
             within_data=result.within,
         )
     for line in result.notes:
-        _note(line)
+        if line not in result.verdict_notes:  # refuse_failed said it, naming the file
+            _note(line)
     written = (
         _write_decision_sweep(sweep_request, result.ds, law.tree, summary)
         if sweep_request

@@ -17,7 +17,7 @@ with an active set (the budget and the box), from the median of the per-draw opt
 line search. A problem is accepted only where the result is a strict local maximum (first
 order residual at rounding level, multipliers of the right sign, the reduced Hessian
 negative definite) no worse than the start; the rest go to SLSQP one by one
-(:func:`~bayesscale.recipe.solve._decision`), as before.
+(``bayesscale.recipe.solve._decision``), as before.
 
 >>> import numpy as np
 >>> from bayesscale.core.allocate import PowerLaw

@@ -28,6 +28,7 @@ import xarray as xr
 from bayesscale import names
 from bayesscale.core.intervals import DEFAULT_PROB
 from bayesscale.data.extrapolation import WARN_FACTOR
+from bayesscale.data.fitfile import verdict
 from bayesscale.recipe.compute import compute_recipe
 from bayesscale.recipe.notes import UNBOUNDED_IN_PYTHON, recipe_notes
 from bayesscale.recipe.output import exponent_flags, flag_rows, to_json
@@ -55,6 +56,11 @@ class RecipeResult:
     verdicts: dict[str, Diagnostics]
     vouched: bool = True
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict_notes(self) -> list[str]:
+        """The notes that are the fits' verdicts (a failed or preview fit), in ``notes``."""
+        return [line for what, d in self.verdicts.items() for line in verdict(d, what)]
 
     def to_json(self, prob: float = DEFAULT_PROB) -> dict[str, Any]:
         """The JSON summary: per setting and budget, the allocation with ``prob`` intervals,
