@@ -26,6 +26,7 @@ there):
 
 from __future__ import annotations
 
+#: The top-level modules (a submodule counts as its package) imported inside functions only.
 HEAVY_MODULES: tuple[str, ...] = (
     "pymc",
     "pytensor",
