@@ -2,8 +2,9 @@
 
 Every import inside a function of the package (``if TYPE_CHECKING:`` blocks aside) imports a
 module of :data:`bayesscale.heavy.HEAVY_MODULES`, or a package module that imports one at module
-level (itself or through the package's own module-level imports), or is one of
-:data:`EXCEPTIONS`, each with its reason. Any other import belongs at the top of its module.
+level (itself or through the package's own module-level imports), or is a command of the
+command line importing what it runs (:func:`_a_command_runs`). Any other import belongs at the
+top of its module: no other exception was needed (moving the light ones up formed no cycle).
 """
 
 from __future__ import annotations
@@ -14,9 +15,6 @@ from pathlib import Path
 from bayesscale.heavy import is_heavy
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bayesscale"
-
-# (importing module, imported module): why it stays inside a function
-EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:
@@ -116,7 +114,7 @@ def light_local_imports(sources: dict[str, str]) -> list[str]:
     heavy = heavy_modules(top)
     bad = []
     for module, imported, line in local:
-        if is_heavy(imported) or imported in heavy or (module, imported) in EXCEPTIONS:
+        if is_heavy(imported) or imported in heavy:
             continue
         if _a_command_runs(module, imported):
             continue
@@ -130,11 +128,6 @@ def package_sources() -> dict[str, str]:
 
 def test_function_local_imports_are_heavy_or_excused() -> None:
     assert light_local_imports(package_sources()) == []
-
-
-def test_every_exception_is_still_a_function_local_import() -> None:
-    _, local = scan(package_sources())
-    assert set(EXCEPTIONS) <= {(m, i) for m, i, _ in local}
 
 
 def test_a_light_import_inside_a_function_is_flagged() -> None:
