@@ -26,7 +26,7 @@ it), top to bottom:
     data/                  specs, observation tables, simulation, swept ranges, fit files
     core/                  pure NumPy math: laws, allocation, geometric programs, intervals
     sampling/              the MAMS/NUTS sampler on a JAX log density
-    leaves                 names, atomic, tomlfile, _version, _bundled, formatting, jobs
+    leaves                 names, atomic, tomlfile, _version, _bundled, formatting, jobs, heavy
 
 Attributes are loaded on first use, so ``import bayesscale`` imports neither PyMC nor JAX.
 """

@@ -28,7 +28,7 @@ import pandas as pd
 from bayesscale import names
 from bayesscale.data.fitfile import load_fit
 from bayesscale.data.observations import Table, load_observations
-from bayesscale.data.spec import ModelSpec, load_spec
+from bayesscale.data.spec import ModelSpec, load_spec, with_exponent_prior_scale
 from bayesscale.fits.caveats import announce, failed_fit, single_setting, verdict
 from bayesscale.fits.law import LawFit
 from bayesscale.fits.pricing import PricingFit
@@ -59,7 +59,6 @@ def fit(
 
     >>> fit = bs.fit("data/reference/observations.csv", seed=1)  # doctest: +SKIP
     """
-    from bayesscale.data.spec import with_exponent_prior_scale
     from bayesscale.law.inference import fit as fit_law
 
     spec = spec if isinstance(spec, ModelSpec) else load_spec(spec)

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bayesscale"
 
 # bottom to top; "__init__" is the package root, which exports the fit objects lazily
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("names", "atomic", "tomlfile", "_version", "_bundled", "formatting", "jobs"),
+    ("names", "atomic", "tomlfile", "_version", "_bundled", "formatting", "jobs", "heavy"),
     ("sampling",),
     ("core",),
     ("data",),

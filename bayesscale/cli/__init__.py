@@ -20,8 +20,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from bayesscale import atomic, names
 from bayesscale._version import __version__
 from bayesscale.core.intervals import DEFAULT_PROB
+from bayesscale.data.examples import example_for
+from bayesscale.data.extrapolation import WARN_FACTOR, check_threshold
 
 EXIT_USAGE = 2  # a usage or input error: nothing was computed
 EXIT_DIAGNOSTICS = 3  # a fit failed its diagnostics (or is a preview) under --strict
@@ -87,7 +90,6 @@ def add_strict(parser: argparse.ArgumentParser) -> None:
 
 def add_new_groups(parser: argparse.ArgumentParser) -> None:
     """``--new-groups pooled``: held-out settings the fit does not know, from the population."""
-    from bayesscale import names
 
     parser.add_argument(
         "--new-groups",
@@ -104,7 +106,6 @@ def add_force(parser: argparse.ArgumentParser) -> None:
 
 
 def add_warn_beyond(parser: argparse.ArgumentParser) -> None:
-    from bayesscale.data.extrapolation import WARN_FACTOR
 
     parser.add_argument(
         "--warn-beyond",
@@ -139,7 +140,6 @@ def refuse_failed(what: str, diagnostics: Verdict, strict: bool) -> None:
 
 
 def check_warn_beyond(value: float) -> float:
-    from bayesscale.data.extrapolation import check_threshold
 
     try:
         return check_threshold(value)
@@ -198,7 +198,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _example_hint(exc: Exception) -> str:
     """Where a missing input is a file of a bundled example, say how to get it."""
-    from bayesscale.data.examples import example_for
 
     name = example_for(str(exc))
     return f" (bayesscale example {name} writes it into the current folder)" if name else ""
@@ -323,7 +322,6 @@ def _interrupted(command: str) -> None:
     """Remove unfinished outputs and say so in one line: what was written, and the unfinished
     files and folders removed (a report's hidden ``.NAME.partial-*`` folder among them), or
     any that could not be."""
-    from bayesscale import atomic
 
     removed = atomic.discard_pending()
     done = ", ".join(str(p) for p in atomic.WRITTEN)

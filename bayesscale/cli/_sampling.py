@@ -8,6 +8,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from bayesscale.cli import CommandError
 from bayesscale.sampling.config import (
     DEFAULT_DRAWS,
     DEFAULT_MAX_DRAWS,
@@ -126,8 +127,6 @@ def spec_with_prior_scale(spec: ModelSpec, factor: float) -> ModelSpec:
     try:
         return with_exponent_prior_scale(spec, factor)
     except SpecError as exc:
-        from bayesscale.cli import CommandError
-
         raise CommandError(f"--prior-scale: {exc}") from None
 
 
@@ -146,8 +145,6 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
             max_draws=max(args.max_draws, args.draws),
         )
     except ValueError as exc:
-        from bayesscale.cli import CommandError
-
         raise CommandError(str(exc)) from None
     return config.as_preview() if args.preview else config
 

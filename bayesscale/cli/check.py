@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
-from bayesscale.cli import add_force, add_new_groups, add_prob, add_strict, add_warn_beyond
+from bayesscale.cli import (
+    add_force,
+    add_new_groups,
+    add_prob,
+    add_strict,
+    add_warn_beyond,
+    check_prob,
+    check_warn_beyond,
+    output_path,
+    refuse_failed,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,10 +49,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
-
-    from bayesscale.cli import check_prob, check_warn_beyond, output_path, refuse_failed
 
     check_prob(args.prob)
     warn_beyond = check_warn_beyond(args.warn_beyond)

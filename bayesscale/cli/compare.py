@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+
+from bayesscale.cli import CommandError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,11 +45,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
-    from pathlib import Path
-
-    from bayesscale.cli import CommandError
 
     if len(args.fits) < 2:
         raise CommandError(f"compare needs at least two fits, got {len(args.fits)}")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from bayesscale import names
-from bayesscale.cli import add_force
+from bayesscale.cli import add_force, check_prob, output_path
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
 
 
@@ -54,9 +55,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from bayesscale.cli import check_prob, output_path
 
     check_prob(args.prob)
     out = output_path(args.out, args.force, [args.observations, args.spec])

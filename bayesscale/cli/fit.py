@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bayesscale.cli import add_force
+from bayesscale.cli import add_force, output_path
 from bayesscale.cli._sampling import (
     add_prior_scale_argument,
     add_sampling_arguments,
@@ -43,8 +43,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
-    from bayesscale.cli import output_path
 
     out = output_path(args.out, args.force, [args.observations, args.spec])
     assert out is not None  # --out is required

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bayesscale.cli import CommandError, add_force, add_strict
+from bayesscale import names
+from bayesscale.atomic import write_atomically
+from bayesscale.cli import CommandError, add_force, add_strict, output_path, refuse_failed
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import xarray as xr
 
     from bayesscale.core.prices import Prices
@@ -206,7 +208,6 @@ def _anchor_sizes(given: list[str]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bayesscale.cli import refuse_failed
     from bayesscale.core.prices import load_prices
     from bayesscale.design.costs import Costs, load_costs
     from bayesscale.design.defaults import DEFAULT_TRIALS
@@ -260,7 +261,6 @@ def run(args: argparse.Namespace) -> int:
 def _output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
     """``--out`` and ``--figure`` as paths (refused where they would overwrite without
     ``--force``), after the option combinations ``next`` refuses."""
-    from bayesscale.cli import output_path
 
     if args.refit_below is not None and args.observations is None:
         raise CommandError("--refit-below needs --observations OBS.csv (the fit's data)")
@@ -346,9 +346,7 @@ def _write_sweep(
     spec: SweepSpec,
 ) -> None:
     """The batch as a sweep file at ``out`` that ``plan`` accepts."""
-    from pathlib import Path
 
-    from bayesscale.atomic import write_atomically
     from bayesscale.design import sweep_file
 
     points = sweep_file.sweep_points(result.chosen, result.axes, columns, keys, spec)
@@ -364,7 +362,6 @@ def _write_sweep(
 
 def _write_figure(args: argparse.Namespace, figure: Path, result: NextRuns) -> None:
     """Value per cost over the candidate grid, as a PNG at ``figure``."""
-    from bayesscale.atomic import write_atomically
     from bayesscale.design.figure import value_per_cost_figure
     from bayesscale.report.figures.provenance import DEFAULT_DPI
 
@@ -378,7 +375,6 @@ def _print_result(
     args: argparse.Namespace, result: NextRuns, law: LawFit, out: Path | None
 ) -> None:
     """The batch as text (``--json``: JSON) with the fit's diagnostics, and what was written."""
-    import json
 
     from bayesscale.design.next_text import format_text, to_json
 
@@ -402,7 +398,6 @@ def _refitter(
     (columns the rows lack are taken from the same setting's first observed row)."""
     import pandas as pd
 
-    from bayesscale import names
     from bayesscale.data.fitfile import fit_spec
     from bayesscale.data.observations import Table, frame_sha256, read_table, validate
     from bayesscale.law.inference import FitConfig

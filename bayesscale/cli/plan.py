@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from bayesscale import names
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -36,7 +38,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bayesscale import names
     from bayesscale.verl.plan import holdout_summary, plan_sweep
     from bayesscale.verl.sweep import load_sweep_spec
 

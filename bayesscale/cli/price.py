@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
-from bayesscale.cli import add_force
+from bayesscale.cli import add_force, output_path, refuse_failed
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args, diagnostics_verdict
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
@@ -50,9 +51,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import warnings
-
-    from bayesscale.cli import output_path, refuse_failed
 
     out = output_path(args.out, args.force, [args.pricing, args.law_fit, args.spec])
     assert out is not None  # --out is required

@@ -4,8 +4,9 @@ kappa0 per axis, and the share of kappa0 variance that axis membership explains.
 from __future__ import annotations
 
 import argparse
+import json
 
-from bayesscale.cli import add_prob
+from bayesscale.cli import add_prob, check_prob
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,9 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
 
-    from bayesscale.cli import check_prob
     from bayesscale.fits.pricing import PricingFit
     from bayesscale.pricing.summary import format_pricing_text, json_ready
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bayesscale.atomic import write_atomically
 from bayesscale.cli import (
     CommandError,
     add_force,
@@ -367,7 +368,6 @@ def _note(line: str | None) -> None:
 
 def _emit(ds: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
     """Write ``--out`` atomically (a temporary file renamed into place), then print."""
-    from bayesscale.atomic import write_atomically
 
     if args.out:
         write_atomically(args.out, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"), args.force)
@@ -490,7 +490,6 @@ def _write_decision_sweep(
 ) -> str:
     """Write the sweep file atomically, say what was capped or left out (standard error),
     add it to the JSON (``sweep_out``); return the text lines for after the table."""
-    from bayesscale.atomic import write_atomically
     from bayesscale.design.decision_sweep import decision_sweep
 
     out = request["out"]

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
+from pathlib import Path
 
-from bayesscale.cli import add_new_groups, add_prob, add_strict, add_warn_beyond
+from bayesscale.cli import (
+    CommandError,
+    add_new_groups,
+    add_prob,
+    add_strict,
+    add_warn_beyond,
+    check_prob,
+    check_warn_beyond,
+)
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
+from bayesscale.cli.recipe import parse_budgets
 from bayesscale.data.spec import SENSITIVITY_SCALE
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
 
@@ -79,11 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-    from pathlib import Path
 
-    from bayesscale.cli import CommandError, check_prob, check_warn_beyond
-    from bayesscale.cli.recipe import parse_budgets
     from bayesscale.pipeline.report import ReportError, ReportOptions, build_report
 
     check_prob(args.prob)

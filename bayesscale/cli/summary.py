@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 
-from bayesscale.cli import add_prob, add_strict
+from bayesscale.cli import add_prob, add_strict, check_prob, refuse_failed
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,9 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
 
-    from bayesscale.cli import check_prob, refuse_failed
     from bayesscale.fits.law import LawFit
     from bayesscale.law.summary import format_text
 

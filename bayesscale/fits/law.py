@@ -37,7 +37,8 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.core.intervals import DEFAULT_PROB
-from bayesscale.data.extrapolation import WARN_FACTOR
+from bayesscale.core.prices import load_prices
+from bayesscale.data.extrapolation import WARN_FACTOR, SweptRange
 from bayesscale.data.fitfile import (
     Diagnostics,
     FitFileError,
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from bayesscale.core.prices import Prices
-    from bayesscale.data.extrapolation import SweptRange
     from bayesscale.data.observations import Table
     from bayesscale.data.spec import ModelSpec
     from bayesscale.fits.pricing import PricingFit
@@ -150,7 +150,6 @@ class LawFit:
     @cached_property
     def swept(self) -> SweptRange | None:
         """The swept range of every axis per setting (``None`` for fits of older versions)."""
-        from bayesscale.data.extrapolation import SweptRange
 
         return SweptRange.from_fit(self.tree)
 
@@ -243,7 +242,6 @@ class LawFit:
         ``"compute"`` solves under a FLOPs budget
         (:func:`~bayesscale.recipe.compute.compute_recipe`, whose ``options`` it then takes);
         ``where`` says where a bounded headline's unbounded recipe is shown."""
-        from bayesscale.core.prices import load_prices
         from bayesscale.fits.pricing import PricingFit
         from bayesscale.recipe.result import COST_COMPUTE, build_recipe
 

@@ -41,6 +41,7 @@ from bayesscale.sampling.config import (
     FitConfig,
 )
 from bayesscale.sampling.jaxconfig import release_compiled
+from bayesscale.sampling.logdensity import LogDensity
 from bayesscale.sampling.progress import Progress
 
 SAMPLE_DIMS = (names.CHAIN_DIM, names.DRAW_DIM)
@@ -90,7 +91,6 @@ def _preview(model: pm.Model, config: FitConfig, label: str) -> tuple[xr.DataTre
     """A Laplace approximation in place of sampling (``--preview``): one "chain" of
     independent draws from the Gaussian at the mode. Marked as a preview by :func:`fit`."""
     from bayesscale.sampling.laplace import laplace
-    from bayesscale.sampling.logdensity import LogDensity
 
     start = time.perf_counter()
     progress = Progress(label, enabled=config.progress)
@@ -132,7 +132,6 @@ def _sample_own(
     model: pm.Model, config: FitConfig, label: str, per_draw: Mapping[str, Any] | None = None
 ) -> tuple[xr.DataTree, Timing]:
     from bayesscale.sampling.engine import CompiledSampler, RunSettings
-    from bayesscale.sampling.logdensity import LogDensity
 
     start = time.perf_counter()
     progress = Progress(label, enabled=config.progress)

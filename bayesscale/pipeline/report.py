@@ -39,10 +39,11 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale._version import __version__
+from bayesscale.core.prices import default_prices, load_prices
 from bayesscale.data.extrapolation import WARN_FACTOR
 from bayesscale.data.fitfile import DiagnosticsRefusedError, FitFileError, load_fit
 from bayesscale.data.observations import Table, load_observations, read_table, validate
-from bayesscale.data.spec import SENSITIVITY_SCALE, ModelSpec, load_spec
+from bayesscale.data.spec import SENSITIVITY_SCALE, ModelSpec, load_spec, with_exponent_prior_scale
 from bayesscale.pipeline.report_recipe import recipe_section
 from bayesscale.pipeline.report_sections import (
     SENSITIVITY_FIT,
@@ -225,7 +226,6 @@ def _step_count(options: ReportOptions) -> int:
 def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None:
     """Read and check every input, then the sections in order: the law, pricing, the recipe,
     prior sensitivity, the held-out check; then ``report.md``."""
-    from bayesscale.core.prices import default_prices, load_prices
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
     from bayesscale.report.figures import provenance
@@ -315,8 +315,6 @@ def _read_inputs(options: ReportOptions) -> _Inputs:
             "scale (--sensitivity-scale K > 0, the K it was fitted with)"
         )
     if options.sensitivity_scale is not None:
-        from bayesscale.data.spec import with_exponent_prior_scale
-
         wide_spec = with_exponent_prior_scale(spec, options.sensitivity_scale)
         if options.sensitivity_fit is not None:  # a reused fit must have the wider prior
             saved = load_fit(options.sensitivity_fit)

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 import xarray as xr
 from matplotlib.figure import Figure
+from PIL import Image
 
 from bayesscale import names
 from bayesscale._version import __version__
@@ -237,8 +238,6 @@ def save_figure(
 
 def read_png_text(path: str | Path) -> dict[str, str]:
     """All text chunks of a PNG file."""
-    from PIL import Image
-
     with Image.open(path) as image:
         if image.format != "PNG":
             raise FigureError(f"{path}: not a PNG file ({image.format})")
