@@ -37,9 +37,13 @@ import xarray as xr
 from bayesscale import names
 from bayesscale.checks import extrapolation_score as es
 from bayesscale.checks.curve_baselines import BASELINES, fit_baselines
+from bayesscale.core.forms import ALPHA, AMPLITUDE, KNEE, OFFSET_POWER, evaluate_term
 from bayesscale.data import lcdb
+from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import DataWarning, Table, setting_labels
 from bayesscale.jobs import run_jobs
+from bayesscale.law.predict import Prediction, validate_rows
+from bayesscale.sampling.config import FitConfig
 
 LAW = "law"
 MAX_SCORED_DRAWS = 4000  # posterior draws a law fit is scored on (evenly thinned)
@@ -58,8 +62,6 @@ class FitSettings:
     prob: float = 0.9
 
     def config(self, seed: int) -> Any:
-        from bayesscale.sampling.config import FitConfig
-
         given: dict[str, Any] = {
             k: v
             for k, v in (
@@ -140,10 +142,6 @@ def form_prediction(fit: xr.DataTree, held_out: pd.DataFrame) -> Any:
     (:func:`bayesscale.core.forms.evaluate_term`): ``L = L_inf[s] + T(D; A[s], alpha[s],
     knee)``. For LCDB's one-axis law without size, interaction or dense-reward terms only;
     for the power form it is :func:`bayesscale.law.predict.predict`'s loss."""
-    from bayesscale.core.forms import ALPHA, AMPLITUDE, KNEE, OFFSET_POWER, evaluate_term
-    from bayesscale.data.fitfile import fit_spec
-    from bayesscale.law.predict import Prediction, validate_rows
-
     spec = fit_spec(fit)
     if len(spec.axes) != 1 or spec.size or spec.interaction or spec.dense_reward:
         raise ValueError("form_prediction reads one-axis laws without other terms")
