@@ -12,7 +12,7 @@ command exits with a failure status (2, or 3 for a refused fit), prints no trace
 one line on standard error, and that line holds every needle of the case: where (the file, the
 row, the column or the flag) and what (``N = 0``, ``truncated``, ``did you mean``, ...). Else it
 is **poor**. The needles are what a user needs to read, written before the messages were fixed.
-``tests/test_bad_inputs.py`` runs the same cases and asks for every message to be clear.
+``tests/cli/test_bad_inputs.py`` runs the same cases and asks for every message to be clear.
 """
 
 from __future__ import annotations

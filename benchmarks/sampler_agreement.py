@@ -17,7 +17,7 @@ Bonferroni bound for the number of comparisons (a family-wise 0.1%), and each fi
 draws, minimum bulk and tail ESS, divergences and (MAMS) acceptance. ``--defect`` runs the
 MAMS fit with a deliberately broken transition (the private hooks of
 :func:`bayesscale.sampling.mams.make_chunk`), to see what the comparison can catch.
-``tests/test_nutpie_agreement.py`` runs the same comparison with the default fit and a
+``tests/sampling/test_nutpie_agreement.py`` runs the same comparison with the default fit and a
 shorter nutpie run. It asserts nothing.
 """
 

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -190,3 +193,43 @@ def pricing_fit(fit_folder: Path) -> xr.DataTree:
         bayesscale.names.KIND_PRICING_FIT,
         lambda: fit_pricing(load_pricing(path, spec), spec, PRICING_CONFIG),
     )
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[str]:
+    """A real Ray head on 127.0.0.1 with 2 fake GPUs, one per test session; shut down after."""
+    temp = tempfile.mkdtemp(prefix="bsray")  # short: Ray's socket paths must stay < 108 chars
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).parent / "ray_head.py"),
+            "--gpus",
+            "2",
+            "--cpus",
+            "2",
+            "--temp-dir",
+            temp,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.kill()
+        pytest.fail("the test Ray head did not start (tests/ray_head.py)")
+    try:
+        yield json.loads(line)["address"]
+    finally:
+        proc.stdin.close()
+        proc.stdout.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(temp, ignore_errors=True)

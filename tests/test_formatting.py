@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import doctest
 import re
 
-import bayesscale.formatting
 from bayesscale.formatting import format_number, money, times
 
 
@@ -28,7 +26,3 @@ def test_recipe_text_of_a_huge_budget() -> None:
     text = format_recipe(to_json(recipe(synthetic_fit(draws=20, spread=0.0), [1e30])))
     assert "budget 1.00e+30 USD" in text
     assert not re.search(r"\d{16}", text.replace(",", "")), text
-
-
-def test_docstring_examples() -> None:
-    assert doctest.testmod(bayesscale.formatting).failed == 0

@@ -400,7 +400,7 @@ def log_densities(model: pm.Model, posterior: xr.Dataset) -> tuple[xr.Dataset, x
     power-scaling sensitivity check without PyMC; together they are a few percent of the fit
     file (the pointwise log-likelihood would be three times the posterior's size). The
     package's own samplers evaluate them at every draw instead (:func:`log_density_terms`);
-    this path serves fits by PyMC's samplers and previews. ``tests/test_sensitivity.py``
+    this path serves fits by PyMC's samplers and previews. ``tests/law/test_sensitivity.py``
     holds what a fit stores equal to PyMC's."""
     from pymc.stats import compute_log_likelihood, compute_log_prior
 

@@ -117,7 +117,7 @@ def make_chunk(
     is not finite).
 
     ``_kinetic_scale`` and ``_metropolis`` are for tests only (negative controls of
-    ``tests/test_mams_stress.py``): the kinetic-energy change enters the acceptance
+    ``tests/sampling/test_mams_stress.py``): the kinetic-energy change enters the acceptance
     multiplied by ``_kinetic_scale``, and with ``_metropolis=False`` every proposal is taken
     (``accept`` still reports the probability). The defaults, 1 and ``True``, are the exact
     transition and trace the same program as without them; any other value samples the

@@ -26,7 +26,7 @@ from bayesscale.sampling.laplace import laplace
 from bayesscale.sampling.logdensity import LogDensity, flat_point
 from bayesscale.sampling.progress import Progress
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESTORE_SIGINT_AND_EXEC = (
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
     "os.execv(sys.argv[1], sys.argv[1:])"

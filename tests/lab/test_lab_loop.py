@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from verl_testlib import REPO, VERL_VENV
 
 from bayesscale import names
 from bayesscale.cli import main
@@ -23,6 +22,9 @@ from bayesscale.data.extrapolation import SweptRange
 from bayesscale.data.fitfile import load_fit
 from bayesscale.verl import manifest as mf
 from bayesscale.verl.sweep import load_sweep_spec
+
+REPO = Path(__file__).resolve().parents[2]
+VERL_VENV = REPO / ".venv-verl"  # built by scripts/setup-verl-env
 
 PYTHON = VERL_VENV / "bin" / "python"
 pytestmark = pytest.mark.skipif(

@@ -1,7 +1,7 @@
 """The MAMS transition (the default sampler's) against known answers: a badly scaled Gaussian
 recovered, draws independent of the chunking, the trajectory-length rule, and the reference law fit agreeing with the
 NUTS fit of the same model and data. Exactness at a step size far too large, with negative
-controls, is tests/test_mams_stress.py's; parity with BlackJAX tests/test_blackjax_parity.py's."""
+controls, is tests/sampling/test_mams_stress.py's; parity with BlackJAX tests/sampling/test_blackjax_parity.py's."""
 
 from __future__ import annotations
 

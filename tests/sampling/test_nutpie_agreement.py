@@ -29,7 +29,7 @@ import pytest
 import xarray as xr
 from testdata import REFERENCE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MAX_BEYOND_3 = 12  # N(0, 1) expects 2.6 of 975; scalars come in dependent pairs (alpha, log)
 MAX_MEAN_Z = 0.4  # |mean z| of a statistic over the 325 scalars
 MAX_SD_Z = 1.3

@@ -373,13 +373,6 @@ def test_interaction_fallback_to_the_general_solver(monkeypatch: pytest.MonkeyPa
     assert al.kkt_residuals(slow, law, prices, budget).max() < 1e-5
 
 
-def test_docstring_examples() -> None:
-    import doctest
-
-    result = doctest.testmod(al, raise_on_error=False)
-    assert result.attempted > 10 and result.failed == 0
-
-
 def test_budget_sweep_continuation_matches_independent_solves() -> None:
     """A sweep of >= 8 budgets along one dim is solved by continuation in the budget; it must
     agree with independent solves, for unsorted budgets, bounds that switch on and off along

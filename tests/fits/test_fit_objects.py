@@ -21,7 +21,7 @@ from bayesscale.names import ATTR_CONVERGENCE, ATTR_IDENTIFICATION
 from bayesscale.recipe.output import summarize
 from bayesscale.recipe.solve import recipe
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HELDOUT = ROOT / "data" / "reference" / "heldout.csv"
 
 

@@ -688,30 +688,6 @@ def test_cli_price_axis_not_in_fit(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "that the fit does not have" in capsys.readouterr().err
 
 
-def test_docstring_examples() -> None:
-    import doctest
-
-    import bayesscale.cli.recipe
-    import bayesscale.recipe.compute
-    import bayesscale.recipe.draws
-    import bayesscale.recipe.output
-    import bayesscale.recipe.solve
-    import bayesscale.recipe.synthetic
-    import bayesscale.report.recipe_text
-
-    for module in (
-        bayesscale.recipe.draws,
-        bayesscale.recipe.solve,
-        bayesscale.recipe.output,
-        bayesscale.recipe.compute,
-        bayesscale.recipe.synthetic,
-        bayesscale.report.recipe_text,
-        bayesscale.cli.recipe,
-    ):
-        result = doctest.testmod(module, raise_on_error=False)
-        assert result.attempted >= 2 and result.failed == 0, module.__name__
-
-
 def test_decision_units_pulled_onto_the_budget() -> None:
     """``_onto_budget`` works in log units: a point over the budget (SLSQP's overshoot, or a
     start anywhere) moves geometrically toward the lower bounds until it spends the budget; a

@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from verl_testlib import REPO, VERL_VENV
 
 from bayesscale.verl.logs import held_out, read_log
 
-sys.path.insert(0, str(REPO / "lab"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab"))
 import make_pool
 import world
+
+REPO = Path(__file__).resolve().parents[2]
+VERL_VENV = REPO / ".venv-verl"  # built by scripts/setup-verl-env
 
 PYTHON = VERL_VENV / "bin" / "python"
 TRAIN = REPO / "lab" / "train.py"

@@ -13,7 +13,7 @@ from bayesscale.data.observations import DataWarning, load_observations
 from bayesscale.data.spec import load_spec
 from bayesscale.verl.sweep import AXIS_COLUMNS, load_sweep_spec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "data" / "lab"
 
 

@@ -17,7 +17,7 @@ from bayesscale.data.examples import EXAMPLES, example_files, write_example
 from bayesscale.data.observations import Table, load_observations
 from bayesscale.data.spec import SPEC_DIR, load_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_SPECS = ("agentic_rl", "chinchilla", "pricing", "prices")
 
 

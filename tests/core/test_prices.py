@@ -96,25 +96,6 @@ def test_kappa_validation() -> None:
         check_kappa({names.ENV: "x"})  # type: ignore[dict-item]
 
 
-def test_docstring_examples() -> None:
-    import doctest
-
-    import bayesscale.core.prices
-
-    result = doctest.testmod(bayesscale.core.prices, raise_on_error=False)
-    assert result.attempted >= 4 and result.failed == 0
-
-
-def test_toml_reader_docstring_examples() -> None:
-    """The reader every TOML file of the package goes through (prices, costs, specs, sweeps)."""
-    import doctest
-
-    import bayesscale.tomlfile
-
-    result = doctest.testmod(bayesscale.tomlfile, raise_on_error=False)
-    assert result.attempted >= 2 and result.failed == 0
-
-
 def test_fixed_cells_prices_rollouts_as_cells_times_rollouts() -> None:
     """A sweep's run trains on [alignment] cells whatever its environments and tasks: with
     trajectories = "fixed-cells" the rollout axis costs c_traj x cells per rollout."""

@@ -6,13 +6,14 @@ from __future__ import annotations
 import itertools
 import random
 import sys
-
-from verl_testlib import REPO
+from pathlib import Path
 
 from bayesscale.verl.count import signature_hash
 
-sys.path.insert(0, str(REPO / "lab"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab"))
 import world
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_environment_is_distinct_and_does_every_intent() -> None:

@@ -249,7 +249,7 @@ def test_bad_inputs(toy_fit: xr.DataTree) -> None:
 
 def test_costs_defaults_and_file(tmp_path: Path) -> None:
     """The defaults price the paper's reference run (a missing size is taken at it); a file
-    overrides them; errors name the file and key (tests/test_run_costs.py: the compute model)."""
+    overrides them; errors name the file and key (tests/design/test_run_costs.py: the compute model)."""
     costs = Costs()
     reference = 2.4e18 / (3600 * 989e12 * 0.06) + 1.0
     assert costs.gpu_hours() == pytest.approx(reference, rel=1e-12)
@@ -771,7 +771,7 @@ def test_a_started_batch_can_be_worth_more_than_both_greedy_batches(
         next_runs(toy_fit, 2e4, first_picks=-1, **options)
 
 
-# --- suggested for tests/test_next.py (needs the sweep_file.py part of the patch) ---
+# --- suggested for tests/design/test_next.py (needs the sweep_file.py part of the patch) ---
 def test_next_sweep_keeps_a_relative_entrypoint(tmp_path: Path) -> None:
     """The base spec's ./ and ../ entrypoint words stay pointed where the base spec meant."""
     lab = tmp_path / "lab"

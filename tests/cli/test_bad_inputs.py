@@ -8,7 +8,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "bad_inputs.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "bad_inputs.py"
 
 
 def test_every_bad_input_gets_a_clear_message(tmp_path: Path) -> None:
