@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from test_layers import type_checking_nodes
+
 from bayesscale.heavy import is_heavy
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bayesscale"
@@ -21,14 +23,6 @@ def _module_name(path: Path) -> str:
     return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(
         ".__init__"
     )
-
-
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    inside: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            inside |= {id(n) for n in ast.walk(node)}
-    return inside
 
 
 def _function_nodes(tree: ast.AST) -> set[int]:
@@ -67,7 +61,7 @@ def scan(sources: dict[str, str]) -> tuple[dict[str, set[str]], list[tuple[str, 
     local: list[tuple[str, str, int]] = []
     for module, text in sources.items():
         tree = ast.parse(text, module)
-        skip = _type_checking_nodes(tree)
+        skip = type_checking_nodes(tree)
         in_function = _function_nodes(tree)
         top[module] = set()
         for node in ast.walk(tree):

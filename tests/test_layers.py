@@ -41,7 +41,8 @@ def _room(module: str) -> str:
     return "__init__" if len(parts) == 1 else parts[1]
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
+def type_checking_nodes(tree: ast.AST) -> set[int]:
+    """The nodes under ``if TYPE_CHECKING:`` (imports for the type checker only)."""
     inside: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -56,7 +57,7 @@ def package_imports() -> list[tuple[str, str, int]]:
         module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         module = module.removesuffix(".__init__")
         tree = ast.parse(path.read_text(), str(path))
-        skip = _type_checking_nodes(tree)
+        skip = type_checking_nodes(tree)
         for node in ast.walk(tree):
             if id(node) in skip:
                 continue
