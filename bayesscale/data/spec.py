@@ -299,30 +299,8 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
     setting_keys = settings.strings("keys")
     settings.finish()
 
-    axes_raw = top.get("axes", list)
-    if not axes_raw:
-        raise SpecError(f"{source}: [[axes]] needs at least one axis")
-    axes = []
-    for i, table in enumerate(axes_raw):
-        if not isinstance(table, dict):
-            raise SpecError(f"{source}: [[axes]] entry {i + 1} must be a table")
-        r = SpecReader(table, f"axes #{i + 1}", source)
-        axis_name = r.get("name", str)
-        axes.append(
-            Axis(
-                name=axis_name,
-                column=r.get("column", str),
-                label=r.get("label", str, axis_name),
-                exponent=r.prior("exponent", LogNormalPrior(0.25, 0.75)),
-                exponent_spread=r.positive("exponent_spread", 0.3),
-                divide_by=r.get("divide_by", str, None),
-                form=axis_form(r),
-            )
-        )
-        r.finish()
+    axes = _parse_axes(top, source)
     axis_names = [a.name for a in axes]
-    if len(set(axis_names)) != len(axis_names):
-        raise SpecError(f"{source}: [[axes]] names must be distinct, got {axis_names}")
 
     level_r = top.optional("level")
     level = level_r.prior("prior", LogNormalPrior(1.0, 1.0))
@@ -345,53 +323,9 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
                 f"{source}: [pooling] exponent_groups: {g!r} is not a setting key {setting_keys}"
             )
 
-    size = None
-    if (s := top.section("size")) is not None:
-        size = SizeTerm(
-            column=s.get("column", str),
-            groups=s.strings("groups"),
-            exponent=s.prior("exponent", LogNormalPrior(0.3, 0.5)),
-            slope=s.prior("slope", LogNormalPrior(0.03, 1.0)),
-        )
-        s.finish()
-        bad = [g for g in size.groups if g not in setting_keys]
-        if bad:
-            raise SpecError(f"{source}: [size] groups: {bad} are not setting keys {setting_keys}")
-
-    interaction = None
-    if (it := top.section("interaction")) is not None:
-        pair = it.strings("axes")
-        units = it.get("units", str)
-        if units not in INTERACTION_UNITS:
-            raise SpecError(
-                f"{source}: [interaction] units: only {INTERACTION_UNITS} is supported, got "
-                f"{units!r}. With raw counts D >= 1 the term is bounded by gamma, which the "
-                "prior keeps below the floor so that 0 < p < 1; reference-normalised units "
-                "are unbounded below the reference scale (PAPER.md section 6)."
-            )
-        if len(pair) != 2 or any(p not in axis_names for p in pair):
-            raise SpecError(f"{source}: [interaction] axes: two of {axis_names}, got {list(pair)}")
-        weight = it.get("weight_beta", list, [2.0, 8.0])
-        if len(weight) != 2 or not all(isinstance(w, int | float) and w > 0 for w in weight):
-            raise SpecError(
-                f"{source}: [interaction] weight_beta: two positive numbers, got {weight}"
-            )
-        interaction = Interaction(
-            axes=(pair[0], pair[1]),
-            units=units,
-            exponent=it.prior("exponent", LogNormalPrior(0.2, 0.5)),
-            weight_beta=(float(weight[0]), float(weight[1])),
-        )
-        it.finish()
-
-    dense = None
-    if (d := top.section("dense_reward")) is not None:
-        dense = DenseReward(axis=d.get("axis", str), multiplier=d.prior("multiplier"))
-        d.finish()
-        if dense.axis not in axis_names:
-            raise SpecError(
-                f"{source}: [dense_reward] axis: {dense.axis!r} is not one of {axis_names}"
-            )
+    size = _parse_size(top, setting_keys, source)
+    interaction = _parse_interaction(top, axis_names, source)
+    dense = _parse_dense_reward(top, axis_names, source)
 
     pr = top.optional("priors")
     prior_scale = pr.positive("exponent_scale", 1.0)
@@ -434,6 +368,99 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         text=text,
         source=source,
     )
+
+
+def _parse_axes(top: SpecReader, source: str) -> list[Axis]:
+    """The ``[[axes]]`` entries: at least one, distinct names."""
+    axes_raw = top.get("axes", list)
+    if not axes_raw:
+        raise SpecError(f"{source}: [[axes]] needs at least one axis")
+    axes = []
+    for i, table in enumerate(axes_raw):
+        if not isinstance(table, dict):
+            raise SpecError(f"{source}: [[axes]] entry {i + 1} must be a table")
+        r = SpecReader(table, f"axes #{i + 1}", source)
+        axis_name = r.get("name", str)
+        axes.append(
+            Axis(
+                name=axis_name,
+                column=r.get("column", str),
+                label=r.get("label", str, axis_name),
+                exponent=r.prior("exponent", LogNormalPrior(0.25, 0.75)),
+                exponent_spread=r.positive("exponent_spread", 0.3),
+                divide_by=r.get("divide_by", str, None),
+                form=axis_form(r),
+            )
+        )
+        r.finish()
+    axis_names = [a.name for a in axes]
+    if len(set(axis_names)) != len(axis_names):
+        raise SpecError(f"{source}: [[axes]] names must be distinct, got {axis_names}")
+    return axes
+
+
+def _parse_size(top: SpecReader, setting_keys: Sequence[str], source: str) -> SizeTerm | None:
+    """The ``[size]`` term, its groups among the setting keys; ``None`` without it."""
+    size = None
+    if (s := top.section("size")) is not None:
+        size = SizeTerm(
+            column=s.get("column", str),
+            groups=s.strings("groups"),
+            exponent=s.prior("exponent", LogNormalPrior(0.3, 0.5)),
+            slope=s.prior("slope", LogNormalPrior(0.03, 1.0)),
+        )
+        s.finish()
+        bad = [g for g in size.groups if g not in setting_keys]
+        if bad:
+            raise SpecError(f"{source}: [size] groups: {bad} are not setting keys {setting_keys}")
+    return size
+
+
+def _parse_interaction(
+    top: SpecReader, axis_names: Sequence[str], source: str
+) -> Interaction | None:
+    """The ``[interaction]`` term of two axes; ``None`` without it."""
+    interaction = None
+    if (it := top.section("interaction")) is not None:
+        pair = it.strings("axes")
+        units = it.get("units", str)
+        if units not in INTERACTION_UNITS:
+            raise SpecError(
+                f"{source}: [interaction] units: only {INTERACTION_UNITS} is supported, got "
+                f"{units!r}. With raw counts D >= 1 the term is bounded by gamma, which the "
+                "prior keeps below the floor so that 0 < p < 1; reference-normalised units "
+                "are unbounded below the reference scale (PAPER.md section 6)."
+            )
+        if len(pair) != 2 or any(p not in axis_names for p in pair):
+            raise SpecError(f"{source}: [interaction] axes: two of {axis_names}, got {list(pair)}")
+        weight = it.get("weight_beta", list, [2.0, 8.0])
+        if len(weight) != 2 or not all(isinstance(w, int | float) and w > 0 for w in weight):
+            raise SpecError(
+                f"{source}: [interaction] weight_beta: two positive numbers, got {weight}"
+            )
+        interaction = Interaction(
+            axes=(pair[0], pair[1]),
+            units=units,
+            exponent=it.prior("exponent", LogNormalPrior(0.2, 0.5)),
+            weight_beta=(float(weight[0]), float(weight[1])),
+        )
+        it.finish()
+    return interaction
+
+
+def _parse_dense_reward(
+    top: SpecReader, axis_names: Sequence[str], source: str
+) -> DenseReward | None:
+    """The ``[dense_reward]`` multiplier of one axis; ``None`` without it."""
+    dense = None
+    if (d := top.section("dense_reward")) is not None:
+        dense = DenseReward(axis=d.get("axis", str), multiplier=d.prior("multiplier"))
+        d.finish()
+        if dense.axis not in axis_names:
+            raise SpecError(
+                f"{source}: [dense_reward] axis: {dense.axis!r} is not one of {axis_names}"
+            )
+    return dense
 
 
 _PRIORS_HEADER = re.compile(r"^[ \t]*\[priors\][ \t]*(#.*)?$", re.MULTILINE)
