@@ -91,7 +91,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    from bayesscale.pipeline.report import ReportError, ReportOptions, build_report
+    from bayesscale.pipeline.report import ReportError, build_report
+    from bayesscale.pipeline.report_options import ReportOptions
 
     check_prob(args.prob)
     warn_beyond = check_warn_beyond(args.warn_beyond)

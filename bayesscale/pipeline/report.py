@@ -30,7 +30,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,10 +40,10 @@ import xarray as xr
 from bayesscale import names
 from bayesscale._version import __version__
 from bayesscale.core.prices import default_prices, load_prices
-from bayesscale.data.extrapolation import WARN_FACTOR
 from bayesscale.data.fitfile import DiagnosticsRefusedError, FitFileError, load_fit
 from bayesscale.data.observations import Table, load_observations, read_table, validate
-from bayesscale.data.spec import SENSITIVITY_SCALE, ModelSpec, load_spec, with_exponent_prior_scale
+from bayesscale.data.spec import ModelSpec, load_spec, with_exponent_prior_scale
+from bayesscale.pipeline.report_options import ReportOptions
 from bayesscale.pipeline.report_recipe import recipe_section
 from bayesscale.pipeline.report_sections import (
     SENSITIVITY_FIT,
@@ -59,36 +59,7 @@ from bayesscale.sampling.config import FitConfig
 if TYPE_CHECKING:
     from bayesscale.fits.law import LawFit
 
-DEFAULT_BUDGETS = (1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6)
 REPORT_FILE = "report.md"
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    """What to analyse and how. Paths are the user's files; ``law_fit``/``pricing_fit``/
-    ``sensitivity_fit`` reuse saved fits instead of sampling. ``sensitivity_scale``: the
-    exponent priors of the sensitivity refit are this many times wider (``None``: no refit,
-    no sensitivity section)."""
-
-    observations: Path
-    pricing: Path | None = None
-    heldout: Path | None = None
-    spec: str | None = None
-    pricing_spec: str | None = None
-    prices: Path | None = None
-    law_fit: Path | None = None
-    pricing_fit: Path | None = None
-    sensitivity_fit: Path | None = None
-    sensitivity_scale: float | None = SENSITIVITY_SCALE
-    budgets: tuple[float, ...] = DEFAULT_BUDGETS
-    prob: float = 0.9
-    config: FitConfig = field(default_factory=FitConfig)
-    pricing_config: FitConfig = field(default_factory=FitConfig)  # its accept: the pricing's
-    max_recipe_draws: int = 500
-    within_data: float | None = None
-    warn_beyond: float = WARN_FACTOR
-    strict: bool = False
-    new_groups: str | None = None  # held-out settings the fit does not know (check's option)
 
 
 def _sha256(path: Path | None) -> str | None:

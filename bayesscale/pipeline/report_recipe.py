@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from bayesscale.core.prices import Prices
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
-    from bayesscale.pipeline.report import ReportOptions
+    from bayesscale.pipeline.report_options import ReportOptions
     from bayesscale.report.figures.provenance import Provenance
 
 MAX_SETTINGS_SHOWN = 4  # settings drawn in the recipe figures (the tables list all)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from bayesscale.core.prices import Prices
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
-    from bayesscale.pipeline.report import ReportOptions
+    from bayesscale.pipeline.report_options import ReportOptions
 
 MAX_SETTINGS_SHOWN = 4  # settings in the prior-sensitivity table (as the recipe figures)
 SENSITIVITY_FIT = "law_wider_prior.nc"

@@ -18,7 +18,8 @@ from bayesscale.cli import main
 from bayesscale.data.fitfile import DiagnosticsRefusedError, fit_spec, load_fit, save_fit
 from bayesscale.law.inference import FitConfig
 from bayesscale.law.sensitivity import assess
-from bayesscale.pipeline.report import ReportOptions, build_report
+from bayesscale.pipeline.report import build_report
+from bayesscale.pipeline.report_options import ReportOptions
 from bayesscale.report.figures import read_provenance
 from bayesscale.report.folder import MANIFEST, ReportDirError
 

@@ -1,0 +1,46 @@
+"""What a report analyses and how: :class:`ReportOptions` (the user's files, the fits to
+reuse, the budgets, the sampler settings), read by :mod:`bayesscale.pipeline.report` and its
+sections.
+
+>>> ReportOptions(observations=Path("obs.csv")).budgets[:3]
+(1000.0, 3000.0, 10000.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bayesscale.data.extrapolation import WARN_FACTOR
+from bayesscale.data.spec import SENSITIVITY_SCALE
+from bayesscale.sampling.config import FitConfig
+
+DEFAULT_BUDGETS = (1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What to analyse and how. Paths are the user's files; ``law_fit``/``pricing_fit``/
+    ``sensitivity_fit`` reuse saved fits instead of sampling. ``sensitivity_scale``: the
+    exponent priors of the sensitivity refit are this many times wider (``None``: no refit,
+    no sensitivity section)."""
+
+    observations: Path
+    pricing: Path | None = None
+    heldout: Path | None = None
+    spec: str | None = None
+    pricing_spec: str | None = None
+    prices: Path | None = None
+    law_fit: Path | None = None
+    pricing_fit: Path | None = None
+    sensitivity_fit: Path | None = None
+    sensitivity_scale: float | None = SENSITIVITY_SCALE
+    budgets: tuple[float, ...] = DEFAULT_BUDGETS
+    prob: float = 0.9
+    config: FitConfig = field(default_factory=FitConfig)
+    pricing_config: FitConfig = field(default_factory=FitConfig)  # its accept: the pricing's
+    max_recipe_draws: int = 500
+    within_data: float | None = None
+    warn_beyond: float = WARN_FACTOR
+    strict: bool = False
+    new_groups: str | None = None  # held-out settings the fit does not know (check's option)
