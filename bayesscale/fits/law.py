@@ -168,13 +168,13 @@ class LawFit:
 
     # --- what the fit answers ----------------------------------------------------------------
 
-    def summary(self, prob: float = 0.9) -> dict[str, Any]:
+    def summary(self, prob: float = DEFAULT_PROB) -> dict[str, Any]:
         """Exponents with intervals, their ordering and identification (JSON-ready)."""
         from bayesscale.law.summary import summarise
 
         return summarise(self.tree, prob)
 
-    def summary_text(self, prob: float = 0.9) -> str:
+    def summary_text(self, prob: float = DEFAULT_PROB) -> str:
         """:meth:`summary` as the text ``bayesscale summary`` prints."""
         from bayesscale.law.summary import format_text
 

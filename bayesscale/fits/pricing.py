@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import xarray as xr
 
 from bayesscale import names
+from bayesscale.core.intervals import DEFAULT_PROB
 from bayesscale.data.fitfile import Diagnostics, FitFileError, load_fit, save_fit
 from bayesscale.pricing.spec import pricing_fit_spec
 
@@ -75,13 +76,13 @@ class PricingFit:
         """The synthetic-data methods (generators) the fit prices."""
         return [str(m) for m in self.tree["posterior"].to_dataset()[names.METHOD_DIM].to_numpy()]
 
-    def summary(self, prob: float = 0.9) -> dict[str, Any]:
+    def summary(self, prob: float = DEFAULT_PROB) -> dict[str, Any]:
         """Per method: kappa0, collapse scale, r*, peak ratio with intervals (JSON-ready)."""
         from bayesscale.pricing.summary import summarise_pricing
 
         return summarise_pricing(self.tree, prob)
 
-    def summary_text(self, prob: float = 0.9) -> str:
+    def summary_text(self, prob: float = DEFAULT_PROB) -> str:
         """:meth:`summary` as the text ``bayesscale pricing-table`` prints."""
         from bayesscale.pricing.summary import format_pricing_text
 
