@@ -15,6 +15,8 @@ from bayesscale.data.extrapolation import WARN_FACTOR
 from bayesscale.data.spec import SENSITIVITY_SCALE
 from bayesscale.sampling.config import FitConfig
 
+MAX_SETTINGS_SHOWN = 4  # settings drawn in the figures and the sensitivity table (tables list all)
+
 DEFAULT_BUDGETS = (1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6)
 
 
@@ -44,3 +46,8 @@ class ReportOptions:
     warn_beyond: float = WARN_FACTOR
     strict: bool = False
     new_groups: str | None = None  # held-out settings the fit does not know (check's option)
+
+    @property
+    def middle_budget(self) -> float:
+        """The budget the report's single-budget figures and tables are drawn at."""
+        return float(self.budgets[len(self.budgets) // 2])

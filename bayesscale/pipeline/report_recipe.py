@@ -19,6 +19,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.formatting import times
+from bayesscale.pipeline.report_options import MAX_SETTINGS_SHOWN, ReportOptions
 from bayesscale.recipe.notes import discount_note, price_unit_note
 from bayesscale.recipe.output import to_json
 from bayesscale.recipe.result import RecipeResult
@@ -30,10 +31,8 @@ if TYPE_CHECKING:
     from bayesscale.core.prices import Prices
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
-    from bayesscale.pipeline.report_options import ReportOptions
     from bayesscale.report.figures.provenance import Provenance
 
-MAX_SETTINGS_SHOWN = 4  # settings drawn in the recipe figures (the tables list all)
 MAX_ROWS_NAMED = 6  # rows named in a sentence of the report before "and N more"
 
 
@@ -81,7 +80,7 @@ def recipe_section(
         _extent_text(far or summary, options),
     )
     settings = [str(s) for s in result.ds[names.SETTING_DIM].to_numpy()][:MAX_SETTINGS_SHOWN]
-    shown = sorted({options.budgets[0], _middle(options.budgets), options.budgets[-1]})
+    shown = sorted({options.budgets[0], options.middle_budget, options.budgets[-1]})
     if result.unbounded is not None:
         md.add(_bounded_text(results, options.warn_beyond), "")
     _tables(tmp, md, result, result.ds, shown, settings, options, "recipe", "tab:recipe")
@@ -110,11 +109,6 @@ def recipe_section(
         _extrapolation_subsection(tmp, md, result, far, shown, settings, prov, law, options)
     _iso_budget(tmp, md, result, law, pricing, prices, settings, prov, options, summary)
     return result
-
-
-def _middle(budgets: Sequence[float]) -> float:
-    """The budget the report's single-budget figures are drawn at."""
-    return float(budgets[len(budgets) // 2])
 
 
 def _intro(summary: dict[str, Any], options: ReportOptions) -> str:
@@ -286,7 +280,7 @@ def _iso_budget(
     from bayesscale.recipe.iso_budget import iso_budget
     from bayesscale.report.figures import plot_iso_budget, save_figure
 
-    middle = _middle(options.budgets)
+    middle = options.middle_budget
     sel = {names.BUDGET_DIM: middle, names.SETTING_DIM: settings}
     decision = result.ds[names.DECISION_SPEND].sel(sel)
     iso = iso_budget(

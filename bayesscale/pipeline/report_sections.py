@@ -13,6 +13,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
+from bayesscale.pipeline.report_options import MAX_SETTINGS_SHOWN, ReportOptions
 from bayesscale.report.markdown import (
     Sections,
     diagnostics_line,
@@ -26,9 +27,8 @@ if TYPE_CHECKING:
     from bayesscale.core.prices import Prices
     from bayesscale.fits.law import LawFit
     from bayesscale.fits.pricing import PricingFit
-    from bayesscale.pipeline.report_options import ReportOptions
 
-MAX_SETTINGS_SHOWN = 4  # settings in the prior-sensitivity table (as the recipe figures)
+
 SENSITIVITY_FIT = "law_wider_prior.nc"
 
 
@@ -203,7 +203,7 @@ def sensitivity_section(
     scale = options.sensitivity_scale
     wide_summary = wide.summary(prob=options.prob)
     axes = summary["ordering"]["axes"]
-    middle = float(options.budgets[len(options.budgets) // 2])
+    middle = options.middle_budget
     settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()][:MAX_SETTINGS_SHOWN]
     bound = ds.attrs.get("within_data", "none")  # the headline's bounds, for a like comparison
     wide_ds = wide.recipe_result(
