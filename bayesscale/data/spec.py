@@ -153,6 +153,12 @@ class ModelSpec:
     source: str = field(default="", repr=False, compare=False)
 
     @property
+    def other_forms(self) -> dict[str, str]:
+        """The axes whose term is not a power law, with their form (``{}`` for a power law on
+        every axis, the only kind of law the fit readers evaluate)."""
+        return {a.name: a.form for a in self.axes if a.form != POWER_FORM}
+
+    @property
     def axis_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.axes)
 

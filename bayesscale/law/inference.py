@@ -29,7 +29,6 @@ import pymc as pm
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.core.forms import POWER as POWER_FORM
 from bayesscale.data.extrapolation import SweptRange
 from bayesscale.data.fitfile import fit_attrs, fit_spec, keep_convergence
 from bayesscale.data.observations import Design, Table, prepare
@@ -311,7 +310,7 @@ def stores_log_likelihood(tree: xr.DataTree) -> bool:
     not a preview, of power-law axes, of at most ``LOG_LIKELIHOOD_MAX_VALUES`` values)."""
     if int(tree.attrs.get(names.ATTR_PREVIEW, 0)):
         return False
-    if any(a.form != POWER_FORM for a in fit_spec(tree).axes):
+    if fit_spec(tree).other_forms:
         return False  # the pointwise reader (law.predict) reads power-law axes only
     post = tree["posterior"]
     rows = int(tree["observed_data"][names.OUTCOME].size)

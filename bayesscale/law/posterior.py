@@ -40,7 +40,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
-from bayesscale.core.forms import POWER as POWER_FORM
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import SETTING_SEPARATOR
 from bayesscale.data.spec import ModelSpec
@@ -113,7 +112,7 @@ def law_layout(fit: xr.DataTree) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def _check_forms(spec: ModelSpec) -> None:
     """Refuse a fit whose axes are not all power laws: every reader here evaluates the law as
     a power law per axis, so another form would give wrong predictions, recipes and checks."""
-    other = {a.name: a.form for a in spec.axes if a.form != POWER_FORM}
+    other = spec.other_forms
     if other:
         raise PosteriorError(
             f"the fit's spec gives axes other forms than a power law ({other}); predictions, "
