@@ -12,17 +12,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from test_layers import type_checking_nodes
+from test_layers import PACKAGE, module_name, type_checking_nodes
 
 from bayesscale.heavy import is_heavy
-
-PACKAGE = Path(__file__).resolve().parent.parent / "bayesscale"
-
-
-def _module_name(path: Path) -> str:
-    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(
-        ".__init__"
-    )
 
 
 def _function_nodes(tree: ast.AST) -> set[int]:
@@ -117,7 +109,7 @@ def light_local_imports(sources: dict[str, str]) -> list[str]:
 
 
 def package_sources() -> dict[str, str]:
-    return {_module_name(path): path.read_text() for path in sorted(PACKAGE.rglob("*.py"))}
+    return {module_name(path): path.read_text() for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def test_function_local_imports_are_heavy_or_excused() -> None:

@@ -50,12 +50,19 @@ def type_checking_nodes(tree: ast.AST) -> set[int]:
     return inside
 
 
+def module_name(path: Path) -> str:
+    """``bayesscale.x.y`` for the file ``bayesscale/x/y.py`` (``bayesscale.x`` for its
+    ``__init__.py``)."""
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(
+        ".__init__"
+    )
+
+
 def package_imports() -> list[tuple[str, str, int]]:
     """``(importer, imported, line)`` for every run-time import of the package by itself."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        module = module.removesuffix(".__init__")
+        module = module_name(path)
         tree = ast.parse(path.read_text(), str(path))
         skip = type_checking_nodes(tree)
         for node in ast.walk(tree):
