@@ -398,6 +398,45 @@ def _newton(
     return y_out, nu_out, conv
 
 
+def _reseed(
+    prob: _Problem,
+    cols: IndexArray,
+    y: Array,
+    at_lo: BoolArray,
+    at_hi: BoolArray,
+    llo: Array,
+    lhi: Array,
+) -> tuple[Array, Array]:
+    """A start for Newton's method after the active set changed: the pinned axes at their
+    bounds, the free log sizes shifted by one common ``c`` so the budget binds again
+    (``sum_m s_m(y + c) = 1``, increasing in ``c``: Newton's method in one variable), and
+    ``nu`` the least-squares solution of the free axes' stationarity ``grad_i + nu g_i = 0``.
+    The multiplier Newton's method carries over from the previous active set can be far off
+    (or push ``nu`` to its positivity guard, where the damped steps shrink to nothing); with one
+    free axis this start is the optimum itself."""
+    free = ~(at_lo | at_hi)
+    y = np.where(at_lo, llo, np.where(at_hi, lhi, y))
+    f = free.astype(float)
+    w, b, a = prob.w[:, cols], prob.b[cols], prob.a
+    moves = (a @ f) > 0  # (M, r): the monomials a shift of the free axes changes
+    shift = np.zeros(y.shape[1])
+    for _ in range(60):
+        s = w * np.exp(a @ (y + shift * f)) / b
+        r = s.sum(axis=0) - 1.0
+        slope = ((a @ f) * s).sum(axis=0)
+        step = np.where(moves.any(axis=0) & (slope > 0), r / np.maximum(slope, 1e-300), 0.0)
+        shift -= np.clip(step, -2.0, 2.0)
+        if np.all(np.abs(r) < 1e-14):
+            break
+    y = y + shift * f
+    s = w * np.exp(a @ y) / b
+    g = np.where(free, a.T @ s, 0.0)
+    grad = np.where(free, prob.residual(y, np.zeros(y.shape[1]), free, cols)[0], 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nu = -(grad * g).sum(axis=0) / (g * g).sum(axis=0)
+    return y, np.where(np.isfinite(nu) & (nu > 0), nu, 0.0)
+
+
 def _start(
     prob: _Problem, cols: IndexArray, lo: Array, hi: Array, llo: Array, lhi: Array
 ) -> tuple[Array, Array, BoolArray, BoolArray]:
@@ -833,10 +872,14 @@ class _Rows:
             prob, cols, self.lo_t[:, cols], self.hi_t[:, cols], llo[:, cols], lhi[:, cols]
         )
         todo = np.ones(cols.size, dtype=bool)
-        for _ in range(_MAX_ROUNDS):
+        for round_ in range(_MAX_ROUNDS):
             c = cols[todo]
             sub_lo, sub_hi = llo[:, c], lhi[:, c]
             fr = ~(flo[:, todo] | fhi[:, todo])
+            if round_:  # the active set changed: a start that fits it
+                yy[:, todo], nn[todo] = _reseed(
+                    prob, c, yy[:, todo], flo[:, todo], fhi[:, todo], sub_lo, sub_hi
+                )
             yn, nn_t, conv = _newton(
                 prob, c, yy[:, todo], nn[todo], flo[:, todo], fhi[:, todo], sub_lo, sub_hi
             )

@@ -124,6 +124,24 @@ def test_exact_against_brute_force(cost: Posynomial, upper: float) -> None:
     np.testing.assert_allclose(cost(sol.sizes)[sol.multiplier > 0], budgets[sol.multiplier > 0])
 
 
+def test_one_free_axis_between_two_bounds_needs_no_fallback() -> None:
+    # The bounded recipe's typical corner: env and traj at their upper bounds, the budget buys
+    # tasks. Newton's method starts with traj free and must move the active set; the new
+    # start re-binds the budget and re-estimates the multiplier (the one carried over used to
+    # shrink to zero, and SLSQP took over).
+    law = PowerLaw(np.array([0.94636, 17.31783, 0.31161]), np.array([0.4549, 0.77514, 0.09323]))
+    lo, hi = np.ones(3), np.array([1024.0, 40960.0, 256.0])
+    sol = solve_posynomial(law, MONEY, 1e5, lo, hi, workers=1)
+    assert sol.fallbacks == 0
+    # what the budget buys once env and traj sit at their bounds: 4.1 env + (0.18 + 0.02 traj) task
+    task = (1e5 - 4.1 * 1024) / (0.18 + 0.02 * 256)
+    np.testing.assert_allclose(sol.sizes, [1024.0, task, 256.0], rtol=1e-12)
+    assert sol.at_upper.tolist() == [True, False, True]
+    assert kkt_residuals_posynomial(sol, law, MONEY, 1e5, lo, hi).max() < 1e-8
+    best = _brute_force(law, MONEY, 1e5, lo, hi, seed=0)
+    assert float(law.loss(sol.sizes)) <= best * (1 + 1e-9)
+
+
 def test_negative_control_the_linear_price_is_not_the_optimum() -> None:
     """Pricing rollouts per task linearly (the old convention) gives an allocation that the
     exact money cost cannot afford: the test above would catch a solver that did that."""
