@@ -43,10 +43,16 @@ typecheck: $(STAMP)
 verl-env:
 	scripts/setup-verl-env
 
+# Both environments at once: their installs wait on the network and the disk as much as on the
+# CPU, so side by side they take little longer than the longer one alone.
+.PHONY: environments
+environments:
+	$(MAKE) -j2 --output-sync=target setup verl-env
+
 # Two workers (pytest-xdist), whole files per worker: fits, figures, notebooks and the docs
 # build are largely single-threaded, so two files at a time use both cores. Files are handed
 # out longest first (tests/conftest.py, LONGEST_FIRST), not in xdist's order.
-test: setup lint typecheck verl-env
+test: environments lint typecheck
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The documentation site (Sphinx, MyST Markdown, autodoc; warnings are errors, nitpicky
