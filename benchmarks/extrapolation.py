@@ -2,7 +2,7 @@
 researchers use.
 
     PYTHONPATH=. python benchmarks/extrapolation.py [--curves 200] [--seed 0] [--cutoffs 8,32]
-        [--group-size 0] [--form power] [--workers N | --ray-address ADDR] [--chains C --tune T --draws D
+        [--group-size 0] [--form power | --stack power,offset_power] [--workers N | --ray-address ADDR] [--chains C --tune T --draws D
         --ess-target E] [--out FOLDER [--force]] [--lcdb FILE]
 
 A seeded sample (``--seed``) of ``--curves`` LCDB curves (dataset x learner) whose largest
@@ -13,7 +13,12 @@ priors (one fit per cutoff, pooled across all curves, or across groups of ``--gr
 curves in sample order), the last observed value, per-curve least-squares POW4 and MMF4
 (:mod:`bayesscale.checks.curve_baselines`: how their predictive intervals are made).
 ``--form offset_power`` fits the law with that form on the size axis (method
-``law (offset_power)``; :mod:`bayesscale.core.forms`).
+``law (offset_power)``; :mod:`bayesscale.core.forms`). ``--stack power,offset_power`` fits
+every named form and stacks them (method ``stack``, and each form's own scores from the same
+fits): each form is refitted on each curve's sizes up to half its largest fitted size, the
+larger fitted sizes scored (the out-of-scale scores: leave-future-out along size), and the
+stacking weights (:mod:`bayesscale.checks.stacking`) maximise the mixture's log score on them;
+the weights, with their Bayesian-bootstrap 90% intervals, are printed and in ``study.json``.
 Scores per extrapolation-ratio bucket (<=2x, 2-4x, 4-8x, >8x;
 :mod:`bayesscale.checks.extrapolation_score`): MAE of the predicted success against the seeds'
 mean, 90% per-run predictive coverage, mean log predictive probability of a run's count.
@@ -38,15 +43,16 @@ import pandas as pd
 
 from bayesscale.atomic import write_atomically
 from bayesscale.checks import extrapolation_score as es
-from bayesscale.checks.lcdb_study import FitSettings, LcdbStudy
+from bayesscale.checks.lcdb_study import STACK, FitSettings, LcdbStudy
 from bayesscale.data.lcdb import read_lcdb
 
 
 def headline(scores: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per cutoff: each method's MAE over 2-4x and 4-8x together, the law's coverage per
-    bucket (the law: the first method, ``law`` or ``law (FORM)``)."""
+    """Per cutoff: each method's MAE over 2-4x and 4-8x together, the lead method's coverage
+    per bucket (the lead: ``stack`` where it was run, else the first, ``law`` or ``law (FORM)``)."""
     out = []
-    law = str(scores[es.METHOD].iloc[0])
+    methods = scores[es.METHOD].unique()
+    law = STACK if STACK in methods else str(methods[0])
     for cutoff, part in scores.groupby("cutoff", sort=False):
         mae = es.pooled_mae(part)
         table = es.bucket_table(part[part[es.METHOD] == law])
@@ -55,6 +61,7 @@ def headline(scores: pd.DataFrame) -> list[dict[str, Any]]:
             {
                 "cutoff": float(cutoff),
                 "mae": {str(m): float(v) for m, v in mae.items()},
+                "lead": law,
                 "law_coverage": {b: coverage.get(b, float("nan")) for b in es.BUCKETS},
             }
         )
@@ -66,7 +73,8 @@ def format_headline(rows: list[dict[str, Any]]) -> str:
     head = " | ".join(methods)
     buckets = " / ".join(es.BUCKETS)
     lines = [
-        f"| fitted on sizes up to | {head} | 90% per-run coverage of the law, {buckets} |",
+        f"| fitted on sizes up to | {head} | 90% per-run coverage of the {rows[0]['lead']}, "
+        f"{buckets} |",
         "| --- | " + " | ".join("---" for _ in methods) + " | --- |",
     ]
     for r in rows:
@@ -83,6 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cutoffs", default="8,32", help="fit sizes up to 1/c of the largest, c in")
     p.add_argument("--group-size", type=int, default=0, help="curves per pooled fit (0: all)")
     p.add_argument("--form", default="power", help="the law's form on the size axis")
+    p.add_argument("--stack", default=None, help="forms to fit and stack, e.g. power,offset_power")
     p.add_argument("--workers", type=int, default=None, help="local Ray workers")
     p.add_argument("--ray-address", default=None, help="a Ray cluster to run the fits on")
     for name in ("chains", "tune", "draws", "max-draws"):
@@ -108,10 +117,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def progress(done: int, total: int) -> None:
         print(f"law fits done: {done} of {total}, {time.perf_counter() - start:.0f} s", flush=True)
 
-    law = study.law(
-        fractions, settings, args.group_size, args.seed, args.ray_address, args.workers,
-        args.form, progress,
-    )  # fmt: skip
+    if args.stack:
+        law = study.stack(
+            fractions, settings, str(args.stack).split(","), args.group_size, args.seed,
+            args.ray_address, args.workers,
+        )  # fmt: skip
+    else:
+        law = study.law(
+            fractions, settings, args.group_size, args.seed, args.ray_address, args.workers,
+            args.form, progress,
+        )  # fmt: skip
     law_seconds = time.perf_counter() - start
     start = time.perf_counter()
     baselines = pd.concat([study.baselines(f, args.prob) for f in fractions], ignore_index=True)
@@ -154,6 +169,19 @@ def main(argv: list[str] | None = None) -> None:
         print(result["buckets"].round(4).to_string(index=False))
     print()
     for f in result["fits"]:
+        if "stack" in f:
+            w = f["stack"]
+            spread = ", ".join(
+                f"{m} {v:.2f} [{w['interval'][m][0]:.2f}, {w['interval'][m][1]:.2f}]"
+                for m, v in w["weights"].items()
+            )
+            print(
+                f"stack 1/{round(1 / f['cutoff'])}: {f['curves']} curves, {f['rows']} runs, "
+                f"{f['out_of_scale_rows']} scored out of scale; weights {spread}"
+                f"{'' if w['separated'] else ' (the data do not separate the forms)'}; "
+                f"{f['divergences']} divergences, {f['seconds']:.0f} s of fits"
+            )
+            continue
         print(
             f"law fit 1/{round(1 / f['cutoff'])}: {f['curves']} curves, {f['rows']} runs, "
             f"{f['draws']} draws, {f['divergences']} divergences, {f['seconds']:.0f} s"

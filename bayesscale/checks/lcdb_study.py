@@ -9,6 +9,11 @@ predicted, ``r = x / max fitted x`` beyond (:func:`bayesscale.data.lcdb.split_at
   in one group by default), the groups fanned out with
   :func:`bayesscale.jobs.run_jobs` (serially, ``workers`` local Ray workers, or a Ray
   cluster at ``ray_address``), each fit seeded by its job seed;
+* ``stack`` (:meth:`LcdbStudy.stack`): every form of a list (``power``, ``offset_power``)
+  fitted, and refitted on each curve's sizes up to ``OUT_OF_SCALE_FRACTION`` of its largest
+  fitted size to score the larger fitted sizes (the out-of-scale scores); the stacking weights
+  on those scores (:mod:`bayesscale.checks.stacking`) mix the forms' draws
+  (:func:`bayesscale.law.predict.mixture`), and each form is scored too;
 * the per-curve baselines of :mod:`bayesscale.checks.curve_baselines` (last value, POW4,
   MMF4), fitted here.
 
@@ -37,15 +42,18 @@ import xarray as xr
 from bayesscale import names
 from bayesscale.checks import extrapolation_score as es
 from bayesscale.checks.curve_baselines import BASELINES, fit_baselines
-from bayesscale.core.forms import ALPHA, AMPLITUDE, KNEE, OFFSET_POWER, evaluate_term
+from bayesscale.checks.stacking import weight_spread
 from bayesscale.data import lcdb
-from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import DataWarning, Table, setting_labels
 from bayesscale.jobs import run_jobs
-from bayesscale.law.predict import Prediction, validate_rows
+from bayesscale.law.predict import Prediction, mixture, predict
 from bayesscale.sampling.config import FitConfig
 
 LAW = "law"
+STACK = "stack"
+# the out-of-scale split the stacking weights are scored on: each curve refitted on its sizes up
+# to this fraction of its largest fitted size, the larger fitted sizes predicted
+OUT_OF_SCALE_FRACTION = 0.5
 MAX_SCORED_DRAWS = 4000  # posterior draws a law fit is scored on (evenly thinned)
 
 
@@ -130,60 +138,18 @@ def thinned(fit: xr.DataTree, max_draws: int = MAX_SCORED_DRAWS) -> xr.DataTree:
     return tree
 
 
-def _stacked(da: xr.DataArray) -> np.ndarray:
-    """``(chain x draw, ...)``, chain-major."""
-    arr = da.transpose(names.CHAIN_DIM, names.DRAW_DIM, ...).to_numpy().astype(float)
-    return arr.reshape(-1, *arr.shape[2:])
-
-
-def form_prediction(fit: xr.DataTree, held_out: pd.DataFrame) -> Any:
-    """The law's :class:`~bayesscale.law.predict.Prediction` for ``held_out`` rows of settings
-    the fit knows, with the one axis evaluated by its spec's form
-    (:func:`bayesscale.core.forms.evaluate_term`): ``L = L_inf[s] + T(D; A[s], alpha[s],
-    knee)``. For LCDB's one-axis law without size, interaction or dense-reward terms only;
-    for the power form it is :func:`bayesscale.law.predict.predict`'s loss."""
-    spec = fit_spec(fit)
-    if len(spec.axes) != 1 or spec.size or spec.interaction or spec.dense_reward:
-        raise ValueError("form_prediction reads one-axis laws without other terms")
-    axis = spec.axes[0]
-    post = fit["posterior"].to_dataset()
-    frame = validate_rows(held_out, spec, "held-out LCDB rows", observed=True)
-    settings = [str(v) for v in post[names.ALPHA][names.SETTING_DIM].to_numpy()]
-    labels = setting_labels(frame, spec)
-    sidx = labels.map({v: i for i, v in enumerate(settings)}).to_numpy()
-    params: dict[str, Any] = {
-        AMPLITUDE: _stacked(post[names.AMPLITUDE])[:, sidx, 0],
-        ALPHA: _stacked(post[names.ALPHA])[:, sidx, 0],
-    }
-    if axis.form == OFFSET_POWER:
-        params[KNEE] = _stacked(post[KNEE])[:, :1]
-    reference = float(fit["constant_data"][names.REFERENCE_SCALE].to_numpy()[0])
-    sizes = frame[axis.column].to_numpy(float)[None, :]
-    loss = _stacked(post[names.LOSS_FLOOR])[:, sidx] + evaluate_term(
-        axis.form, sizes, reference, params
-    )
-    return Prediction(
-        frame=frame,
-        source="held-out LCDB rows",
-        outcome=spec.outcome,
-        chains=int(post.sizes[names.CHAIN_DIM]),
-        draws=int(post.sizes[names.DRAW_DIM]),
-        setting=tuple(labels),
-        new_setting=np.zeros(len(frame), dtype=bool),
-        loss=np.asarray(loss, dtype=float),
-        trials=frame[names.TRIALS].to_numpy(np.int64),
-        concentration=_stacked(post[names.CONCENTRATION]),
-        log_loss_sigma=None,
-        student_nu=spec.student_nu,
-        observed=frame[names.SUCCESSES].to_numpy(float),
-    )
-
-
 def law_scores(
     fit: xr.DataTree, held_out: pd.DataFrame, prob: float, seed: int, method: str = LAW
 ) -> pd.DataFrame:
     """The law's score frame on ``held_out`` (with ``ratio``), from ``fit``'s draws."""
-    pred = form_prediction(thinned(fit), held_out)
+    pred = predict(thinned(fit), held_out, source="held-out LCDB rows", observed=True)
+    return prediction_scores(pred, held_out, prob, seed, method)
+
+
+def prediction_scores(
+    pred: Prediction, held_out: pd.DataFrame, prob: float, seed: int, method: str
+) -> pd.DataFrame:
+    """The score frame of a prediction of ``held_out``'s rows (a law's, or a stack's)."""
     counts = pred.sample(np.random.default_rng([seed, 1]))
     scores = es.draw_scores(
         pred.expected(), counts, pred.log_likelihood(), held_out[names.SUCCESSES],
@@ -231,6 +197,74 @@ def _law_job(jobs: _LawJobs, item: tuple[float, tuple[str, ...]], seed: int) -> 
     }
 
 
+def run_log_density(pred: Prediction) -> np.ndarray:
+    """Each row's log predictive density ``log mean_d p(y | theta_d)`` (R,)."""
+    log_lik = pred.log_likelihood()
+    return np.asarray(np.logaddexp.reduce(log_lik, axis=0) - np.log(log_lik.shape[0]), dtype=float)
+
+
+@dataclass(frozen=True)
+class _StackJobs:
+    observations: pd.DataFrame
+    settings: FitSettings
+    forms: tuple[str, ...]
+
+
+def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int) -> dict[str, Any]:
+    """Every form fitted on one group of curves at one cutoff, and refitted on each curve's
+    sizes up to ``OUT_OF_SCALE_FRACTION`` of its largest fitted one to score the larger
+    (the out-of-scale scores); the stacking weights on those scores; each form's and the
+    stack's scores on the held-out sizes."""
+    from bayesscale.law.inference import fit
+
+    fraction, curves = item
+    frame = jobs.observations
+    frame = frame[_curve_label(frame).isin(curves)].reset_index(drop=True)
+    fitted, held_out = lcdb.split_at(frame, fraction)
+    held_out = with_ratios(fitted, held_out)
+    inner, beyond = lcdb.split_at(fitted, OUT_OF_SCALE_FRACTION)
+    preds, lpd, seconds, parts, divergences = [], [], 0.0, [], 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DataWarning)
+        tables = {
+            form: (
+                Table.from_frame(fitted, spec, source=f"LCDB, sizes up to {fraction:g} x largest"),
+                Table.from_frame(inner, spec, source="LCDB, the out-of-scale refit's sizes"),
+            )
+            for form, spec in ((f, lcdb.lcdb_spec(f)) for f in jobs.forms)
+        }
+    for form in jobs.forms:
+        spec = lcdb.lcdb_spec(form)
+        start = time.perf_counter()
+        tree = fit(tables[form][0], spec, jobs.settings.config(seed))
+        refit = fit(tables[form][1], spec, jobs.settings.config(seed))
+        seconds += time.perf_counter() - start
+        for t in (tree, refit):
+            stats = t["sample_stats"].to_dataset()
+            divergences += int(stats["diverging"].sum()) if "diverging" in stats else 0
+        source = "held-out LCDB rows"
+        lpd.append(run_log_density(predict(thinned(refit), beyond, source=source, observed=True)))
+        pred = predict(thinned(tree), held_out, source=source, observed=True)
+        preds.append(pred)
+        method = LAW if form == "power" else f"{LAW} ({form})"
+        parts.append(prediction_scores(pred, held_out, jobs.settings.prob, seed, method))
+    stack = weight_spread(np.column_stack(lpd), jobs.forms, seed=seed)
+    stacked = mixture(preds, stack.weights)
+    parts.append(prediction_scores(stacked, held_out, jobs.settings.prob, seed, STACK))
+    scores = pd.concat(parts, ignore_index=True)
+    scores.insert(1, "cutoff", fraction)
+    return {
+        "scores": scores,
+        "seconds": seconds,
+        "curves": len(curves),
+        "rows": len(fitted),
+        "out_of_scale_rows": len(beyond),
+        "divergences": divergences,
+        "data_warnings": sorted({str(w.message)[:200] for w in caught}),
+        "stack": stack.to_json(),
+    }
+
+
 @dataclass(frozen=True)
 class LcdbStudy:
     """The sampled curves' observation rows (:func:`bayesscale.data.lcdb.to_observations`)
@@ -275,6 +309,25 @@ class LcdbStudy:
         items = [(f, g) for f in fractions for g in self.groups(group_size)]
         jobs = _LawJobs(self.observations, settings, form)
         out = run_jobs(_law_job, items, seed, shared=jobs, ray_address=ray_address, workers=workers)
+        self.jobs_info.clear()
+        for (fraction, group), result in zip(items, out, strict=True):
+            info = {k: v for k, v in result.items() if k != "scores"}
+            self.jobs_info.append({"cutoff": fraction, "group_curves": len(group), **info})
+        return pd.concat([r["scores"] for r in out], ignore_index=True)
+
+    def stack(
+        self, fractions: Sequence[float], settings: FitSettings,
+        forms: Sequence[str] = ("power", "offset_power"), group_size: int | None = None,
+        seed: int = 0, ray_address: str | None = None, workers: int | None = None,
+    ) -> pd.DataFrame:  # fmt: skip
+        """Each form's and the stack's score frame at every cutoff (methods ``law``, ``law
+        (FORM)``, ``stack``): per (cutoff, group) one job fitting every form twice (the fit
+        and its out-of-scale refit), fanned out; the weights are in ``jobs_info``."""
+        items = [(f, g) for f in fractions for g in self.groups(group_size)]
+        jobs = _StackJobs(self.observations, settings, tuple(forms))
+        out = run_jobs(
+            _stack_job, items, seed, shared=jobs, ray_address=ray_address, workers=workers
+        )
         self.jobs_info.clear()
         for (fraction, group), result in zip(items, out, strict=True):
             info = {k: v for k, v in result.items() if k != "scores"}

@@ -26,8 +26,12 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from bayesscale.core import forms
 
 Array = NDArray[np.float64]
 
@@ -43,6 +47,38 @@ def power_terms(
     d = np.asarray(sizes, dtype=float)
     ratio = d / np.asarray(reference, dtype=float)
     return np.sum(np.asarray(amplitude, dtype=float) * ratio ** (-np.asarray(alpha)), axis=-1)
+
+
+def axis_terms(
+    axis_forms: Sequence[str],
+    log_x: ArrayLike,
+    amplitude: ArrayLike,
+    alpha: ArrayLike,
+    knee: ArrayLike | None = None,
+) -> Array:
+    """Sum over the last axis of each axis's term at ``x = log(D / D_ref)``: ``A e^(-alpha x)``
+    on a power axis, the offset power ``A ((e^x + k)/(1 + k))^(-alpha)`` (knee ``k``, ``(..., A)``
+    with any value on power axes) on an offset-power one (:mod:`bayesscale.core.forms`).
+
+    >>> x = np.log([2.0, 4.0])  # D = 2 D_ref and 4 D_ref; knee 1 on the offset axis
+    >>> float(axis_terms(["power", "offset_power"], x, [1.0, 1.0], [1.0, 1.0], [0.0, 1.0]))
+    0.9
+    """
+    x = np.asarray(log_x, dtype=float)
+    amp = np.broadcast_to(np.asarray(amplitude, dtype=float), x.shape)
+    a = np.broadcast_to(np.asarray(alpha, dtype=float), x.shape)
+    total = np.zeros(x.shape[:-1])
+    for i, name in enumerate(axis_forms):
+        if name == forms.POWER:
+            total = total + amp[..., i] * np.exp(-a[..., i] * x[..., i])
+            continue
+        if name != forms.OFFSET_POWER or knee is None:
+            raise ValueError(f"axis {i}: form {name!r} has no reader (power, offset_power)")
+        k = np.broadcast_to(np.asarray(knee, dtype=float), x.shape)[..., i]
+        total = total + forms.form(name).term(
+            x[..., i], amplitude=amp[..., i], alpha=a[..., i], knee=k
+        )
+    return total
 
 
 def size_term(

@@ -30,7 +30,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.data.extrapolation import SweptRange
-from bayesscale.data.fitfile import fit_attrs, fit_spec, keep_convergence
+from bayesscale.data.fitfile import fit_attrs, keep_convergence
 from bayesscale.data.observations import Design, Table, prepare
 from bayesscale.data.spec import ModelSpec
 from bayesscale.law.model import build_law_model, top_level_priors
@@ -307,11 +307,9 @@ LOG_LIKELIHOOD_MAX_VALUES = 2_000_000
 
 def stores_log_likelihood(tree: xr.DataTree) -> bool:
     """Whether :func:`fit` stores the pointwise log-likelihood of ``tree`` (a sampled fit,
-    not a preview, of power-law axes, of at most ``LOG_LIKELIHOOD_MAX_VALUES`` values)."""
+    not a preview, of at most ``LOG_LIKELIHOOD_MAX_VALUES`` values)."""
     if int(tree.attrs.get(names.ATTR_PREVIEW, 0)):
         return False
-    if fit_spec(tree).other_forms:
-        return False  # the pointwise reader (law.predict) reads power-law axes only
     post = tree["posterior"]
     rows = int(tree["observed_data"][names.OUTCOME].size)
     size = int(post.sizes[names.CHAIN_DIM] * post.sizes[names.DRAW_DIM]) * rows

@@ -61,9 +61,8 @@ AXIS = names.AXIS_DIM
 SETTING = names.SETTING_DIM
 
 GROUP_LEVEL_SUFFIX = "_z"  # non-centred standard-normal deviations: ``alpha_z``, ``slope_z``, ...
-# the offset-power form's knee D0 / D_ref, one per offset axis (pooled across settings)
-KNEE = forms.KNEE
-KNEE_AXIS_DIM = "knee_axis"
+KNEE = names.KNEE
+KNEE_AXIS_DIM = names.KNEE_AXIS_DIM
 FITTED_FORMS = (forms.POWER, forms.OFFSET_POWER)
 
 __all__ = [

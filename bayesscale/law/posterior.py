@@ -6,14 +6,17 @@ A law fit (``bayesscale fit``, :func:`bayesscale.law.inference.fit`) is an
 .. math::
 
     L_s(D) = L_{\\infty,s} + E (N_s/N_\\mathrm{ref})^{-\\alpha_N}
-             + \\sum_a A_{s,a} (D_a/D_{a,\\mathrm{ref}})^{-\\alpha_{s,a}}
+             + \\sum_a T_a(D_a/D_{a,\\mathrm{ref}};\\ A_{s,a}, \\alpha_{s,a}, k_a)
 
-per draw, and whose ``constant_data`` holds the reference scales ``D_ref`` and the settings'
+per draw (each axis's term ``T_a`` its spec's form, :func:`bayesscale.core.laws.axis_terms`:
+the power law ``A (D/D_ref)^-alpha``, or the offset power with the knee ``k_a``), and whose ``constant_data`` holds the reference scales ``D_ref`` and the settings'
 model sizes. This module reads it, once and in one way, for the recipe, prediction, the
 held-out check and the design of the next runs:
 
 * :func:`law_layout` / :func:`fit_layout`: axes, settings, reference scales, groups (checked);
-* :func:`law_draws`: the law per draw and setting in raw counts, ``K = A D_ref^alpha``;
+* :func:`law_draws`: the law per draw and setting in raw counts, ``K = A D_ref^alpha`` (power
+  axes only: what the recipe's solvers take);
+* :func:`axis_knees`: the offset-power axes' knees per draw;
 * :func:`read_population`: the population-level draws a new setting is drawn from;
 * :func:`axis_columns`, :func:`setting_keys`: the observation column each axis counts, and
   each setting's keys;
@@ -40,6 +43,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
+from bayesscale.core.forms import OFFSET_POWER
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import SETTING_SEPARATOR
 from bayesscale.data.spec import ModelSpec
@@ -104,22 +108,49 @@ def law_layout(fit: xr.DataTree) -> tuple[tuple[str, ...], tuple[str, ...]]:
         raise PosteriorError(f"the fit's constant_data has no {names.REFERENCE_SCALE!r}")
     axes = tuple(str(a) for a in post[names.ALPHA][names.AXIS_DIM].to_numpy())
     settings = tuple(str(s) for s in post[names.ALPHA][names.SETTING_DIM].to_numpy())
-    if fit.attrs.get(names.ATTR_SPEC):
-        _check_forms(fit_spec(fit))
     return axes, settings
 
 
-def _check_forms(spec: ModelSpec) -> None:
-    """Refuse a fit whose axes are not all power laws: every reader here evaluates the law as
-    a power law per axis, so another form would give wrong predictions, recipes and checks."""
-    other = spec.other_forms
+def _check_power(fit: xr.DataTree) -> None:
+    """Refuse a fit whose axes are not all power laws where the reader needs one (the recipe's
+    solvers and the next runs take ``K D^-alpha`` per axis); prediction, the held-out check,
+    cross-validation and LOO read every form (:func:`axis_knees`)."""
+    other = fit_spec(fit).other_forms if fit.attrs.get(names.ATTR_SPEC) else {}
     if other:
         raise PosteriorError(
-            f"the fit's spec gives axes other forms than a power law ({other}); predictions, "
-            "recipes, checks and next runs read every axis as a power law and cannot read "
-            "this fit yet (its posterior can be inspected as it is); refit with "
-            "form = 'power' on those axes for them"
+            f"the fit's spec gives axes other forms than a power law ({other}); the recipe "
+            "and the next runs solve power laws per axis and cannot read this fit yet "
+            "(predict, check, crossval and loo can); refit with form = 'power' on those "
+            "axes for a recipe"
         )
+
+
+def axis_knees(fit: xr.DataTree, spec: ModelSpec) -> Array | None:
+    """The knee ``k_a = D_0,a / D_ref,a`` of each offset-power axis per sample ``(S, A)``, 0 on
+    the power axes; ``None`` when no axis has the offset form.
+
+    >>> from bayesscale.recipe.synthetic import synthetic_fit
+    >>> fit = synthetic_fit(draws=10, spread=0.0)
+    >>> axis_knees(fit, fit_spec(fit)) is None  # power law on every axis
+    True
+    """
+    offset = [i for i, a in enumerate(spec.axes) if a.form == OFFSET_POWER]
+    if not offset:
+        return None
+    post = fit["posterior"].to_dataset()
+    if names.KNEE not in post:
+        raise PosteriorError(
+            f"the spec has offset-power axes but the posterior has no {names.KNEE!r}"
+        )
+    labels = [str(a) for a in post[names.KNEE][names.KNEE_AXIS_DIM].to_numpy()]
+    knee = stack(post[names.KNEE], names.KNEE_AXIS_DIM)
+    out = np.zeros((knee.shape[0], len(spec.axes)))
+    for i in offset:
+        name = spec.axes[i].name
+        if name not in labels:
+            raise PosteriorError(f"the posterior's {names.KNEE!r} has no axis {name!r}")
+        out[:, i] = knee[:, labels.index(name)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -306,6 +337,7 @@ def law_draws(
     a preview's Laplace draws reach in their far tails (a spread of 7 on the log exponents);
     a sampled posterior has none."""
     axes, all_settings = law_layout(fit)
+    _check_power(fit)
     post = fit["posterior"].to_dataset()
     const = fit["constant_data"].to_dataset()
     chosen = tuple(settings) if settings else all_settings
@@ -487,6 +519,7 @@ class Population:
     group_effects: dict[str, Array]  # key -> (S, groups, A) = z * spread
     group_spreads: dict[str, Array]  # key -> (S, A)
     size_amplitude: Array | None  # (S,)
+    knee: Array | None = None  # (S, A): the offset-power axes' knees, 0 on power axes
 
     def take(self, index: NDArray[np.int64]) -> Population:
         """The same population at the samples ``index``."""
@@ -506,6 +539,7 @@ class Population:
             group_effects={k: v[index] for k, v in self.group_effects.items()},
             group_spreads={k: v[index] for k, v in self.group_spreads.items()},
             size_amplitude=pick(self.size_amplitude),
+            knee=pick(self.knee),
         )
 
     def setting(
@@ -520,7 +554,7 @@ class Population:
         deviations, as the model composes them::
 
             log alpha = log alpha_pop + effect + tau z_alpha
-            A = exp(log s_pop + sigma_s z_slope - log alpha)
+            A = exp(log s_pop + sigma_s z_slope - log alpha)   (times 1 + k on an offset axis)
             L_inf = exp(log c_base + sigma_c z_level) - sum_a A_a - E
         """
         log_alpha = (
@@ -530,6 +564,8 @@ class Population:
         )
         log_slope = self.log_slope_pop + self.slope_spread * np.asarray(z_slope, dtype=float)
         amplitude = np.exp(log_slope - log_alpha)
+        if self.knee is not None:  # the slope at D_ref of an offset axis is alpha A / (1 + k)
+            amplitude = amplitude * (1.0 + self.knee)
         level = np.exp(
             np.asarray(log_level_base, dtype=float)
             + self.level_spread * np.asarray(z_level, dtype=float)
@@ -590,4 +626,5 @@ def read_population(fit: xr.DataTree) -> Population:
         size_amplitude=(
             stack(post[names.SIZE_AMPLITUDE]) if names.SIZE_AMPLITUDE in post else None
         ),
+        knee=axis_knees(fit, layout.spec),
     )

@@ -46,7 +46,7 @@ Example
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -73,6 +73,7 @@ from bayesscale.law.posterior import (
     SAMPLE,
     FitLayout,
     PosteriorError,
+    axis_knees,
     fit_layout,
     read_population,
     stack,
@@ -569,7 +570,14 @@ def predict(
         dense = (frame[names.REWARD] == names.DENSE).to_numpy()
         log_m = np.log(stack(post[names.DENSE_MULTIPLIER]))
         log_x[:, dense, j] += log_m[:, None]
-    loss = floor[:, sidx] + np.sum(amplitude[:, sidx] * np.exp(-alpha[:, sidx] * log_x), axis=-1)
+    knee = axis_knees(fit, spec)
+    loss = floor[:, sidx] + laws.axis_terms(
+        [a.form for a in spec.axes],
+        log_x,
+        amplitude[:, sidx],
+        alpha[:, sidx],
+        None if knee is None else knee[:, None, :],
+    )
     if layout.size_reference is not None and spec.size is not None:
         e = stack(post[names.SIZE_AMPLITUDE])
         a_n = stack(post[names.ALPHA_SIZE])
@@ -608,6 +616,58 @@ def predict(
         log_loss_sigma=stack(post[names.LOG_LOSS_SIGMA]) if names.LOG_LOSS_SIGMA in post else None,
         student_nu=spec.student_nu,
         observed=obs_values,
+    )
+
+
+def draw_shares(weights: ArrayLike, samples: int) -> NDArray[np.int64]:
+    """How many of ``samples`` draws each candidate gives a mixture with ``weights``: the
+    largest-remainder rounding of ``w_k samples`` (the shares sum to ``samples``).
+
+    >>> draw_shares([0.5, 0.3, 0.2], 7).tolist()
+    [4, 2, 1]
+    """
+    w = np.asarray(weights, dtype=float)
+    if w.ndim != 1 or np.any(w < 0) or not np.isclose(w.sum(), 1.0):
+        raise ValueError(f"weights must be >= 0 and sum to 1, got {w.tolist()}")
+    raw = w * samples
+    shares = np.floor(raw).astype(np.int64)
+    left = samples - int(shares.sum())
+    shares[np.argsort(-(raw - shares), kind="stable")[:left]] += 1
+    return shares
+
+
+def mixture(predictions: Sequence[Prediction], weights: ArrayLike) -> Prediction:
+    """The stacked prediction: draws of each candidate's prediction (the same rows) in
+    proportion to ``weights`` (:func:`draw_shares` of the smallest candidate's draw count, taken
+    evenly spaced), one chain. Its draws are the mixture ``sum_k w_k p_k``: its expected
+    outcomes, predictive counts and log predictive density are the stack's."""
+    if not predictions:
+        raise ValueError("a mixture needs at least one prediction")
+    first = predictions[0]
+    for other in predictions[1:]:
+        if other.rows != first.rows or other.outcome != first.outcome:
+            raise ValueError("the predictions to mix must be of the same rows and outcome")
+    samples = min(p.chains * p.draws for p in predictions)
+    shares = draw_shares(weights, samples)
+    picks = []
+    for pred, n in zip(predictions, shares, strict=True):
+        if n:
+            total = pred.chains * pred.draws
+            picks.append((pred, np.linspace(0, total - 1, int(n)).round().astype(np.int64)))
+
+    def joined(name: str) -> Array | None:
+        parts = [getattr(p, name) for p, _ in picks]
+        if any(x is None for x in parts):
+            return None
+        return np.concatenate([x[i] for x, (_, i) in zip(parts, picks, strict=True)])
+
+    return replace(
+        first,
+        chains=1,
+        draws=samples,
+        loss=np.concatenate([p.loss[i] for p, i in picks]),
+        concentration=joined("concentration"),
+        log_loss_sigma=joined("log_loss_sigma"),
     )
 
 

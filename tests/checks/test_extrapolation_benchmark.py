@@ -19,7 +19,7 @@ from testdata import EXTERNAL, ROOT
 from bayesscale import names
 from bayesscale.checks import curve_baselines as cb
 from bayesscale.checks import extrapolation_score as es
-from bayesscale.checks.lcdb_study import LAW, with_ratios
+from bayesscale.checks.lcdb_study import LAW, STACK, with_ratios
 from bayesscale.data import lcdb
 from bayesscale.data.observations import ObservationError
 
@@ -217,24 +217,26 @@ def test_small_study_on_real_curves(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_form_prediction_of_the_power_law_is_predicts() -> None:
-    """The benchmark's form-aware reader gives the package's own prediction for a power law
-    (and the offset form's spec is the same law with the knee)."""
-    from bayesscale.checks.lcdb_study import form_prediction, thinned
-    from bayesscale.data.observations import Table
-    from bayesscale.law.inference import fit
-    from bayesscale.law.predict import predict
-    from bayesscale.sampling.config import FitConfig
-
+def test_small_stack_on_real_curves(tmp_path: Path) -> None:
+    """Both forms fitted and refitted out of scale, their stacking weights, and every method
+    scored on every held-out run once (no accuracy thresholds: the machinery, not the result)."""
     if not LCDB_FILE.is_file():
         pytest.fail(f"{LCDB_FILE} is missing: CI has LCDB's development half there")
-    assert lcdb.lcdb_spec("offset_power").axes[0].form == "offset_power"
-    raw = lcdb.read_lcdb(LCDB_FILE)
-    chosen = lcdb.sample_curves(lcdb.eligible_curves(raw), 2, seed=1)
-    fitted, held = lcdb.split_at(lcdb.to_observations(lcdb.select(raw, chosen)), 1 / 8)
-    spec = lcdb.lcdb_spec()
-    config = FitConfig(chains=2, tune=100, draws=100, ess_target=0, seed=2, progress=False)
-    tree = thinned(fit(Table.from_frame(fitted, spec), spec, config))
-    mine, theirs = form_prediction(tree, held), predict(tree, held, observed=True)
-    np.testing.assert_allclose(mine.loss, theirs.loss, rtol=1e-12)
-    np.testing.assert_array_equal(mine.concentration, theirs.concentration)
+    bench = _benchmark()
+    out = tmp_path / "stack"
+    argv = ["--curves", "3", "--seed", "1", "--lcdb", str(LCDB_FILE), "--out", str(out)]
+    argv += ["--cutoffs", "32", "--stack", "power,offset_power"]
+    argv += ["--chains", "2", "--tune", "100", "--draws", "100", "--ess-target", "0"]
+    bench.main(argv)
+    scores = pd.read_csv(out / "scores.csv")
+    study = json.loads((out / "study.json").read_text())
+    counts = scores.groupby("method").size()
+    assert set(counts.index) == {LAW, f"{LAW} (offset_power)", STACK, *cb.BASELINES}
+    assert counts.nunique() == 1  # every method scores every held-out run once
+    (job,) = study["fits"]
+    weights = job["stack"]["weights"]
+    assert set(weights) == {"power", "offset_power"}
+    assert sum(weights.values()) == pytest.approx(1.0, abs=1e-5)
+    for name, (lo, hi) in job["stack"]["interval"].items():
+        assert 0.0 <= lo <= hi <= 1.0 and lo - 1e-6 <= weights[name] <= hi + 1e-6
+    assert job["out_of_scale_rows"] > 0 and study["headline"][0]["lead"] == STACK

@@ -113,3 +113,5 @@ def test_the_knee_and_exponent_of_an_offset_law_are_recovered() -> None:
     assert lo < TRUE_KNEE < hi and lo > 0.1  # identified, away from the power law
     lo, hi = np.quantile(alpha, [0.05, 0.95])
     assert lo < TRUE_ALPHA < hi
+    # the fit's own readers take the form: its pointwise log-likelihood (for LOO) is stored
+    assert names.LOG_LIKELIHOOD_GROUP in tree.children

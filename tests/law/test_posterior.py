@@ -12,21 +12,25 @@ from bayesscale.recipe.solve import recipe
 from bayesscale.recipe.synthetic import synthetic_fit
 
 
-def test_a_fit_of_another_form_than_the_power_law_is_refused_not_misread() -> None:
-    """Every reader evaluates each axis as a power law: a fit whose spec gives an axis the
-    offset-power form is refused by the reader, so no recipe or prediction reads it wrong."""
+def test_a_fit_of_another_form_is_read_by_its_form_or_refused_not_misread() -> None:
+    """Prediction reads an offset-power axis by its form (and needs the knee); the recipe's
+    reader solves power laws only and refuses the fit, so no recipe reads it wrong."""
     fit = synthetic_fit(draws=4, spread=0.0)
-    assert law_layout(fit)[0] == ("env", "task", "traj")  # the power-law fit reads
     spec = fit.attrs[names.ATTR_SPEC].replace(
         'name = "task"\n', 'name = "task"\nform = "offset_power"\n'
     )
     assert spec != fit.attrs[names.ATTR_SPEC]
     fit.attrs[names.ATTR_SPEC] = spec
-    for read in (law_layout, law_draws, lambda f: recipe(f, [1e4])):
-        with pytest.raises(PosteriorError, match=r"other forms than a power law \({'task'"):
+    assert law_layout(fit)[0] == ("env", "task", "traj")
+    for read in (law_draws, lambda f: recipe(f, [1e4])):
+        with pytest.raises(PosteriorError, match=r"other forms than a power law \({'task'.*recipe"):
             read(fit)
-    with pytest.raises(PosteriorError, match="other forms than a power law"):
-        predict(fit, pd.DataFrame())
+    rows = pd.DataFrame(
+        {"model": ["S0"], "algorithm": ["grpo"], "domain": ["math"], "n_envs": [8],
+         "n_tasks": [100], "rollouts": [4], "trials": [10]}
+    )  # fmt: skip
+    with pytest.raises(PosteriorError, match="posterior has no 'knee'"):
+        predict(fit, rows)
 
 
 def test_the_one_axis_column_rule() -> None:

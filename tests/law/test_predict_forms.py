@@ -1,0 +1,137 @@
+"""Prediction reads each axis by its spec's form: the offset power against its formula."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.law.posterior import Population, PosteriorError, law_draws
+from bayesscale.law.predict import predict
+from bayesscale.recipe.synthetic import synthetic_fit
+
+ROWS = pd.DataFrame(
+    {
+        "model": ["S0", "S1", "S0"],
+        "algorithm": ["grpo"] * 3,
+        "domain": ["math"] * 3,
+        "n_envs": [8, 64, 2048],
+        "n_tasks": [100, 3000, 200_000],
+        "rollouts": [2, 16, 512],
+        "trials": [100, 100, 100],
+    }
+)
+
+
+def _offset_fit(knee: float) -> xr.DataTree:
+    """The synthetic power-law fit with its task axis given the offset-power form and a
+    knee that varies over the draws around ``knee``."""
+    tree = synthetic_fit(draws=10, spread=0.02)
+    spec = tree.attrs[names.ATTR_SPEC].replace(
+        'column = "n_tasks"\n', 'column = "n_tasks"\nform = "offset_power"\n'
+    )
+    assert spec != tree.attrs[names.ATTR_SPEC]
+    post = tree["posterior"].to_dataset()
+    shape = (post.sizes[names.CHAIN_DIM], post.sizes[names.DRAW_DIM], 1)
+    values = knee * np.linspace(0.5, 1.5, np.prod(shape)).reshape(shape)
+    post[names.KNEE] = xr.DataArray(
+        values,
+        dims=(names.CHAIN_DIM, names.DRAW_DIM, names.KNEE_AXIS_DIM),
+        coords={names.KNEE_AXIS_DIM: ["task"]},
+    )
+    out = xr.DataTree.from_dict(
+        {"posterior": post, "constant_data": tree["constant_data"].to_dataset()}
+    )
+    out.attrs = {**tree.attrs, names.ATTR_SPEC: spec}
+    return out
+
+
+def _by_formula(tree: xr.DataTree) -> np.ndarray:
+    """``L = L_inf + A_env r^-a + A_task ((D + k D_ref)/(D_ref + k D_ref))^-a + A_traj r^-a``."""
+    post = tree["posterior"].to_dataset()
+
+    def flat(name: str) -> np.ndarray:
+        arr = post[name].to_numpy()
+        return arr.reshape(-1, *arr.shape[2:])
+
+    alpha, amp, floor = flat(names.ALPHA), flat(names.AMPLITUDE), flat(names.LOSS_FLOOR)
+    knee = flat(names.KNEE)[:, 0]
+    ref = tree["constant_data"][names.REFERENCE_SCALE].to_numpy()
+    setting = [0, 1, 0]
+    sizes = ROWS[["n_envs", "n_tasks", "rollouts"]].to_numpy(float)
+    loss = floor[:, setting].copy()
+    for a in range(3):
+        d, r = sizes[:, a][None, :], ref[a]
+        ratio = (d + knee[:, None] * r) / (r + knee[:, None] * r) if a == 1 else d / r
+        loss += amp[:, setting, a] * ratio ** -alpha[:, setting, a]
+    return loss
+
+
+def test_predict_evaluates_the_offset_power_where_the_spec_names_it() -> None:
+    tree = _offset_fit(knee=0.8)
+    got = predict(tree, ROWS, observed=False).loss
+    np.testing.assert_allclose(got, _by_formula(tree), rtol=1e-12)
+    # the knee matters: the power law's prediction is another number
+    power = predict(synthetic_fit(draws=10, spread=0.02), ROWS, observed=False).loss
+    assert np.abs(got - power).max() > 1e-3
+
+
+def test_the_offset_power_at_a_zero_knee_is_the_power_law() -> None:
+    got = predict(_offset_fit(knee=0.0), ROWS, observed=False).loss
+    power = predict(synthetic_fit(draws=10, spread=0.02), ROWS, observed=False).loss
+    np.testing.assert_allclose(got, power, rtol=1e-14)
+
+
+def test_the_recipe_reader_refuses_a_form_it_cannot_solve() -> None:
+    with pytest.raises(PosteriorError, match=r"'task': 'offset_power'.*recipe"):
+        law_draws(_offset_fit(knee=0.8))
+
+
+def test_a_new_settings_amplitude_carries_the_knee() -> None:
+    # the model samples the slope at D_ref, alpha A / (1 + k): the amplitude is s (1 + k) / alpha
+    ones = np.ones((4, 2))
+    kwargs = dict(
+        spec=None, log_alpha_pop=np.log(0.5) * ones, alpha_spread=0 * ones,
+        log_slope_pop=np.log(0.1) * ones, slope_spread=0 * ones, log_level_group=None,
+        log_level_pop=np.zeros(4), level_spread=np.zeros(4), group_effects={},
+        group_spreads={}, size_amplitude=None,
+    )  # fmt: skip
+    plain = Population(**kwargs)  # type: ignore[arg-type]
+    kneed = Population(**kwargs, knee=np.array([[0.0, 1.5]] * 4))  # type: ignore[arg-type]
+    z = np.zeros((4, 2))
+    _, a_plain, _ = plain.setting(0.0, np.zeros(4), z, z, np.zeros(4))
+    _, a_kneed, _ = kneed.setting(0.0, np.zeros(4), z, z, np.zeros(4))
+    np.testing.assert_allclose(a_plain, 0.2)
+    np.testing.assert_allclose(a_kneed, [[0.2, 0.5]] * 4)
+
+
+# --- the stacked prediction: draws mixed by weight ------------------------------------------
+
+
+def test_draw_shares_round_to_the_total() -> None:
+    from bayesscale.law.predict import draw_shares
+
+    assert draw_shares([0.5, 0.3, 0.2], 7).tolist() == [4, 2, 1]
+    assert draw_shares([1.0, 0.0], 40).tolist() == [40, 0]
+    assert draw_shares([1 / 3] * 3, 100).sum() == 100
+    with pytest.raises(ValueError, match="sum to 1"):
+        draw_shares([0.5, 0.6], 10)
+
+
+def test_a_mixture_takes_each_predictions_draws_by_weight() -> None:
+    from bayesscale.law.predict import mixture
+
+    power = predict(synthetic_fit(draws=10, spread=0.02), ROWS, observed=False)
+    offset = predict(_offset_fit(knee=0.8), ROWS, observed=False)
+    # all the weight on one candidate: its own draws
+    np.testing.assert_array_equal(mixture([power, offset], [1.0, 0.0]).loss, power.loss)
+    np.testing.assert_array_equal(mixture([power, offset], [0.0, 1.0]).loss, offset.loss)
+    # a quarter: 5 of the 20 draws from the offset fit, evenly spaced, after 15 of the power's
+    mixed = mixture([power, offset], [0.75, 0.25])
+    assert mixed.loss.shape == power.loss.shape and (mixed.chains, mixed.draws) == (1, 20)
+    np.testing.assert_array_equal(
+        mixed.loss[:15], power.loss[np.linspace(0, 19, 15).round().astype(int)]
+    )
+    np.testing.assert_array_equal(mixed.loss[15:], offset.loss[[0, 5, 10, 14, 19]])
