@@ -80,6 +80,7 @@ ALPHA_SPREAD: Final = "alpha_spread"  # (axis) sd of per-setting log-exponents
 ALPHA: Final = "alpha"  # (setting, axis) per-setting exponent
 AMPLITUDE: Final = "amplitude"  # (setting, axis) term value at the reference scale
 AMPLITUDE_POP: Final = "amplitude_pop"  # (axis) population median amplitude
+CONTAMINATION: Final = "contamination"  # () share of runs that collapse ([outcome] seed_noise)
 KNEE: Final = "knee"  # (knee_axis) the offset-power form's knee D0 / D_ref, pooled across settings
 KNEE_AXIS_DIM: Final = "knee_axis"  # the axes whose form is the offset power
 LOSS_FLOOR: Final = "loss_floor"  # (setting) irreducible loss, size term excluded

@@ -41,6 +41,10 @@ SPEC_DIR = _bundled.root() / "models"
 DEFAULT_SPEC = "agentic_rl"
 
 OUTCOME_KINDS = ("success", "loss")
+# [outcome] seed_noise: how runs of one cell scatter (law.likelihood): beta-binomial, or that
+# with a share of runs whose count is uniform on 0..n (a run that collapsed)
+BETA_BINOMIAL, CONTAMINATED = "beta_binomial", "contaminated"
+SEED_NOISE_KINDS = (BETA_BINOMIAL, CONTAMINATED)
 # The report's prior-sensitivity refit widens every exponent prior this many times
 # (with_exponent_prior_scale; `bayesscale report --sensitivity-scale`).
 SENSITIVITY_SCALE = 2.0
@@ -146,6 +150,7 @@ class ModelSpec:
     interaction: Interaction | None = None
     dense_reward: DenseReward | None = None
     concentration: LogNormalPrior = LogNormalPrior(200.0, 1.0)
+    seed_noise: str = BETA_BINOMIAL
     log_loss_sigma: float = 0.05
     student_nu: float = 4.0
     exponent_prior_scale: float = 1.0
@@ -297,6 +302,16 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
             f"{source}: [outcome] kind: must be one of {OUTCOME_KINDS}, got {outcome!r}"
         )
     concentration = outcome_r.prior("concentration", LogNormalPrior(200.0, 1.0))
+    seed_noise = outcome_r.get("seed_noise", str, BETA_BINOMIAL)
+    if seed_noise not in SEED_NOISE_KINDS:
+        raise SpecError(
+            f"{source}: [outcome] seed_noise: must be one of {SEED_NOISE_KINDS}, got {seed_noise!r}"
+        )
+    if seed_noise != BETA_BINOMIAL and outcome != "success":
+        raise SpecError(
+            f"{source}: [outcome] seed_noise: {seed_noise!r} is a success-count likelihood; a "
+            f"{outcome!r} outcome has a Student-t likelihood (student_nu sets its tails)"
+        )
     log_loss_sigma = outcome_r.positive("log_loss_sigma", 0.05)
     student_nu = outcome_r.positive("student_nu", 4.0)
     outcome_r.finish()
@@ -368,6 +383,7 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         interaction=interaction,
         dense_reward=dense,
         concentration=concentration,
+        seed_noise=seed_noise,
         log_loss_sigma=log_loss_sigma,
         student_nu=student_nu,
         exponent_prior_scale=prior_scale,

@@ -185,6 +185,7 @@ class _FitInputs:
     swept: SweptRange
     anchor: Array  # (movers, axes): where one-axis candidates hold the other axes
     phi: Array  # (S,) the beta-binomial concentration at every draw
+    contamination: Array | None  # (S,) the share of collapsed runs, where the fit models it
 
 
 def _read_fit(
@@ -233,7 +234,12 @@ def _read_fit(
             "beta-binomial likelihood of a success-count fit"
         )
     phi = at_draws(posterior_variable(fit, names.CONCENTRATION), draws)
-    return _FitInputs(draws, all_settings, targets, movers, columns, swept, anchor, phi)
+    eps = (
+        at_draws(posterior_variable(fit, names.CONTAMINATION), draws)
+        if names.CONTAMINATION in fit["posterior"]
+        else None
+    )
+    return _FitInputs(draws, all_settings, targets, movers, columns, swept, anchor, phi, eps)
 
 
 def _outer_draws(S: int, min_ess: float, simulations: int, seed: int) -> NDArray[np.int64]:
@@ -294,8 +300,9 @@ def _value_engine(
         alpha_pop = posterior_variable(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM)
         exponents = at_draws(alpha_pop, fitted.draws)
     return ValueEngine(
-        fitted.draws, fitted.phi, int(trials), outer, seed, target, success, exponents
-    )
+        fitted.draws, fitted.phi, int(trials), outer, seed, target, success, exponents,
+        fitted.contamination,
+    )  # fmt: skip
 
 
 def _candidates(

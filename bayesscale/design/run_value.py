@@ -29,6 +29,7 @@ from bayesscale.design.preposterior import (
 )
 from bayesscale.design.results import Array, Candidate
 from bayesscale.law.posterior import LawDraws
+from bayesscale.law.predict import with_collapses
 
 JACKKNIFE_BLOCKS = 20  # blocks of consecutive posterior draws in the batch value's jackknife
 
@@ -48,6 +49,7 @@ class ValueEngine:
     target: str
     regret: list[Array]  # decision: per target setting (S, J), see preposterior.regret
     exponents: Array | None  # exponents: (S, n)
+    contamination: Array | None = None  # (S,): the share of collapsed runs, where modelled
     _stacked: NDArray[np.float32] | None = None
     _now: Array | None = None
 
@@ -70,12 +72,19 @@ class ValueEngine:
         """(M,): the outcome of this candidate's ``repeat``-th run simulated from each outer
         draw (its own seeded stream, so every call gives the same outcomes)."""
         rng = np.random.default_rng([self.seed, 7, index, repeat])
-        return simulate_beta_binomial(rng, self.trials, p[self.outer], self.phi[self.outer])
+        k = simulate_beta_binomial(rng, self.trials, p[self.outer], self.phi[self.outer])
+        if self.contamination is None:
+            return k
+        collapsed = rng.uniform(size=k.shape) < self.contamination[self.outer]
+        return np.where(collapsed, rng.integers(0, self.trials + 1, size=k.shape), k)
 
     def loglik(self, index: int, repeat: int, p: Array) -> Array:
         """(M, S): the log-likelihood under every draw of :meth:`outcomes`."""
         k = self.outcomes(index, repeat, p)
-        return beta_binomial_logpmf(k[:, None], self.trials, p[None, :], self.phi[None, :])
+        ll = beta_binomial_logpmf(k[:, None], self.trials, p[None, :], self.phi[None, :])
+        if self.contamination is None:
+            return ll
+        return with_collapses(ll, self.trials, self.contamination[None, :])
 
     def score(self, ll: Array) -> tuple[Array, Array, Array]:
         """Per outer draw: the target's reduction so far (M,), per target part (M, T), and

@@ -21,6 +21,21 @@ digamma as Stirling series after a shift of six (``|error| < 1e-9`` absolute, ``
 relative, against SciPy), and a hand-written gradient: about 3x cheaper than PyMC's
 ``BetaBinomial`` per row on the reference data. A test holds the two translations equal.
 
+**Collapsed runs** (``[outcome] seed_noise = "contaminated"``): RL runs now and then fail to
+learn at all while their siblings take off. With probability ``epsilon`` a run's count is
+uniform on ``0..n_i`` (a beta-binomial with ``a = b = 1``: no information about the cell),
+otherwise beta-binomial as above:
+
+.. math::
+
+    f_c(k_i) = (1 - \\epsilon) f(k_i) + \\frac{\\epsilon}{n_i + 1}, \\qquad
+    \\epsilon \\sim \\mathrm{Beta}(1, 19)
+
+(a priori 5% of runs, 90% below 11%). One such run then costs the law ``log(epsilon / (n +
+1))`` instead of the beta-binomial's far tail, so it no longer drags the cell's mean or
+widens the seed spread of every cell. Whether it is needed: compare the two fits' LOO
+(``bayesscale compare``) and their held-out checks.
+
 **A continuous loss** is Student-t on the log scale, ``log y_i ~ StudentT(nu, log L_i,
 sigma)``, as Epoch's Chinchilla replication used a Huber loss on log loss.
 
@@ -46,8 +61,9 @@ from pytensor.link.jax.dispatch import jax_funcify
 from scipy import special
 
 from bayesscale import names
-from bayesscale.data.spec import LogNormalPrior
+from bayesscale.data.spec import BETA_BINOMIAL, CONTAMINATED, LogNormalPrior
 
+CONTAMINATION_PRIOR = (1.0, 19.0)  # epsilon ~ Beta(1, 19): mean 5%, 90% below 11%
 STIRLING_SHIFT = 6  # lgamma(x) = lgamma(x + 6) - log(x (x+1) ... (x+5)); Stirling at x + 6
 _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
@@ -243,6 +259,61 @@ def grouped_beta_binomial(
     )
 
 
+def _contaminated_rows(
+    p: Any, q: Any, phi: Any, eps: Any, cell: Any, trials: Any, size: Any
+) -> Any:
+    """Random rows of the contaminated beta-binomial: per row, with probability ``eps`` a
+    uniform count on ``0..n`` (beta-binomial ``(1, 1)``), else the cell's beta-binomial."""
+    return pm.Mixture.dist(
+        w=pt.stack([1.0 - eps, eps]),
+        comp_dists=[
+            pm.BetaBinomial.dist(n=trials, alpha=(p * phi)[cell], beta=(q * phi)[cell]),
+            pm.BetaBinomial.dist(n=trials, alpha=1.0, beta=1.0),
+        ],
+    )
+
+
+def contaminated_beta_binomial(
+    name: str,
+    p: Any,
+    q: Any,
+    phi: Any,
+    eps: Any,
+    cell_index: np.ndarray,
+    trials: np.ndarray,
+    observed: Any,
+    dims: str | tuple[str, ...] | None = None,
+) -> Any:
+    """Observed counts, ``k_i ~ (1 - eps) BetaBinomial(n_i, p[g_i] phi, q[g_i] phi) + eps
+    Uniform{0..n_i}``, per row (the beta-binomial part is :class:`GroupedBetaBinomialLogp`,
+    so the JAX log density keeps its per-cell terms and hand-written gradient)."""
+    cell_index = np.asarray(cell_index, dtype=np.int64)
+    trials = np.asarray(trials, dtype=np.int64)
+    n_cells = int(cell_index.max()) + 1 if cell_index.size else 0
+    op = GroupedBetaBinomialLogp(trials, cell_index, n_cells)
+    log_uniform = -np.log1p(trials.astype(float))
+
+    def logp(value: Any, p_: Any, q_: Any, phi_: Any, eps_: Any, cell_: Any, trials_: Any) -> Any:
+        bb = op(pt.cast(value, "int64"), p_, q_, phi_)
+        return pt.logaddexp(pt.log1p(-eps_) + bb, pt.log(eps_) + log_uniform)
+
+    return pm.CustomDist(
+        name,
+        p,
+        q,
+        phi,
+        eps,
+        cell_index,
+        trials,
+        dist=_contaminated_rows,
+        logp=logp,
+        signature="(c),(c),(),(),(n),(n)->(n)",
+        observed=observed,
+        dims=dims,
+        dtype="int64",
+    )
+
+
 def _lognormal_location(prior: LogNormalPrior) -> tuple[float, float]:
     return float(np.log(prior.median)), prior.log_sd
 
@@ -253,16 +324,27 @@ def success_likelihood(
     trials: np.ndarray | None,
     successes: Any,
     concentration: LogNormalPrior,
+    seed_noise: str = BETA_BINOMIAL,
 ) -> None:
     """Beta-binomial held-out successes around ``p = exp(-L)`` per cell, in logits form
     (``logit p = -L - log(-expm1(-L))``; ``p = exp(-L)`` directly gave NaN gradients at the
-    start in JAX), inside a model context. ``loss`` is per cell."""
+    start in JAX), inside a model context; with ``seed_noise = "contaminated"`` a share
+    ``epsilon`` of runs uniform instead. ``loss`` is per cell."""
     if trials is None:
         raise ValueError("a success-count likelihood needs the trials column (prepare() fills it)")
     c_mu, c_sd = _lognormal_location(concentration)
     phi = pm.LogNormal(names.CONCENTRATION, c_mu, c_sd)
     logit_p = -loss - pt.log(-pt.expm1(-loss))
     p, q = pm.math.sigmoid(logit_p), pm.math.sigmoid(-logit_p)
+    if seed_noise == CONTAMINATED:
+        eps = pm.Beta(names.CONTAMINATION, *CONTAMINATION_PRIOR)
+        contaminated_beta_binomial(
+            names.OUTCOME, p, q, phi, eps, cell_index, trials, observed=successes,
+            dims=names.OBS_DIM,
+        )  # fmt: skip
+        return
+    if seed_noise != BETA_BINOMIAL:
+        raise ValueError(f"unknown seed_noise {seed_noise!r}")
     grouped_beta_binomial(
         names.OUTCOME, p, q, phi, cell_index, trials, observed=successes, dims=names.OBS_DIM
     )
@@ -304,6 +386,8 @@ class OutcomeModel(Protocol):
     def log_loss_sigma(self) -> float: ...
     @property
     def student_nu(self) -> float: ...
+    @property
+    def seed_noise(self) -> str: ...
 
 
 def observe(loss: Any, index: np.ndarray, design: Outcomes, spec: OutcomeModel) -> None:
@@ -312,7 +396,9 @@ def observe(loss: Any, index: np.ndarray, design: Outcomes, spec: OutcomeModel) 
     loss (:func:`log_loss_likelihood`), as ``spec.outcome`` says. The one switch both models
     share."""
     if spec.outcome == "success":
-        success_likelihood(loss, index, design.trials, design.successes, spec.concentration)
+        success_likelihood(
+            loss, index, design.trials, design.successes, spec.concentration, spec.seed_noise
+        )
         return
     if design.loss is None:
         raise ValueError("a loss outcome needs the table's loss column")

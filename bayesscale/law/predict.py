@@ -398,6 +398,7 @@ class Prediction:
     log_loss_sigma: Array | None  # (S,)
     student_nu: float
     observed: Array | None = field(default=None)  # successes or loss per row, when given
+    contamination: Array | None = None  # (S,): the share of collapsed runs, where modelled
 
     @property
     def rows(self) -> int:
@@ -444,7 +445,13 @@ class Prediction:
             point = at_zero | at_one
             q = rng.beta(np.where(point, 1.0, a), np.where(point, 1.0, b))
             q = np.where(at_zero, 0.0, np.where(at_one, 1.0, q))
-            return rng.binomial(self.trials[None, :], q).astype(float)
+            counts = rng.binomial(self.trials[None, :], q).astype(float)
+            if self.contamination is not None:  # a collapsed run: uniform on 0..n
+                eps = np.tile(self.contamination[:, None], (replicates, 1))
+                collapsed = rng.uniform(size=counts.shape) < eps
+                uniform = rng.integers(0, self.trials[None, :] + 1, size=counts.shape)
+                counts = np.where(collapsed, uniform, counts)
+            return counts
         if self.log_loss_sigma is None:
             raise PredictError(f"the fit has no {names.LOG_LOSS_SIGMA!r}")
         log_l = np.tile(np.log(self._clipped()), (replicates, 1))
@@ -454,7 +461,8 @@ class Prediction:
     def log_likelihood(self, observed: ArrayLike | None = None) -> Array:
         """Pointwise log-likelihood ``(S, R)`` of the observed outcome (the rows' own unless
         given), the density the model's ``outcome`` variable has: the beta-binomial pmf of
-        ``k``, or the Student-t density of ``log y``."""
+        ``k`` (mixed with the uniform ``1/(n+1)`` by the contamination, where modelled), or
+        the Student-t density of ``log y``."""
         obs = self.observed if observed is None else np.asarray(observed, dtype=float)
         if obs is None:
             raise PredictError("the rows have no observed outcome")
@@ -462,7 +470,10 @@ class Prediction:
             if self.trials is None:
                 raise PredictError("the beta-binomial likelihood needs the trials column")
             a, b = self._beta_parameters(self.loss)
-            return beta_binomial_logpmf(obs[None, :], self.trials[None, :], a, b)
+            ll = beta_binomial_logpmf(obs[None, :], self.trials[None, :], a, b)
+            if self.contamination is None:
+                return ll
+            return with_collapses(ll, self.trials[None, :], self.contamination[:, None])
         if self.log_loss_sigma is None:
             raise PredictError(f"the fit has no {names.LOG_LOSS_SIGMA!r}")
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -484,6 +495,21 @@ class Prediction:
             },
             name=name,
         )
+
+
+def with_collapses(loglik: ArrayLike, trials: ArrayLike, contamination: ArrayLike) -> Array:
+    """``log((1 - eps) f(k) + eps / (n + 1))``: a beta-binomial log pmf mixed with a collapsed
+    run's uniform count (``[outcome] seed_noise = "contaminated"``, :mod:`bayesscale.law.likelihood`),
+    broadcast.
+
+    >>> round(float(with_collapses(np.log(0.2), 9, 0.5)), 12) == round(float(np.log(0.15)), 12)
+    True
+    """
+    eps = np.asarray(contamination, dtype=float)
+    with np.errstate(divide="ignore"):  # eps = 0 (a mixture's draw without collapses) or 1
+        log_eps, log_rest = np.log(eps), np.log1p(-eps)
+    n = np.asarray(trials, dtype=float)
+    return np.asarray(np.logaddexp(log_rest + loglik, log_eps - np.log1p(n)), dtype=float)
 
 
 def beta_binomial_logpmf(k: ArrayLike, n: ArrayLike, a: ArrayLike, b: ArrayLike) -> Array:
@@ -616,6 +642,7 @@ def predict(
         log_loss_sigma=stack(post[names.LOG_LOSS_SIGMA]) if names.LOG_LOSS_SIGMA in post else None,
         student_nu=spec.student_nu,
         observed=obs_values,
+        contamination=stack(post[names.CONTAMINATION]) if names.CONTAMINATION in post else None,
     )
 
 
@@ -655,11 +682,18 @@ def mixture(predictions: Sequence[Prediction], weights: ArrayLike) -> Prediction
             total = pred.chains * pred.draws
             picks.append((pred, np.linspace(0, total - 1, int(n)).round().astype(np.int64)))
 
-    def joined(name: str) -> Array | None:
+    def joined(name: str, fill: float | None = None) -> Array | None:
+        """The picked draws of a per-draw parameter; a candidate without it gets ``fill``."""
         parts = [getattr(p, name) for p, _ in picks]
-        if any(x is None for x in parts):
+        if all(x is None for x in parts):
             return None
-        return np.concatenate([x[i] for x, (_, i) in zip(parts, picks, strict=True)])
+        if any(x is None for x in parts) and fill is None:
+            raise ValueError(f"some of the predictions to mix have no {name}")
+        full = [
+            np.full(p.chains * p.draws, fill) if x is None else x
+            for x, (p, _) in zip(parts, picks, strict=True)
+        ]
+        return np.concatenate([x[i] for x, (_, i) in zip(full, picks, strict=True)])
 
     return replace(
         first,
@@ -668,6 +702,7 @@ def mixture(predictions: Sequence[Prediction], weights: ArrayLike) -> Prediction
         loss=np.concatenate([p.loss[i] for p, i in picks]),
         concentration=joined("concentration"),
         log_loss_sigma=joined("log_loss_sigma"),
+        contamination=joined("contamination", fill=0.0),
     )
 
 

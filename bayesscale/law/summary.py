@@ -154,6 +154,7 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
             names.ALPHA_SIZE,
             names.SIZE_AMPLITUDE,
             names.CONCENTRATION,
+            names.CONTAMINATION,
             names.LOG_LOSS_SIGMA,
             names.DENSE_MULTIPLIER,
             names.INTERACTION_BETA,

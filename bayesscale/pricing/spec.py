@@ -21,7 +21,14 @@ from bayesscale.data.observations import (
     DataWarning,
     ObservationError,
 )
-from bayesscale.data.spec import SPEC_DIR, LogNormalPrior, SpecError, SpreadPrior, open_spec
+from bayesscale.data.spec import (
+    BETA_BINOMIAL,
+    SPEC_DIR,
+    LogNormalPrior,
+    SpecError,
+    SpreadPrior,
+    open_spec,
+)
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -75,6 +82,7 @@ class PricingSpec:
     floor_softness: float
     exponent: LogNormalPrior
     exponents: Mapping[str, LogNormalPrior] = field(default_factory=dict)
+    seed_noise: str = BETA_BINOMIAL  # the pricing model's runs are beta-binomial
     text: str = field(default="", repr=False, compare=False)
     source: str = field(default="", repr=False, compare=False)
 
