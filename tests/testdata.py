@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bayesscale import names
+from bayesscale.core import forms
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "data" / "reference"
@@ -27,3 +29,43 @@ def small_reference_frame() -> pd.DataFrame:
         & frame[names.DOMAIN].isin(["math+code", "swe"])
     )
     return frame[keep].reset_index(drop=True)
+
+
+# --- curves with a knee (the offset-power form): its recovery and the comparison of forms -----
+
+KNEE_SPEC = """
+[model]
+name = "offset-recovery"
+[outcome]
+kind = "success"
+[settings]
+keys = ["dataset"]
+[[axes]]
+name = "size"
+column = "size"
+exponent = {{ median = 0.3, log_sd = 0.75 }}
+{form}
+"""  # .format(form='form = "offset_power"') or form="" (the power law)
+KNEE_SIZES = 16.0 * 2.0 ** np.arange(11)  # 16 .. 16,384: D_ref = 512
+TRUE_KNEE, TRUE_ALPHA = 0.5, 0.5  # D0 = 256
+
+
+def knee_curves(seed: int = 0, settings: int = 6, seeds: int = 3) -> pd.DataFrame:
+    """Success counts of ``settings`` curves whose loss is an offset power law with the knee
+    ``TRUE_KNEE`` (flat below ``D0 = 256``), beta-binomial runs, ``seeds`` per size."""
+    rng = np.random.default_rng(seed)
+    reference = float(np.sqrt(KNEE_SIZES.min() * KNEE_SIZES.max()))
+    rows = []
+    for s in range(settings):
+        alpha = TRUE_ALPHA * np.exp(0.1 * rng.standard_normal())
+        amplitude, floor = rng.uniform(0.3, 0.6), rng.uniform(0.1, 0.3)
+        term = forms.evaluate_term(
+            forms.OFFSET_POWER, KNEE_SIZES, reference,
+            {"amplitude": amplitude, "alpha": alpha, "knee": TRUE_KNEE},
+        )  # fmt: skip
+        p = np.exp(-(floor + term))
+        for seed_ in range(seeds):
+            q = rng.beta(p * 300, (1 - p) * 300)
+            k = rng.binomial(500, q)
+            rows += [(f"d{s}", d, seed_, int(ki), 500) for d, ki in zip(KNEE_SIZES, k, strict=True)]
+    return pd.DataFrame(rows, columns=["dataset", "size", names.SEED, names.SUCCESSES, "trials"])

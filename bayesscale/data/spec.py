@@ -527,6 +527,37 @@ def with_exponent_prior_scale(spec: ModelSpec, factor: float) -> ModelSpec:
     return scaled
 
 
+_AXES_HEADER = re.compile(r"^[ \t]*\[\[axes\]\][ \t]*(#.*)?$", re.MULTILINE)
+
+
+def with_form(spec: ModelSpec, form: str) -> ModelSpec:
+    """``spec`` with every axis given the law form ``form`` (:mod:`bayesscale.core.forms`):
+    ``form = "..."`` written under each ``[[axes]]`` header, so a fit made with it records the
+    form. A spec whose axes already name their forms is refused (compare forms from a spec
+    that leaves them to the comparison).
+
+    >>> [a.form for a in with_form(load_spec(), "offset_power").axes]
+    ['offset_power', 'offset_power', 'offset_power']
+    """
+    if form == POWER_FORM and all(a.form == POWER_FORM for a in spec.axes):
+        return spec
+    raw = tomllib.loads(spec.text)
+    named = [a.get("name", "?") for a in raw.get("axes", []) if "form" in a]
+    if named:
+        raise SpecError(
+            f"{spec.source}: [[axes]] {named} name their form; to compare forms, leave the "
+            "form out of the spec"
+        )
+    headers = len(_AXES_HEADER.findall(spec.text))
+    if headers != len(spec.axes):
+        raise SpecError(
+            f"{spec.source}: the axes are not all written as `[[axes]]` table headers; write "
+            "them so to compare forms"
+        )
+    text = _AXES_HEADER.sub(lambda m: m.group(0) + f'\nform = "{form}"', spec.text)
+    return parse_spec(text, source=f"{spec.source} ({form} on every axis)")
+
+
 def load_spec(path_or_name: str | Path | None = None) -> ModelSpec:
     """Load a spec from a file path, or by name from the bundled ``models/`` folder.
 

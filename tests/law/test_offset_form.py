@@ -4,8 +4,10 @@ density, today's model unchanged for power axes, and a seeded recovery of the kn
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
+from testdata import KNEE_SPEC as SPEC
+from testdata import TRUE_ALPHA, TRUE_KNEE
+from testdata import knee_curves as _simulate
 
 from bayesscale import names
 from bayesscale.core import forms
@@ -14,41 +16,6 @@ from bayesscale.data.spec import SpecError, parse_spec
 from bayesscale.law.model import KNEE, build_law_model
 from bayesscale.sampling import configure
 from bayesscale.sampling.logdensity import LogDensity
-
-SPEC = """
-[model]
-name = "offset-recovery"
-[outcome]
-kind = "success"
-[settings]
-keys = ["dataset"]
-[[axes]]
-name = "size"
-column = "size"
-exponent = {{ median = 0.3, log_sd = 0.75 }}
-{form}
-"""
-SIZES = 16.0 * 2.0 ** np.arange(11)  # 16 .. 16,384: D_ref = 512
-TRUE_KNEE, TRUE_ALPHA = 0.5, 0.5  # D0 = 256
-
-
-def _simulate(seed: int = 0, settings: int = 6, seeds: int = 3) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    reference = float(np.sqrt(SIZES.min() * SIZES.max()))
-    rows = []
-    for s in range(settings):
-        alpha = TRUE_ALPHA * np.exp(0.1 * rng.standard_normal())
-        amplitude, floor = rng.uniform(0.3, 0.6), rng.uniform(0.1, 0.3)
-        term = forms.evaluate_term(
-            forms.OFFSET_POWER, SIZES, reference,
-            {"amplitude": amplitude, "alpha": alpha, "knee": TRUE_KNEE},
-        )  # fmt: skip
-        p = np.exp(-(floor + term))
-        for seed_ in range(seeds):
-            q = rng.beta(p * 300, (1 - p) * 300)
-            k = rng.binomial(500, q)
-            rows += [(f"d{s}", d, seed_, int(ki), 500) for d, ki in zip(SIZES, k, strict=True)]
-    return pd.DataFrame(rows, columns=["dataset", "size", names.SEED, names.SUCCESSES, "trials"])
 
 
 def test_the_form_key_is_read_and_checked() -> None:

@@ -1,0 +1,270 @@
+"""Which law form holds beyond the sweep: each form's PSIS-LOO and out-of-scale scores, and
+their stacking weights.
+
+For each candidate form ``f`` (:mod:`bayesscale.core.forms`; ``power``, ``offset_power``),
+the spec with ``f`` on every axis (:func:`bayesscale.data.spec.with_form`) is
+
+* fitted to the whole table: its PSIS-LOO ``elpd`` (within the sweep);
+* refitted once per leave-out rule (by default ``COLUMN=max`` for every axis: the largest
+  scale of the axis left out, :mod:`bayesscale.checks.crossval`), and the left-out rows
+  predicted from the refit: each row's log predictive density
+  ``lpd_i = log mean_d p(y_i | theta_d)``, the coverage of the central ``prob`` interval and
+  the MAE. This is the extrapolation analogue of leave-future-out (Bürkner, Gabry & Vehtari
+  2020): the next scale of an axis predicted from the smaller ones.
+
+The stacking weights (:mod:`bayesscale.checks.stacking`) maximise the mixture's log score on
+the out-of-scale points (every rule's left-out rows), because extrapolation is the use; their
+Bayesian-bootstrap interval says whether the data separate the forms. The offset power
+contains the power law (a knee of 0), so on data a power law describes the weights need not
+be decisive.
+
+Every fit is one job of :func:`bayesscale.jobs.run_jobs` (serially, on local Ray workers or
+on a Ray cluster), each seeded by the fit configuration's seed.
+
+Example
+-------
+>>> scores = compare_forms(table, spec, config=FitConfig(seed=1))  # doctest: +SKIP
+>>> scores.stack.weights  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bayesscale import names
+from bayesscale.checks.compare import loo
+from bayesscale.checks.crossval import CrossvalError, LeaveOut, split
+from bayesscale.checks.heldout import check, summarise_rows
+from bayesscale.checks.stacking import Stack, weight_spread
+from bayesscale.core.forms import OFFSET_POWER, POWER
+from bayesscale.core.intervals import DEFAULT_PROB
+from bayesscale.data.observations import Table
+from bayesscale.data.spec import ModelSpec, with_form
+from bayesscale.jobs import run_jobs
+from bayesscale.law.predict import predict
+from bayesscale.sampling.config import FitConfig
+
+DEFAULT_FORMS = (POWER, OFFSET_POWER)
+FULL = "all rows"  # the job that fits the whole table (LOO)
+HELDOUT = "held-out rows"  # the fold of a held-out table, predicted by the fit to every row
+
+
+def default_rules(spec: ModelSpec) -> list[str]:
+    """``COLUMN=max`` for every axis: the largest scale of each axis left out in turn.
+
+    >>> from bayesscale.data.spec import load_spec
+    >>> default_rules(load_spec())
+    ['n_envs=max', 'n_tasks=max', 'rollouts=max']
+    """
+    return [f"{a.column}=max" for a in spec.axes]
+
+
+def usable_rules(
+    table: Table, spec: ModelSpec, rules: Sequence[str]
+) -> tuple[list[str], dict[str, str]]:
+    """The rules whose refit the law can be fitted to, and why each other one cannot (e.g. a
+    one-axis-at-a-time sweep whose largest environment count is also its only row of some
+    task count)."""
+    usable, skipped = [], {}
+    for rule in rules:
+        try:
+            split(table, spec, LeaveOut.parse(rule))
+        except CrossvalError as exc:
+            skipped[rule] = str(exc)
+        else:
+            usable.append(rule)
+    return usable, skipped
+
+
+@dataclass(frozen=True)
+class FormScores:
+    """Per form: ``loo`` (elpd, se, p_loo), ``folds`` (per rule: rows, lpd, coverage, MAE)
+    and ``lpd`` (the out-of-scale points' log predictive densities, every rule's left-out
+    rows in rule order); the ``stack`` of the forms on those points."""
+
+    source: str
+    forms: tuple[str, ...]
+    rules: tuple[str, ...]
+    prob: float
+    loo: dict[str, dict[str, float]]
+    folds: dict[str, list[dict[str, Any]]]
+    lpd: dict[str, np.ndarray]
+    stack: Stack
+    skipped: dict[str, str]  # default rules left out, and why
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-ready)."""
+        return {
+            "source": self.source,
+            "forms": list(self.forms),
+            "leave_out": list(self.rules),
+            "prob": self.prob,
+            "loo": self.loo,
+            "out_of_scale": {
+                f: {
+                    "elpd": float(np.sum(self.lpd[f])),
+                    "points": int(self.lpd[f].size),
+                    "folds": self.folds[f],
+                }
+                for f in self.forms
+            },
+            "stacking": self.stack.to_json(),
+            "skipped_leave_out": self.skipped,
+        }
+
+
+@dataclass(frozen=True)
+class _Jobs:
+    table: Table
+    spec: ModelSpec
+    config: FitConfig
+    prob: float
+    heldout: Table | None = None
+
+
+def _scored(fit: Any, held: Table, prob: float, seed: int, rows: Any, label: str) -> dict[str, Any]:
+    """``fit``'s log predictive density of each ``held`` row, the coverage of its central
+    ``prob`` interval and the MAE."""
+    pred = predict(fit, held, source=held.source, observed=True)
+    log_lik = pred.log_likelihood()
+    lpd = np.logaddexp.reduce(log_lik, axis=0) - np.log(log_lik.shape[0])
+    summary = summarise_rows(check(fit, held, prob, seed=seed, rows=rows))
+    return {
+        "leave_out": label,
+        "rows": int(lpd.size),
+        "elpd": float(np.sum(lpd)),
+        "coverage": float(summary[names.COVERAGE]),
+        "mae": float(summary[names.MAE]),
+        "lpd": np.asarray(lpd, dtype=float),
+    }
+
+
+def _form_job(jobs: _Jobs, item: tuple[str, str], _seed: int) -> dict[str, Any]:
+    """Fit one form to the whole table (``rule == FULL``: its LOO) or to the table without
+    ``rule``'s rows (the left-out rows' lpd, coverage and MAE). Every fit uses the
+    configuration's own seed, so a job's result does not depend on the others."""
+    from bayesscale.law.inference import fit
+
+    form, rule = item
+    spec = with_form(jobs.spec, form)
+    table = Table.from_frame(jobs.table.frame, spec, source=jobs.table.source)
+    seed = jobs.config.seed
+    if rule == FULL:
+        tree = fit(table, spec, jobs.config)
+        result = loo(tree, table, name=form)
+        out: dict[str, Any] = {"elpd": result.elpd, "se": result.se, "p_loo": result.p}
+        if jobs.heldout is not None:
+            held = Table.from_frame(jobs.heldout.frame, spec, source=jobs.heldout.source)
+            out["heldout"] = _scored(tree, held, jobs.prob, seed, None, HELDOUT)
+        return out
+    part = split(table, spec, LeaveOut.parse(rule))
+    refit = fit(part.train, spec, jobs.config)
+    scored = _scored(refit, part.held, jobs.prob, seed, part.positions, rule)
+    return {**scored, "matched": part.matched}
+
+
+def compare_forms(
+    table: Table,
+    spec: ModelSpec,
+    forms: Sequence[str] = DEFAULT_FORMS,
+    rules: Sequence[str] | None = None,
+    config: FitConfig | None = None,
+    prob: float = DEFAULT_PROB,
+    workers: int | None = None,
+    ray_address: str | None = None,
+    n_boot: int = 200,
+    heldout: Table | None = None,
+) -> FormScores:
+    """Each form's LOO and out-of-scale scores on ``table``, and their stacking weights
+    (module docstring). ``rules``: leave-out rules (default :func:`default_rules`, those the
+    law can be refitted without; a given rule that cannot is an error). ``heldout``: runs
+    beyond the sweep that no fit sees, scored by each form's fit to every row (then no rule
+    is applied unless given)."""
+    forms = tuple(dict.fromkeys(forms))
+    if len(forms) < 2:
+        raise ValueError(f"comparing forms needs at least two, got {list(forms)}")
+    skipped: dict[str, str] = {}
+    if rules:
+        for rule in rules:
+            split(table, spec, LeaveOut.parse(rule))  # a clear error before any fit
+    elif heldout is None:
+        rules, skipped = usable_rules(table, spec, default_rules(spec))
+        if not rules:
+            raise CrossvalError(
+                "no axis's largest scale can be left out and the law refitted: "
+                + "; ".join(f"{r}: {why}" for r, why in skipped.items())
+            )
+    rules = tuple(rules or ())
+    config = config or FitConfig()
+    items = [(f, r) for f in forms for r in (FULL, *rules)]
+    out = run_jobs(
+        _form_job, items, config.seed, shared=_Jobs(table, spec, config, prob, heldout),
+        ray_address=ray_address, workers=workers,
+    )  # fmt: skip
+    results = dict(zip(items, out, strict=True))
+    scored = {
+        f: [results[(f, r)] for r in rules]
+        + ([results[(f, FULL)].pop("heldout")] if heldout is not None else [])
+        for f in forms
+    }
+    folds = {f: [{k: v for k, v in x.items() if k != "lpd"} for x in scored[f]] for f in forms}
+    lpd = {f: np.concatenate([x["lpd"] for x in scored[f]]) for f in forms}
+    stack = weight_spread(
+        np.column_stack([lpd[f] for f in forms]), forms, n_boot=n_boot, seed=config.seed
+    )
+    return FormScores(
+        source=table.source,
+        forms=forms,
+        rules=rules,
+        prob=prob,
+        loo={f: results[(f, FULL)] for f in forms},
+        folds=folds,
+        lpd=lpd,
+        stack=stack,
+        skipped=skipped,
+    )
+
+
+def format_text(data: dict[str, Any]) -> str:
+    """The comparison as a table per form, the weights and what they say."""
+    lines = [f"law forms on {data['source']}", ""]
+    pct = round(100 * data["prob"])
+    first = data["out_of_scale"][data["forms"][0]]["folds"]
+    head = f"  {'form':<14} {'LOO elpd':>10} {'se':>6}  out of scale: {'elpd':>9}"
+    lines.append(head + "".join(f"  {fold['leave_out']} (cov{pct}, MAE)" for fold in first))
+    stacking = data["stacking"]
+    for f in data["forms"]:
+        loo_ = data["loo"][f]
+        oos = data["out_of_scale"][f]
+        folds = "".join(
+            f"  {fold['coverage']:.2f}, {fold['mae']:.3f} ({fold['rows']} rows)"
+            for fold in oos["folds"]
+        )
+        lines.append(
+            f"  {f:<14} {loo_['elpd']:>10.1f} {loo_['se']:>6.1f}  {'':>14}{oos['elpd']:>9.1f}"
+            + folds
+        )
+    lines.append("")
+    weights = ", ".join(
+        f"{f} {stacking['weights'][f]:.2f} [{lo:.2f}, {hi:.2f}]"
+        for f, (lo, hi) in stacking["interval"].items()
+    )
+    lines.append(
+        f"stacking weights on the {next(iter(data['out_of_scale'].values()))['points']} "
+        f"out-of-scale points ({pct}% Bayesian-bootstrap intervals): {weights}"
+    )
+    for rule, why in data.get("skipped_leave_out", {}).items():
+        lines.append(f"not scored: {rule} ({why})")
+    if stacking["separated"]:
+        best = max(stacking["weights"], key=stacking["weights"].get)
+        lines.append(f"the data separate the forms: {best} predicts the next scale best")
+    else:
+        lines.append(
+            "the data do not separate the forms: the weights' intervals overlap, so carry the "
+            "mixture (or the form that contains the others) rather than pick one"
+        )
+    return "\n".join(lines)
