@@ -19,6 +19,7 @@ the fit's cached diagnostics and identification, so nothing here reads a fit's d
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,8 @@ class RecipeResult:
     verdicts: dict[str, Diagnostics]
     vouched: bool = True
     notes: list[str] = field(default_factory=list)
+    # to_json's summaries by prob: the notes, the command and the report read the same one
+    _summaries: dict[float, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def verdict_notes(self) -> list[str]:
@@ -65,7 +68,13 @@ class RecipeResult:
     def to_json(self, prob: float = DEFAULT_PROB) -> dict[str, Any]:
         """The JSON summary: per setting and budget, the allocation with ``prob`` intervals,
         ``within_data`` and, on bounded rows, the unbounded row as ``extrapolation_recipe``;
-        per row the exponents the data barely identify; the fits' diagnostics."""
+        per row the exponents the data barely identify; the fits' diagnostics. Built once per
+        ``prob``; each call returns its own copy (callers add to it)."""
+        if prob not in self._summaries:
+            self._summaries[prob] = self._summary(prob)
+        return copy.deepcopy(self._summaries[prob])
+
+    def _summary(self, prob: float) -> dict[str, Any]:
         summary = to_json(self.ds, prob, self.warn_beyond)
         if self.vouched:
             far = (
