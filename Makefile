@@ -43,16 +43,17 @@ typecheck: $(STAMP)
 verl-env:
 	scripts/setup-verl-env
 
-# Both environments at once: their installs wait on the network and the disk as much as on the
-# CPU, so side by side they take little longer than the longer one alone.
-.PHONY: environments
-environments:
-	$(MAKE) -j2 --output-sync=target setup verl-env
+# Both environments at once, and the lint and the type check as soon as .venv is there: the
+# installs wait on the network and the disk as much as on the CPU, so side by side they take
+# little longer than the longer one alone.
+.PHONY: checked-environments
+checked-environments:
+	$(MAKE) -j3 --output-sync=target setup verl-env lint typecheck
 
 # Two workers (pytest-xdist), whole files per worker: fits, figures, notebooks and the docs
 # build are largely single-threaded, so two files at a time use both cores. Files are handed
 # out longest first (tests/conftest.py, LONGEST_FIRST), not in xdist's order.
-test: environments lint typecheck
+test: checked-environments
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The documentation site (Sphinx, MyST Markdown, autodoc; warnings are errors, nitpicky
