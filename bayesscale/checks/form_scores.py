@@ -129,9 +129,7 @@ class _Jobs:
 def _scored(fit: Any, held: Table, prob: float, seed: int, rows: Any, label: str) -> dict[str, Any]:
     """``fit``'s log predictive density of each ``held`` row, the coverage of its central
     ``prob`` interval and the MAE."""
-    pred = predict(fit, held, source=held.source, observed=True)
-    log_lik = pred.log_likelihood()
-    lpd = np.logaddexp.reduce(log_lik, axis=0) - np.log(log_lik.shape[0])
+    lpd = predict(fit, held, source=held.source, observed=True).log_predictive_density()
     summary = summarise_rows(check(fit, held, prob, seed=seed, rows=rows))
     return {
         "leave_out": label,
@@ -259,12 +257,19 @@ def format_text(data: dict[str, Any]) -> str:
     )
     for rule, why in data.get("skipped_leave_out", {}).items():
         lines.append(f"not scored: {rule} ({why})")
+    best = max(stacking["weights"], key=stacking["weights"].get)
+    gaps = ", ".join(
+        f"{f} {gap:.1f} ± {se:.1f}"
+        for f, (gap, se) in stacking["elpd_below_leader"].items()
+        if f != best
+    )
+    lines.append(f"out-of-scale log score below {best}'s (± paired se): {gaps}")
     if stacking["separated"]:
-        best = max(stacking["weights"], key=stacking["weights"].get)
         lines.append(f"the data separate the forms: {best} predicts the next scale best")
     else:
         lines.append(
-            "the data do not separate the forms: the weights' intervals overlap, so carry the "
-            "mixture (or the form that contains the others) rather than pick one"
+            "the data do not separate the forms (a weight interval overlaps, or a gap is "
+            "within two standard errors): carry the mixture, or the form that contains the "
+            "others, rather than pick one"
         )
     return "\n".join(lines)

@@ -152,7 +152,7 @@ def prediction_scores(
     """The score frame of a prediction of ``held_out``'s rows (a law's, or a stack's)."""
     counts = pred.sample(np.random.default_rng([seed, 1]))
     scores = es.draw_scores(
-        pred.expected(), counts, pred.log_likelihood(), held_out[names.SUCCESSES],
+        pred.expected(), counts, pred.log_likelihood(clip=True), held_out[names.SUCCESSES],
         held_out[names.TRIALS], prob,
     )  # fmt: skip
     rows = held_out.assign(_curve=_curve_label(held_out))
@@ -197,12 +197,6 @@ def _law_job(jobs: _LawJobs, item: tuple[float, tuple[str, ...]], seed: int) -> 
     }
 
 
-def run_log_density(pred: Prediction) -> np.ndarray:
-    """Each row's log predictive density ``log mean_d p(y | theta_d)`` (R,)."""
-    log_lik = pred.log_likelihood()
-    return np.asarray(np.logaddexp.reduce(log_lik, axis=0) - np.log(log_lik.shape[0]), dtype=float)
-
-
 @dataclass(frozen=True)
 class _StackJobs:
     observations: pd.DataFrame
@@ -243,7 +237,9 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
             stats = t["sample_stats"].to_dataset()
             divergences += int(stats["diverging"].sum()) if "diverging" in stats else 0
         source = "held-out LCDB rows"
-        lpd.append(run_log_density(predict(thinned(refit), beyond, source=source, observed=True)))
+        lpd.append(
+            predict(thinned(refit), beyond, source=source, observed=True).log_predictive_density()
+        )
         pred = predict(thinned(tree), held_out, source=source, observed=True)
         preds.append(pred)
         method = LAW if form == "power" else f"{LAW} ({form})"

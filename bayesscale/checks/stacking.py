@@ -13,8 +13,13 @@ r_ik``, ``r_ik = w_k p_ik / sum_j w_j p_ij`` (each step raises the objective; th
 conditions of the simplex hold at its limit, checked in the tests against a brute-force
 search). How well the points pin the weights down: the same weights under Bayesian-bootstrap
 reweightings of the points (Dirichlet(1, ..., 1) weights on the points' log scores),
-:func:`weight_spread`. Where the spread covers most of the simplex the data cannot tell the
-candidates apart, and the mixture, not a pick, is what to report.
+:func:`weight_spread`. Stacking weights go to a corner whenever one candidate scores a little
+better on nearly every point (two nested forms that predict almost alike do), so a corner is
+not evidence by itself: the data *separate* the leading candidate only where its summed log
+score also beats every other's by more than twice the paired standard error of the
+difference (``se = sd_i(lpd_i,best - lpd_i,k) sqrt(n)``, as LOO comparisons judge), and its
+weight interval lies above theirs. Otherwise the data cannot tell the candidates apart, and
+the mixture, not a pick, is what to report.
 
 >>> lpd = np.log([[0.5, 0.1], [0.4, 0.2], [0.6, 0.1]])  # candidate 0 predicts every point better
 >>> stacking_weights(lpd).round(6).tolist()
@@ -87,8 +92,9 @@ def log_score(lpd: ArrayLike, weights: ArrayLike) -> float:
 class Stack:
     """Stacking weights with their Bayesian-bootstrap spread: ``weights`` (K,), ``draws``
     (n_boot, K) the weights under reweighted points, ``lower``/``upper`` their central
-    ``prob`` interval per candidate; ``separated`` whether some candidate's interval lies
-    above every other's (the data tell it apart)."""
+    ``prob`` interval per candidate; ``elpd_gap``/``gap_se`` (K,) each candidate's summed log
+    score below the leading one's and the paired standard error of that gap (0 for the
+    leader); ``separated`` whether the data tell the leader apart (module docstring)."""
 
     names: tuple[str, ...]
     weights: Array
@@ -96,12 +102,21 @@ class Stack:
     lower: Array
     upper: Array
     prob: float
+    elpd_gap: Array
+    gap_se: Array
+
+    @property
+    def leader(self) -> int:
+        return int(np.argmax(self.weights))
 
     @property
     def separated(self) -> bool:
-        best = int(np.argmax(self.weights))
+        best = self.leader
         others = [j for j in range(len(self.names)) if j != best]
-        return all(self.lower[best] > self.upper[j] for j in others)
+        return all(
+            self.lower[best] > self.upper[j] and self.elpd_gap[j] > 2.0 * self.gap_se[j]
+            for j in others
+        )
 
     def to_json(self) -> dict[str, object]:
         """The weights and their spread per candidate, and whether the data separate them."""
@@ -113,6 +128,10 @@ class Stack:
             },
             "prob": self.prob,
             "bootstrap_draws": int(self.draws.shape[0]),
+            "elpd_below_leader": {
+                name: [round(float(g), 3), round(float(se), 3)]
+                for name, g, se in zip(self.names, self.elpd_gap, self.gap_se, strict=True)
+            },
             "separated": self.separated,
         }
 
@@ -134,11 +153,17 @@ def weight_spread(
         [stacking_weights(arr, rng.dirichlet(np.ones(arr.shape[0]))) for _ in range(n_boot)]
     )
     tail = (1.0 - prob) / 2.0
+    weights = stacking_weights(arr)
+    diff = arr[:, [int(np.argmax(weights))]] - arr  # (n, K): the leader's score minus each
     return Stack(
         names=tuple(names),
-        weights=stacking_weights(arr),
+        weights=weights,
         draws=draws,
         lower=np.quantile(draws, tail, axis=0),
         upper=np.quantile(draws, 1.0 - tail, axis=0),
         prob=prob,
+        elpd_gap=diff.sum(axis=0),
+        gap_se=diff.std(axis=0, ddof=1) * np.sqrt(arr.shape[0])
+        if arr.shape[0] > 1
+        else np.zeros(arr.shape[1]),
     )

@@ -458,18 +458,20 @@ class Prediction:
         sigma = np.tile(self.log_loss_sigma[:, None], (replicates, 1))
         return np.exp(log_l + sigma * rng.standard_t(self.student_nu, size=log_l.shape))
 
-    def log_likelihood(self, observed: ArrayLike | None = None) -> Array:
+    def log_likelihood(self, observed: ArrayLike | None = None, clip: bool = False) -> Array:
         """Pointwise log-likelihood ``(S, R)`` of the observed outcome (the rows' own unless
         given), the density the model's ``outcome`` variable has: the beta-binomial pmf of
         ``k`` (mixed with the uniform ``1/(n+1)`` by the contamination, where modelled), or
-        the Student-t density of ``log y``."""
+        the Student-t density of ``log y``. A draw whose law gives ``L <= 0`` has NaN there,
+        as in PyMC; with ``clip`` it is evaluated at ``L = MIN_LOSS``, as the predictive
+        draws (:meth:`sample`) and so the held-out scores take it."""
         obs = self.observed if observed is None else np.asarray(observed, dtype=float)
         if obs is None:
             raise PredictError("the rows have no observed outcome")
         if self.outcome == "success":
             if self.trials is None:
                 raise PredictError("the beta-binomial likelihood needs the trials column")
-            a, b = self._beta_parameters(self.loss)
+            a, b = self._beta_parameters(self._clipped() if clip else self.loss)
             ll = beta_binomial_logpmf(obs[None, :], self.trials[None, :], a, b)
             if self.contamination is None:
                 return ll
@@ -481,6 +483,12 @@ class Prediction:
         return student_t_logpdf(
             np.log(obs)[None, :], self.student_nu, log_loss, self.log_loss_sigma[:, None]
         )
+
+    def log_predictive_density(self) -> Array:
+        """Each row's log predictive density ``log mean_d p(y | theta_d)`` (R,): the score of
+        the posterior predictive that :meth:`sample` draws from (clipped loss)."""
+        log_lik = self.log_likelihood(clip=True)
+        return np.asarray(special.logsumexp(log_lik, axis=0) - np.log(log_lik.shape[0]))
 
     def to_dataarray(self, values: Array, name: str) -> xr.DataArray:
         """``(S, R)`` values as a ``(chain, draw, obs)`` DataArray."""

@@ -94,3 +94,18 @@ def test_a_point_no_candidate_can_score_is_named() -> None:
     lpd[2, 1] = -np.inf
     with pytest.raises(ValueError, match=r"lpd\[2, 1\] = -inf"):
         stacking_weights(lpd)
+
+
+def test_a_corner_without_a_clear_gap_is_not_a_separation() -> None:
+    # two nested candidates predicting nearly alike: the first a little better on average,
+    # with point-to-point noise far larger than the gap. The weights go to a corner, but the
+    # summed gap is within two paired standard errors, so the data do not separate them.
+    rng = np.random.default_rng(8)
+    base = rng.normal(-5.0, 1.0, 63)
+    lpd = np.column_stack([base + 0.04 + rng.normal(0.0, 0.3, 63), base])
+    stack = weight_spread(lpd, ["offset_power", "power"], n_boot=100, seed=0)
+    assert stack.weights[0] > 0.9  # a corner
+    gap, se = stack.elpd_gap[1], stack.gap_se[1]
+    assert 0 < gap < 2 * se
+    assert not stack.separated
+    assert stack.to_json()["elpd_below_leader"]["power"] == [round(gap, 3), round(se, 3)]

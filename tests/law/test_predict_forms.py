@@ -135,3 +135,26 @@ def test_a_mixture_takes_each_predictions_draws_by_weight() -> None:
         mixed.loss[:15], power.loss[np.linspace(0, 19, 15).round().astype(int)]
     )
     np.testing.assert_array_equal(mixed.loss[15:], offset.loss[[0, 5, 10, 14, 19]])
+
+
+def test_a_draw_beyond_certain_success_is_scored_as_the_predictive_draws_it() -> None:
+    # a draw whose floor dips below zero far beyond the data gives L <= 0 (p >= 1): PyMC's
+    # likelihood is NaN there; the predictive (sample, the held-out scores) clips it to
+    # L = MIN_LOSS, and so does the log predictive density
+    from dataclasses import replace
+
+    tree = _offset_fit(knee=0.8)
+    post = tree["posterior"].to_dataset()
+    post[names.CONCENTRATION] = xr.full_like(post[names.LOSS_FLOOR].isel(setting=0), 50.0)
+    tree["posterior"] = xr.DataTree(post)
+    rows = ROWS.assign(successes=[40, 70, 99], seed=0)
+    pred = predict(tree, rows, observed=True)
+    loss = pred.loss.copy()
+    loss[0, 2] = -0.01
+    broken = replace(pred, loss=loss)
+    assert np.isnan(broken.log_likelihood()[0, 2])
+    clipped = broken.log_likelihood(clip=True)
+    assert np.isfinite(clipped).all()
+    np.testing.assert_allclose(clipped[1:], pred.log_likelihood()[1:], rtol=1e-13)
+    lpd = broken.log_predictive_density()
+    assert lpd.shape == (3,) and np.isfinite(lpd).all()
