@@ -1,10 +1,12 @@
-"""Paths of the data the tests read (the bundled reference data and ../shared/external), and
-the rows the small law fits share."""
+"""Paths of the data the tests read (the bundled reference data and ../shared/external), the
+rows the small law fits share, simulated curves with a knee, and the check that a model's JAX
+log density is PyMC's."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -69,3 +71,23 @@ def knee_curves(seed: int = 0, settings: int = 6, seeds: int = 3) -> pd.DataFram
             k = rng.binomial(500, q)
             rows += [(f"d{s}", d, seed_, int(ki), 500) for d, ki in zip(KNEE_SIZES, k, strict=True)]
     return pd.DataFrame(rows, columns=["dataset", "size", names.SEED, names.SUCCESSES, "trials"])
+
+
+def assert_jax_density_is_pymcs(model: Any, points: int, atol: float = 0.0) -> None:
+    """The sampler's log density of ``model`` (its JAX translation,
+    :class:`bayesscale.sampling.logdensity.LogDensity`) equals PyMC's own compiled one at the
+    initial point and ``points`` seeded random points around it, to 1e-11 relative."""
+    import pytest
+
+    from bayesscale.sampling.logdensity import LogDensity
+
+    density = LogDensity.from_model(model)
+    theirs = model.compile_logp()
+    rng = np.random.default_rng(0)
+    point = model.initial_point()
+    values = [point]
+    for _ in range(points):
+        values.append({k: v + rng.uniform(-0.3, 0.3, np.shape(v)) for k, v in point.items()})
+    for value in values:
+        flat = np.concatenate([np.ravel(value[name]) for name in density.value_names])
+        assert float(density.logp(flat)) == pytest.approx(float(theirs(value)), rel=1e-11, abs=atol)

@@ -11,14 +11,13 @@ import pytensor.tensor as pt
 import pytest
 from pymc.sampling.jax import get_jaxified_graph
 from scipy import special, stats
-from testdata import REFERENCE
+from testdata import REFERENCE, assert_jax_density_is_pymcs
 
 from bayesscale.data.observations import cells_of, load_observations, prepare
 from bayesscale.data.spec import load_spec
 from bayesscale.law.likelihood import GroupedBetaBinomialLogp, stirling_digamma, stirling_lgamma
 from bayesscale.law.model import build_law_model
 from bayesscale.sampling import configure
-from bayesscale.sampling.logdensity import LogDensity
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -78,16 +77,7 @@ def test_model_log_density_in_jax_equals_pymc() -> None:
     (C backend, standard ops) at the initial point and random points around it."""
     spec = load_spec()
     model = build_law_model(prepare(load_observations(REFERENCE / "observations.csv", spec), spec))
-    density = LogDensity.from_model(model)
-    theirs = model.compile_logp()
-    rng = np.random.default_rng(0)
-    point = model.initial_point()
-    values = [point]
-    for _ in range(5):
-        values.append({k: v + rng.uniform(-0.3, 0.3, np.shape(v)) for k, v in point.items()})
-    for value in values:
-        flat = np.concatenate([np.ravel(value[name]) for name in density.value_names])
-        assert float(density.logp(flat)) == pytest.approx(float(theirs(value)), rel=1e-11, abs=1e-8)
+    assert_jax_density_is_pymcs(model, points=5, atol=1e-8)
 
 
 def test_cells_group_the_seeds_of_a_grid_point() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from testdata import KNEE_SPEC as SPEC
-from testdata import TRUE_ALPHA, TRUE_KNEE
+from testdata import TRUE_ALPHA, TRUE_KNEE, assert_jax_density_is_pymcs
 from testdata import knee_curves as _simulate
 
 from bayesscale import names
@@ -15,7 +15,6 @@ from bayesscale.data.observations import Table, prepare
 from bayesscale.data.spec import SpecError, parse_spec
 from bayesscale.law.model import KNEE, build_law_model
 from bayesscale.sampling import configure
-from bayesscale.sampling.logdensity import LogDensity
 
 
 def test_the_form_key_is_read_and_checked() -> None:
@@ -56,14 +55,7 @@ def test_offset_model_log_density_in_jax_equals_pymc() -> None:
     configure(2)
     offset = parse_spec(SPEC.format(form='form = "offset_power"'))
     model = build_law_model(prepare(Table.from_frame(_simulate(), offset), offset))
-    density = LogDensity.from_model(model)
-    theirs = model.compile_logp()
-    rng = np.random.default_rng(0)
-    point = model.initial_point()
-    for _ in range(4):
-        value = {k: v + rng.uniform(-0.3, 0.3, np.shape(v)) for k, v in point.items()}
-        flat = np.concatenate([np.ravel(value[name]) for name in density.value_names])
-        assert float(density.logp(flat)) == pytest.approx(float(theirs(value)), rel=1e-11)
+    assert_jax_density_is_pymcs(model, points=4)
 
 
 @pytest.mark.slow
