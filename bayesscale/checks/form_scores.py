@@ -129,7 +129,8 @@ class _Jobs:
 def _scored(fit: Any, held: Table, prob: float, seed: int, rows: Any, label: str) -> dict[str, Any]:
     """``fit``'s log predictive density of each ``held`` row, the coverage of its central
     ``prob`` interval and the MAE."""
-    lpd = predict(fit, held, source=held.source, observed=True).log_predictive_density()
+    pred = predict(fit, held, source=held.source, observed=True)
+    lpd = pred.log_predictive_density()
     summary = summarise_rows(check(fit, held, prob, seed=seed, rows=rows))
     return {
         "leave_out": label,
@@ -138,6 +139,7 @@ def _scored(fit: Any, held: Table, prob: float, seed: int, rows: Any, label: str
         "coverage": float(summary[names.COVERAGE]),
         "mae": float(summary[names.MAE]),
         "lpd": np.asarray(lpd, dtype=float),
+        "settings": list(pred.setting),
     }
 
 
@@ -209,11 +211,17 @@ def compare_forms(
         + ([results[(f, FULL)].pop("heldout")] if heldout is not None else [])
         for f in forms
     }
-    folds = {f: [{k: v for k, v in x.items() if k != "lpd"} for x in scored[f]] for f in forms}
+    private = ("lpd", "settings")
+    folds = {
+        f: [{k: v for k, v in x.items() if k not in private} for x in scored[f]] for f in forms
+    }
     lpd = {f: np.concatenate([x["lpd"] for x in scored[f]]) for f in forms}
+    # the rows of one setting share its posterior: bootstrap and judge gaps by setting
+    settings = [s for x in scored[forms[0]] for s in x["settings"]]
     stack = weight_spread(
-        np.column_stack([lpd[f] for f in forms]), forms, n_boot=n_boot, seed=config.seed
-    )
+        np.column_stack([lpd[f] for f in forms]), forms, n_boot=n_boot, seed=config.seed,
+        groups=settings,
+    )  # fmt: skip
     return FormScores(
         source=table.source,
         forms=forms,
@@ -259,11 +267,11 @@ def format_text(data: dict[str, Any]) -> str:
         lines.append(f"not scored: {rule} ({why})")
     best = max(stacking["weights"], key=stacking["weights"].get)
     gaps = ", ".join(
-        f"{f} {gap:.1f} ± {se:.1f}"
+        f"{f} {gap:.1f} ± {'-' if se is None else f'{se:.1f}'}"
         for f, (gap, se) in stacking["elpd_below_leader"].items()
         if f != best
     )
-    lines.append(f"out-of-scale log score below {best}'s (± paired se): {gaps}")
+    lines.append(f"out-of-scale log score below {best}'s (± paired se over settings): {gaps}")
     if stacking["separated"]:
         lines.append(f"the data separate the forms: {best} predicts the next scale best")
     else:

@@ -244,7 +244,10 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
         preds.append(pred)
         method = LAW if form == "power" else f"{LAW} ({form})"
         parts.append(prediction_scores(pred, held_out, jobs.settings.prob, seed, method))
-    stack = weight_spread(np.column_stack(lpd), jobs.forms, seed=seed)
+    # the runs of one curve share its posterior: bootstrap and judge gaps by curve
+    stack = weight_spread(
+        np.column_stack(lpd), jobs.forms, seed=seed, groups=_curve_label(beyond).to_numpy()
+    )
     stacked = mixture(preds, stack.weights)
     parts.append(prediction_scores(stacked, held_out, jobs.settings.prob, seed, STACK))
     scores = pd.concat(parts, ignore_index=True)

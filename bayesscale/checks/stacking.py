@@ -17,8 +17,8 @@ reweightings of the points (Dirichlet(1, ..., 1) weights on the points' log scor
 better on nearly every point (two nested forms that predict almost alike do), so a corner is
 not evidence by itself: the data *separate* the leading candidate only where its summed log
 score also beats every other's by more than twice the paired standard error of the
-difference (``se = sd_i(lpd_i,best - lpd_i,k) sqrt(n)``, as LOO comparisons judge), and its
-weight interval lies above theirs. Otherwise the data cannot tell the candidates apart, and
+difference (``se = sd_i(lpd_i,best - lpd_i,k) sqrt(n)``, as LOO comparisons judge; over
+groups of dependent points where they are given), and its weight interval lies above theirs. Otherwise the data cannot tell the candidates apart, and
 the mixture, not a pick, is what to report.
 
 >>> lpd = np.log([[0.5, 0.1], [0.4, 0.2], [0.6, 0.1]])  # candidate 0 predicts every point better
@@ -129,7 +129,7 @@ class Stack:
             "prob": self.prob,
             "bootstrap_draws": int(self.draws.shape[0]),
             "elpd_below_leader": {
-                name: [round(float(g), 3), round(float(se), 3)]
+                name: [round(float(g), 3), round(float(se), 3) if np.isfinite(se) else None]
                 for name, g, se in zip(self.names, self.elpd_gap, self.gap_se, strict=True)
             },
             "separated": self.separated,
@@ -142,19 +142,32 @@ def weight_spread(
     n_boot: int = 200,
     seed: int = 0,
     prob: float = 0.9,
+    groups: ArrayLike | None = None,
 ) -> Stack:
     """:func:`stacking_weights` of ``lpd`` and of ``n_boot`` Bayesian-bootstrap reweightings
-    of its points (seeded), with the central ``prob`` interval of each weight."""
+    of its points (seeded), with the central ``prob`` interval of each weight.
+
+    ``groups`` (n,): labels of points that are not independent (the seeds of one setting,
+    the sizes of one curve share its posterior): the bootstrap then reweights whole groups
+    and the paired standard error of a gap is over the groups' summed differences, so a
+    handful of settings is not counted as many independent points."""
     arr = _checked(lpd)
     if len(names) != arr.shape[1]:
         raise ValueError(f"{len(names)} names for {arr.shape[1]} candidates")
+    labels = np.arange(arr.shape[0]) if groups is None else np.asarray(groups)
+    if labels.shape != (arr.shape[0],):
+        raise ValueError(f"groups must be one label per point, got shape {labels.shape}")
+    _, member = np.unique(labels, return_inverse=True)
+    n_groups = int(member.max()) + 1
     rng = np.random.default_rng(seed)
     draws = np.array(
-        [stacking_weights(arr, rng.dirichlet(np.ones(arr.shape[0]))) for _ in range(n_boot)]
+        [stacking_weights(arr, rng.dirichlet(np.ones(n_groups))[member]) for _ in range(n_boot)]
     )
     tail = (1.0 - prob) / 2.0
     weights = stacking_weights(arr)
     diff = arr[:, [int(np.argmax(weights))]] - arr  # (n, K): the leader's score minus each
+    by_group = np.zeros((n_groups, arr.shape[1]))
+    np.add.at(by_group, member, diff)
     return Stack(
         names=tuple(names),
         weights=weights,
@@ -163,7 +176,9 @@ def weight_spread(
         upper=np.quantile(draws, 1.0 - tail, axis=0),
         prob=prob,
         elpd_gap=diff.sum(axis=0),
-        gap_se=diff.std(axis=0, ddof=1) * np.sqrt(arr.shape[0])
-        if arr.shape[0] > 1
-        else np.zeros(arr.shape[1]),
+        gap_se=(
+            by_group.std(axis=0, ddof=1) * np.sqrt(n_groups)
+            if n_groups > 1
+            else np.full(arr.shape[1], np.inf)  # one group: no spread to judge a gap by
+        ),
     )
