@@ -16,9 +16,11 @@ reweightings of the points (Dirichlet(1, ..., 1) weights on the points' log scor
 :func:`weight_spread`. Stacking weights go to a corner whenever one candidate scores a little
 better on nearly every point (two nested forms that predict almost alike do), so a corner is
 not evidence by itself: the data *separate* the leading candidate only where its summed log
-score also beats every other's by more than twice the paired standard error of the
-difference (``se = sd_i(lpd_i,best - lpd_i,k) sqrt(n)``, as LOO comparisons judge; over
-groups of dependent points where they are given), and its weight interval lies above theirs. Otherwise the data cannot tell the candidates apart, and
+score also beats every other's by more than ``MIN_GAP`` = 4 (below that a difference of log
+scores is small whatever its standard error: Sivula, Magnusson & Vehtari 2022) and by more
+than twice the paired standard error of the difference (``se = sd_i(lpd_i,best -
+lpd_i,k) sqrt(n)``, as LOO comparisons judge; over groups of dependent points where they are
+given, and only where there are several), and its weight interval lies above theirs. Otherwise the data cannot tell the candidates apart, and
 the mixture, not a pick, is what to report.
 
 >>> lpd = np.log([[0.5, 0.1], [0.4, 0.2], [0.6, 0.1]])  # candidate 0 predicts every point better
@@ -35,6 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 
 Array = NDArray[np.float64]
 TOL = 1e-10  # on the largest change of a weight per EM step
+MIN_GAP = 4.0  # a smaller difference of summed log scores is small (Sivula et al. 2022)
 MAX_STEPS = 100_000
 
 
@@ -114,7 +117,8 @@ class Stack:
         best = self.leader
         others = [j for j in range(len(self.names)) if j != best]
         return all(
-            self.lower[best] > self.upper[j] and self.elpd_gap[j] > 2.0 * self.gap_se[j]
+            self.lower[best] > self.upper[j]
+            and self.elpd_gap[j] > max(MIN_GAP, 2.0 * self.gap_se[j])
             for j in others
         )
 

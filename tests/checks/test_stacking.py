@@ -109,3 +109,17 @@ def test_a_corner_without_a_clear_gap_is_not_a_separation() -> None:
     assert 0 < gap < 2 * se
     assert not stack.separated
     assert stack.to_json()["elpd_below_leader"]["power"] == [round(gap, 3), round(se, 3)]
+
+
+def test_a_small_gap_is_no_separation_however_steady() -> None:
+    # the lab's case: one form a little better in both of two settings (a summed gap of 0.7
+    # over 24 runs): the weights sit in a corner and the gap's spread over two settings is
+    # tiny, but a gap below 4 is small
+    rng = np.random.default_rng(2)
+    base = rng.normal(-6.0, 1.0, 24)
+    lpd = np.column_stack([base + 0.03, base])
+    stack = weight_spread(lpd, ["power", "offset_power"], n_boot=50, groups=["w32", "w64"] * 12)
+    assert stack.weights[0] == pytest.approx(1.0) and stack.elpd_gap[1] == pytest.approx(0.72)
+    assert stack.gap_se[1] < 0.1 and not stack.separated
+    # with the gap ten times larger the same data separate the forms
+    assert weight_spread(np.column_stack([base + 0.3, base]), ["a", "b"], n_boot=50).separated
