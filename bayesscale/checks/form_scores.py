@@ -277,7 +277,7 @@ def format_text(data: dict[str, Any]) -> str:
     else:
         lines.append(
             "the data do not separate the forms (a weight interval overlaps, or a gap is "
-            "within two standard errors): carry the mixture, or the form that contains the "
-            "others, rather than pick one"
+            "below 4 or within two standard errors): carry the mixture, or the form that "
+            "contains the others, rather than pick one"
         )
     return "\n".join(lines)
