@@ -41,6 +41,7 @@ from bayesscale._version import __version__
 _EXPORTS = {
     "fit": "bayesscale.api",
     "fit_pricing": "bayesscale.api",
+    "compare_forms": "bayesscale.api",
     "load": "bayesscale.api",
     "CaveatWarning": "bayesscale.fits.caveats",
     "LawFit": "bayesscale.fits.law",
@@ -57,6 +58,7 @@ __all__ = [
     "LawFit",
     "PricingFit",
     "__version__",
+    "compare_forms",
     "fit",
     "fit_pricing",
     "load",
@@ -66,7 +68,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from bayesscale.api import fit, fit_pricing, load
+    from bayesscale.api import compare_forms, fit, fit_pricing, load
     from bayesscale.data.examples import load_example
     from bayesscale.data.observations import load_observations
     from bayesscale.data.spec import load_spec

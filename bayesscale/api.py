@@ -19,6 +19,7 @@ an older file, the first ``summary`` computes them with ArviZ, which loads JAX.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,12 +27,14 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from bayesscale import names
+from bayesscale.checks.form_scores import DEFAULT_FORMS, FormScores
 from bayesscale.data.fitfile import load_fit
-from bayesscale.data.observations import Table, load_observations
+from bayesscale.data.observations import Table, frame_sha256, load_observations, read_table
 from bayesscale.data.spec import ModelSpec, load_spec, with_exponent_prior_scale
 from bayesscale.fits.caveats import announce, failed_fit, single_setting, verdict
 from bayesscale.fits.law import LawFit
 from bayesscale.fits.pricing import PricingFit
+from bayesscale.law.predict import validate_rows
 from bayesscale.sampling.config import FitConfig
 
 if TYPE_CHECKING:
@@ -63,14 +66,60 @@ def fit(
 
     spec = spec if isinstance(spec, ModelSpec) else load_spec(spec)
     spec = with_exponent_prior_scale(spec, prior_scale)
-    if isinstance(data, pd.DataFrame):
-        table = Table.from_frame(data, spec)
-    else:
-        table = data if isinstance(data, Table) else load_observations(data, spec)
+    table = _table(data, spec)
     config = replace(config or FitConfig(), **sampling)
     law = LawFit(fit_law(table, spec, config), table=table)
     announce([*failed_fit(law.diagnostics, "law fit"), *single_setting(len(law.settings))])
     return law
+
+
+def compare_forms(
+    data: str | Path | Table | pd.DataFrame,
+    spec: str | Path | ModelSpec | None = None,
+    config: FitConfig | None = None,
+    *,
+    forms: Sequence[str] = DEFAULT_FORMS,
+    leave_out: Sequence[str] | None = None,
+    heldout: str | Path | Table | pd.DataFrame | None = None,
+    **options: Any,
+) -> FormScores:
+    """Which law form predicts the next scale (``bayesscale forms``): each of ``forms`` on
+    every axis fitted to ``data`` (PSIS-LOO) and refitted without each ``leave_out`` rule's
+    rows (default: each axis's largest value), or scored on ``heldout`` runs; the stacking
+    weights on those out-of-scale rows and whether the data separate the forms
+    (:func:`bayesscale.checks.form_scores.compare_forms`; ``options``: its ``prob``,
+    ``workers``, ``ray_address``, ``n_boot``).
+
+    >>> scores = bs.compare_forms("data/lab/observations.csv",
+    ...                           heldout="data/lab/heldout.csv")  # doctest: +SKIP
+    >>> print(scores.summary_text())  # doctest: +SKIP
+    """
+    from bayesscale.checks.form_scores import compare_forms as compare
+
+    spec = spec if isinstance(spec, ModelSpec) else load_spec(spec)
+    table = _table(data, spec)
+    held = None
+    if heldout is not None:
+        frame, source, digest = _frame(heldout)
+        held = Table(validate_rows(frame, spec, source, observed=True), source, digest)
+    return compare(table, spec, forms, leave_out, config or FitConfig(), heldout=held, **options)
+
+
+def _table(data: str | Path | Table | pd.DataFrame, spec: ModelSpec) -> Table:
+    """Observations for fitting, from a path, a data frame or a table."""
+    if isinstance(data, pd.DataFrame):
+        return Table.from_frame(data, spec)
+    return data if isinstance(data, Table) else load_observations(data, spec)
+
+
+def _frame(data: str | Path | Table | pd.DataFrame) -> tuple[pd.DataFrame, str, str]:
+    """Rows, their source and digest, from a path, a data frame or a table."""
+    if isinstance(data, Table):
+        return data.frame, data.source, data.sha256
+    if isinstance(data, pd.DataFrame):
+        return data, "<DataFrame>", frame_sha256(data)
+    frame, digest = read_table(data)
+    return frame, str(data), digest
 
 
 def fit_pricing(

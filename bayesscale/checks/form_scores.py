@@ -116,6 +116,10 @@ class FormScores:
             "skipped_leave_out": self.skipped,
         }
 
+    def summary_text(self) -> str:
+        """The comparison as ``bayesscale forms`` prints it."""
+        return format_text(self.to_dict())
+
 
 @dataclass(frozen=True)
 class _Jobs:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from testdata import KNEE_SPEC, knee_curves
 
-from bayesscale.checks.form_scores import compare_forms, default_rules, format_text, usable_rules
+from bayesscale.checks.form_scores import default_rules, usable_rules
 from bayesscale.data.observations import Table
 from bayesscale.data.spec import ModelSpec, SpecError, load_spec, parse_spec, with_form
 from bayesscale.sampling.config import FitConfig
@@ -48,9 +48,11 @@ def test_rules_the_law_cannot_be_refitted_without_are_set_aside() -> None:
 
 @pytest.mark.slow
 def test_the_offset_form_wins_on_data_with_a_knee() -> None:
+    import bayesscale as bs
+
     table, spec = _knee_data()
     config = FitConfig(chains=2, tune=200, draws=300, ess_target=0, seed=1, progress=False)
-    scores = compare_forms(table, spec, config=config, n_boot=100)
+    scores = bs.compare_forms(table.frame, spec, config, n_boot=100)  # the notebook's call
     data = scores.to_dict()
     assert data["leave_out"] == ["size=max"] and data["skipped_leave_out"] == {}
     # within the sweep (LOO) and at the next scale the knee predicts better, by margins far
@@ -60,8 +62,7 @@ def test_the_offset_form_wins_on_data_with_a_knee() -> None:
     assert oos["offset_power"]["points"] == oos["power"]["points"] == 18  # 6 curves x 3 seeds
     assert oos["offset_power"]["elpd"] > oos["power"]["elpd"] + 2
     assert scores.stack.weights[1] > 0.9 and scores.stack.separated
-    text = format_text(data)
-    assert "the data separate the forms: offset_power" in text
+    assert "the data separate the forms: offset_power" in scores.summary_text()
 
 
 def test_the_command_refuses_a_single_form(tmp_path: Path) -> None:
