@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from bayesscale.atomic import write_atomically
 from bayesscale.cli import CommandError, add_force, check_prob, output_path
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
 
@@ -63,7 +64,6 @@ def run(args: argparse.Namespace) -> int:
     check_prob(args.prob)
     out = output_path(args.out, args.force, [args.observations, args.spec])
 
-    from bayesscale.atomic import write_atomically
     from bayesscale.checks.form_scores import compare_forms, format_text
     from bayesscale.core.forms import FORM_NAMES
     from bayesscale.data.observations import Table, load_observations, read_table
