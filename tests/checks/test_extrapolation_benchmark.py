@@ -226,7 +226,7 @@ def test_small_stack_on_real_curves(tmp_path: Path) -> None:
     out = tmp_path / "stack"
     argv = ["--curves", "3", "--seed", "1", "--lcdb", str(LCDB_FILE), "--out", str(out)]
     argv += ["--cutoffs", "32", "--stack", "power,offset_power"]
-    argv += ["--chains", "2", "--tune", "100", "--draws", "100", "--ess-target", "0"]
+    argv += ["--chains", "2", "--tune", "60", "--draws", "60", "--ess-target", "0"]
     bench.main(argv)
     scores = pd.read_csv(out / "scores.csv")
     study = json.loads((out / "study.json").read_text())

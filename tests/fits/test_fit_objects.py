@@ -34,8 +34,9 @@ def _copy(tree: xr.DataTree) -> xr.DataTree:
 
 
 def test_the_public_api_is_small_and_lazy() -> None:
-    # eleven names, each of them there and documented
-    assert len(bs.__all__) == 11 and {"fit", "load", "LawFit", "load_example"} <= set(bs.__all__)
+    # twelve names, each of them there and documented
+    assert len(bs.__all__) == 12
+    assert {"fit", "load", "LawFit", "load_example", "compare_forms"} <= set(bs.__all__)
     for name in bs.__all__:
         assert getattr(bs, name) is not None and name in dir(bs)
     code = "import sys, bayesscale as bs\nprint(sorted(m for m in ('pymc', 'jax', 'matplotlib') if m in sys.modules))"

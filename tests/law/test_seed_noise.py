@@ -146,7 +146,8 @@ def test_the_share_of_collapsed_runs_is_recovered_and_loo_prefers_it() -> None:
     for noise in (BETA_BINOMIAL, CONTAMINATED):
         spec = _spec(noise)
         table = Table.from_frame(frame, spec)
-        fits[noise] = fit(table, spec, FitConfig(seed=5, progress=False))
+        config = FitConfig(seed=5, tune=300, draws=400, ess_target=0, progress=False)
+        fits[noise] = fit(table, spec, config)
         elpd[noise] = loo(fits[noise], table).elpd
     post = fits[CONTAMINATED]["posterior"]
     lo, hi = np.quantile(post[names.CONTAMINATION].to_numpy().ravel(), [0.05, 0.95])
