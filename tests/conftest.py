@@ -71,45 +71,45 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# The test files with the most work, most first (seconds of work on 2 cores measured with
-# `pytest --durations=0` at stop 22: 96, 92, 87, 46, 43, 42, 41, 38, 34, 33, 31, 30, 30, 28,
-# 21; the session fits, sampled by each worker before its first test, apart). `make test`
-# runs xdist with `--dist loadfile --no-loadscope-reorder`, so files are handed out in this
-# order: longest first, the short ones fill in at the end and neither worker is left with a
-# long file while the other idles. xdist's own reordering puts files with the most *tests*
-# first, which sent the notebooks (5 tests, 96 s) last. A stale list costs time, never a
-# result; files not listed follow in their usual order.
+# The test files with the most work, most first (seconds of work measured with `pytest
+# --durations=0` on a fresh clone's `.ci/run` at stop 49: 157, 64, 61, 53, 46, 44, 39, 38, 37,
+# 35, 35, 34, 34, 32, 28, 26, 25, 24, 24, 23, 22, 22, 21; the session fits, sampled by each
+# worker before its first test, counted with that test). `make test` runs xdist with
+# `--dist loadfile --no-loadscope-reorder`, so files are handed out in this order: longest
+# first, the short ones fill in at the end and neither worker is left with a long file while
+# the other idles. xdist's own reordering puts files with the most *tests* first, which sent
+# the notebooks last. A stale list costs time, never a result; files not listed follow in
+# their usual order.
 LONGEST_FIRST = (
     "test_lab_loop.py",
     "test_jobs.py",
     "test_notebooks.py",
-    "test_nutpie_agreement.py",
     "test_report.py",
-    "test_mams_stress.py",
-    "test_decision_sweep.py",
     "test_extrapolation_benchmark.py",
     "test_lab_train.py",
-    "test_docs.py",
-    "test_fit.py",
     "test_form_scores.py",
-    "test_geometric.py",
-    "test_verl_example_loop.py",
-    "test_verl_launch.py",
+    "test_fit.py",
     "test_next.py",
-    "test_calibration.py",
     "test_cli_errors.py",
-    "test_seed_noise.py",
-    "test_offset_form.py",
-    "test_install.py",
+    "test_nutpie_agreement.py",
+    "test_decision_sweep.py",
     "test_sampling.py",
-    "test_fit_objects.py",
+    "test_verl_launch.py",
+    "test_verl_example_loop.py",
+    "test_install.py",
     "test_pricing.py",
-    "test_verl_commands.py",
+    "test_docs.py",
+    "test_geometric.py",
+    "test_calibration.py",
     "test_mams.py",
-    "test_fit_outputs.py",
-    "test_verl_cli.py",
-    "test_sensitivity.py",
+    "test_fit_objects.py",
+    "test_seed_noise.py",
+    "test_verl_commands.py",
+    "test_mams_stress.py",
     "test_compare.py",
+    "test_blackjax_parity.py",
+    "test_sensitivity.py",
+    "test_offset_form.py",
 )
 
 
