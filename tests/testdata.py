@@ -35,11 +35,14 @@ def small_reference_frame() -> pd.DataFrame:
 
 # --- curves with a knee (the offset-power form): its recovery and the comparison of forms -----
 
-KNEE_SPEC = """
+# one axis `size` over datasets; .format(outcome=..., form=...) fills the [outcome] table's
+# extra keys and the axis's form
+ONE_AXIS_SPEC = """
 [model]
-name = "offset-recovery"
+name = "one-axis-recovery"
 [outcome]
 kind = "success"
+{outcome}
 [settings]
 keys = ["dataset"]
 [[axes]]
@@ -47,7 +50,9 @@ name = "size"
 column = "size"
 exponent = {{ median = 0.3, log_sd = 0.75 }}
 {form}
-"""  # .format(form='form = "offset_power"') or form="" (the power law)
+"""
+# .format(form='form = "offset_power"') or form="" (the power law)
+KNEE_SPEC = ONE_AXIS_SPEC.replace("{outcome}", "")
 KNEE_SIZES = 16.0 * 2.0 ** np.arange(11)  # 16 .. 16,384: D_ref = 512
 TRUE_KNEE, TRUE_ALPHA = 0.5, 0.5  # D0 = 256
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pymc as pm
 import pytest
 import xarray as xr
-from testdata import assert_jax_density_is_pymcs
+from testdata import ONE_AXIS_SPEC, assert_jax_density_is_pymcs
 
 from bayesscale import names
 from bayesscale.data.observations import Table, prepare
@@ -18,25 +18,13 @@ from bayesscale.law.model import build_law_model
 from bayesscale.law.predict import beta_binomial_logpmf, predict, with_collapses
 from bayesscale.sampling import configure
 
-SPEC = """
-[model]
-name = "collapse-recovery"
-[outcome]
-kind = "success"
-{noise}
-[settings]
-keys = ["dataset"]
-[[axes]]
-name = "size"
-column = "size"
-exponent = {{ median = 0.3, log_sd = 0.75 }}
-"""
 SIZES = 16.0 * 2.0 ** np.arange(9)
 TRUE_EPS, TRUE_ALPHA = 0.08, 0.4
 
 
 def _spec(noise: str):
-    return parse_spec(SPEC.format(noise=f'seed_noise = "{noise}"' if noise else ""))
+    outcome = f'seed_noise = "{noise}"' if noise else ""
+    return parse_spec(ONE_AXIS_SPEC.format(outcome=outcome, form=""))
 
 
 def _simulate(seed: int = 0, settings: int = 5, seeds: int = 4) -> pd.DataFrame:
@@ -62,8 +50,8 @@ def test_the_seed_noise_key_is_read_and_checked() -> None:
     assert _spec(CONTAMINATED).seed_noise == CONTAMINATED
     with pytest.raises(SpecError, match=r"\[outcome\] seed_noise: must be one of .*'cauchy'"):
         _spec("cauchy")
-    loss_spec = SPEC.replace('kind = "success"', 'kind = "loss"').format(
-        noise=f'seed_noise = "{CONTAMINATED}"'
+    loss_spec = ONE_AXIS_SPEC.replace('kind = "success"', 'kind = "loss"').format(
+        outcome=f'seed_noise = "{CONTAMINATED}"', form=""
     )
     with pytest.raises(SpecError, match="seed_noise: 'contaminated' is a success-count"):
         parse_spec(loss_spec)
