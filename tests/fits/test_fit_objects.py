@@ -308,3 +308,29 @@ def test_a_failed_fit_warns_when_made(law_fit, pricing_fit, monkeypatch) -> None
     assert [str(w.message)[:61] for w in warned] == [
         "the law fit whose exponents set its priors: DIAGNOSTICS FAILE"
     ]
+
+
+def test_compare_forms_takes_paths_frames_and_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the notebook's call hands the comparison the same validated tables, whatever it is given
+    # (the comparison itself, with its fits, is tests/checks/test_form_scores.py)
+    import pandas as pd
+
+    import bayesscale.checks.form_scores as form_scores
+
+    seen: list[tuple] = []
+    monkeypatch.setattr(
+        form_scores, "compare_forms", lambda table, spec, *a, **kw: seen.append((table, kw))
+    )
+    lab = ROOT / "data" / "lab"
+    bs.compare_forms(lab / "observations.csv", heldout=lab / "heldout.csv")
+    bs.compare_forms(
+        pd.read_csv(lab / "observations.csv"), heldout=pd.read_csv(lab / "heldout.csv")
+    )
+    (by_path, kw_path), (by_frame, kw_frame) = seen
+    assert by_path.source.endswith("observations.csv") and len(by_path.frame) == len(by_frame.frame)
+    assert kw_path["heldout"].source.endswith("heldout.csv") and len(kw_path["heldout"].frame) == 24
+    assert kw_frame["heldout"].source == "<DataFrame>"
+    assert len(kw_frame["heldout"].sha256) == 64  # the rows digested (frame_sha256)
+    bad = pd.read_csv(lab / "heldout.csv").drop(columns=[names.SUCCESSES])
+    with pytest.raises(ValueError, match=r"<DataFrame>: missing column\(s\) 'successes'"):
+        bs.compare_forms(lab / "observations.csv", heldout=bad)
