@@ -545,6 +545,60 @@ def student_t_logpdf(x: ArrayLike, nu: float, mu: ArrayLike, sigma: ArrayLike) -
     )
 
 
+def _law_loss(
+    fit: xr.DataTree,
+    post: xr.Dataset,
+    layout: FitLayout,
+    frame: pd.DataFrame,
+    parts: Sequence[SettingDraws],
+    sidx: NDArray[np.int64],
+) -> Array:
+    """The law's loss ``(S, R)`` at each row, its setting's draws at ``sidx`` (into the
+    settings of ``parts`` in order): each axis's term by its form (dense reward scaling its
+    axis), the size term and the interaction."""
+    spec = layout.spec
+    alpha = np.concatenate([p.alpha for p in parts], axis=1)
+    amplitude = np.concatenate([p.amplitude for p in parts], axis=1)
+    floor = np.concatenate([p.floor for p in parts], axis=1)
+    sizes = axis_sizes(frame, spec)
+    log_x = np.log(sizes / layout.reference)[None, :, :] * np.ones((layout.samples, 1, 1))
+    if spec.dense_reward is not None:
+        if names.DENSE_MULTIPLIER not in post:
+            raise PredictError(
+                f"the spec has dense reward but the fit has no {names.DENSE_MULTIPLIER!r}"
+            )
+        j = spec.axis_names.index(spec.dense_reward.axis)
+        dense = (frame[names.REWARD] == names.DENSE).to_numpy()
+        log_m = np.log(stack(post[names.DENSE_MULTIPLIER]))
+        log_x[:, dense, j] += log_m[:, None]
+    knee = axis_knees(fit, spec)
+    loss = floor[:, sidx] + laws.axis_terms(
+        [a.form for a in spec.axes],
+        log_x,
+        amplitude[:, sidx],
+        alpha[:, sidx],
+        None if knee is None else knee[:, None, :],
+    )
+    if layout.size_reference is not None and spec.size is not None:
+        e = stack(post[names.SIZE_AMPLITUDE])
+        a_n = stack(post[names.ALPHA_SIZE])
+        n_rows = frame[spec.size.column].to_numpy(float)
+        loss = loss + laws.size_term(
+            n_rows[None, :], e[:, None], a_n[:, None], layout.size_reference
+        )
+    if spec.interaction is not None:
+        gammas = [p.gamma for p in parts]
+        if any(g is None for g in gammas):
+            raise PredictError("interaction weights are missing for some settings")
+        gamma = np.concatenate([g for g in gammas if g is not None], axis=1)
+        i, k = (spec.axis_names.index(a) for a in spec.interaction.axes)
+        beta = stack(post[names.INTERACTION_BETA])
+        loss = loss + laws.interaction_term(
+            sizes[None, :, i], sizes[None, :, k], gamma[:, sidx], beta[:, None]
+        )
+    return np.asarray(loss, dtype=float)
+
+
 def predict(
     fit: xr.DataTree,
     rows: Table | pd.DataFrame,
@@ -586,49 +640,10 @@ def predict(
                 f"{rows_text(rows_of_new, src)}: {exc}"
             ) from None
     order = [s for part in parts for s in part.settings]
-    alpha = np.concatenate([p.alpha for p in parts], axis=1)
-    amplitude = np.concatenate([p.amplitude for p in parts], axis=1)
-    floor = np.concatenate([p.floor for p in parts], axis=1)
     index_of = {s: i for i, s in enumerate(order)}
     sidx = labels.map(index_of).to_numpy(np.int64)
-
     post = fit["posterior"].to_dataset()
-    sizes = axis_sizes(frame, spec)
-    log_x = np.log(sizes / layout.reference)[None, :, :] * np.ones((layout.samples, 1, 1))
-    if spec.dense_reward is not None:
-        if names.DENSE_MULTIPLIER not in post:
-            raise PredictError(
-                f"the spec has dense reward but the fit has no {names.DENSE_MULTIPLIER!r}"
-            )
-        j = spec.axis_names.index(spec.dense_reward.axis)
-        dense = (frame[names.REWARD] == names.DENSE).to_numpy()
-        log_m = np.log(stack(post[names.DENSE_MULTIPLIER]))
-        log_x[:, dense, j] += log_m[:, None]
-    knee = axis_knees(fit, spec)
-    loss = floor[:, sidx] + laws.axis_terms(
-        [a.form for a in spec.axes],
-        log_x,
-        amplitude[:, sidx],
-        alpha[:, sidx],
-        None if knee is None else knee[:, None, :],
-    )
-    if layout.size_reference is not None and spec.size is not None:
-        e = stack(post[names.SIZE_AMPLITUDE])
-        a_n = stack(post[names.ALPHA_SIZE])
-        n_rows = frame[spec.size.column].to_numpy(float)
-        loss = loss + laws.size_term(
-            n_rows[None, :], e[:, None], a_n[:, None], layout.size_reference
-        )
-    if spec.interaction is not None:
-        gammas = [p.gamma for p in parts]
-        if any(g is None for g in gammas):
-            raise PredictError("interaction weights are missing for some settings")
-        gamma = np.concatenate([g for g in gammas if g is not None], axis=1)
-        i, k = (spec.axis_names.index(a) for a in spec.interaction.axes)
-        beta = stack(post[names.INTERACTION_BETA])
-        loss = loss + laws.interaction_term(
-            sizes[None, :, i], sizes[None, :, k], gamma[:, sidx], beta[:, None]
-        )
+    loss = _law_loss(fit, post, layout, frame, parts, sidx)
 
     success = spec.outcome == "success"
     obs_values = None
