@@ -38,7 +38,7 @@ import numpy as np
 from bayesscale import names
 from bayesscale.checks.compare import loo
 from bayesscale.checks.crossval import CrossvalError, LeaveOut, split
-from bayesscale.checks.heldout import check, summarise_rows
+from bayesscale.checks.heldout import check_prediction, summarise_rows
 from bayesscale.checks.stacking import Stack, weight_spread
 from bayesscale.core.forms import OFFSET_POWER, POWER
 from bayesscale.core.intervals import DEFAULT_PROB
@@ -133,9 +133,9 @@ class _Jobs:
 def _scored(fit: Any, held: Table, prob: float, seed: int, rows: Any, label: str) -> dict[str, Any]:
     """``fit``'s log predictive density of each ``held`` row, the coverage of its central
     ``prob`` interval and the MAE."""
-    pred = predict(fit, held, source=held.source, observed=True)
+    pred = predict(fit, held, seed=seed, source=held.source, observed=True)
     lpd = pred.log_predictive_density()
-    summary = summarise_rows(check(fit, held, prob, seed=seed, rows=rows))
+    summary = summarise_rows(check_prediction(fit, pred, prob, seed=seed, rows=rows))
     return {
         "leave_out": label,
         "rows": int(lpd.size),

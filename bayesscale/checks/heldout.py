@@ -88,6 +88,20 @@ def check(
     ``seed`` drives new-setting draws, predictive draws and the PIT's randomisation."""
     _check_prob(prob)
     pred = predict(fit, heldout, new_groups=new_groups, seed=seed, source=source, observed=True)
+    return check_prediction(fit, pred, prob, seed, replicates, rows)
+
+
+def check_prediction(
+    fit: xr.DataTree,
+    pred: Prediction,
+    prob: float = DEFAULT_PROB,
+    seed: int = 0,
+    replicates: int = DEFAULT_REPLICATES,
+    rows: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """:func:`check`'s table from ``fit``'s prediction ``pred`` of held-out rows already made
+    (a caller that also scores the prediction predicts once)."""
+    _check_prob(prob)
     table = _table(pred, prob, seed, replicates, rows)
     return _add_extent(table, fit, pred)
 
