@@ -298,34 +298,31 @@ def fit(table: Table, spec: ModelSpec, config: FitConfig | None = None) -> xr.Da
     return add_log_likelihood(out, table) if stores_log_likelihood(out) else out
 
 
-# the pointwise log-likelihood is stored by default while it has at most this many values
-# (chains x draws x rows; 16 MB as float64): a fit of 100 rows at 2 x 2,000 draws holds
-# 400,000. The reference fit (1,134 rows, about 4,000 draws) would hold 4.5 million, three
-# times its posterior: LawFit.with_log_likelihood() adds it on demand.
-LOG_LIKELIHOOD_MAX_VALUES = 2_000_000
+# the pointwise log-likelihood (chains x draws x rows values) is stored in float64 up to this
+# many values (16 MB), in float32 above: the reference fit (1,008 rows, about 3,000 draws)
+# holds 3 million, 12 MB as float32. float32 keeps each value to about 1e-7 relative, far
+# below anything PSIS-LOO or a comparison of fits can resolve.
+LOG_LIKELIHOOD_FLOAT64_MAX_VALUES = 2_000_000
 
 
 def stores_log_likelihood(tree: xr.DataTree) -> bool:
-    """Whether :func:`fit` stores the pointwise log-likelihood of ``tree`` (a sampled fit,
-    not a preview, of at most ``LOG_LIKELIHOOD_MAX_VALUES`` values)."""
-    if int(tree.attrs.get(names.ATTR_PREVIEW, 0)):
-        return False
-    post = tree["posterior"]
-    rows = int(tree["observed_data"][names.OUTCOME].size)
-    size = int(post.sizes[names.CHAIN_DIM] * post.sizes[names.DRAW_DIM]) * rows
-    return size <= LOG_LIKELIHOOD_MAX_VALUES
+    """Whether :func:`fit` stores the pointwise log-likelihood of ``tree``: every sampled fit,
+    not a preview (whose few draws no LOO should read)."""
+    return not int(tree.attrs.get(names.ATTR_PREVIEW, 0))
 
 
 def add_log_likelihood(tree: xr.DataTree, table: Table) -> xr.DataTree:
     """``tree`` with ArviZ's ``log_likelihood`` group: ``outcome`` (chain, draw, obs), each
-    row's log-likelihood at each draw (:func:`bayesscale.law.predict.pointwise_log_likelihood`),
-    what ``arviz_stats.loo`` reads; unchanged (without it) where a value is not finite, for
-    then LOO is undefined."""
+    row's log-likelihood at each draw (:func:`bayesscale.law.predict.pointwise_log_likelihood`;
+    float32 above ``LOG_LIKELIHOOD_FLOAT64_MAX_VALUES`` values), what ``arviz_stats.loo``
+    reads; unchanged (without it) where a value is not finite, for then LOO is undefined."""
     from bayesscale.law.predict import pointwise_log_likelihood
 
     log_lik = pointwise_log_likelihood(tree, table)
     if not np.all(np.isfinite(log_lik.to_numpy())):
         return tree
+    if log_lik.size > LOG_LIKELIHOOD_FLOAT64_MAX_VALUES:
+        log_lik = log_lik.astype(np.float32)
     out = tree.copy()
     out[names.LOG_LIKELIHOOD_GROUP] = xr.DataTree(xr.Dataset({names.OUTCOME: log_lik}))
     return out
