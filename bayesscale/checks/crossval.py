@@ -2,7 +2,8 @@
 
 A leave-out rule ``COLUMN=VALUE`` removes every row whose ``COLUMN`` equals ``VALUE``;
 ``COLUMN=max`` removes the rows at the column's largest value (the largest scale of an axis,
-the largest model). The law is refitted to the rest and the removed rows are predicted by
+the largest model); ``COLUMN>VALUE`` (a numeric column) every row above ``VALUE`` (the scales
+of an axis beyond it). The law is refitted to the rest and the removed rows are predicted by
 :func:`bayesscale.checks.heldout.check`, so each fold reports, per setting of the held-out rows and
 overall, the number of rows, the mean absolute error ``mean |k/n - median(k~/n)|``, the
 coverage of the central ``prob`` predictive interval and the mean predictive percentile
@@ -44,6 +45,7 @@ from bayesscale.jobs import run_jobs
 from bayesscale.law.predict import classify_settings, table_layout
 
 MAX = "max"
+EQUALS, ABOVE = "=", ">"  # the leave-out rules' operators
 
 
 class CrossvalError(ValueError):
@@ -52,25 +54,32 @@ class CrossvalError(ValueError):
 
 @dataclass(frozen=True)
 class LeaveOut:
-    """``column = value`` (``value == "max"``: the column's largest value)."""
+    """``column = value`` (``value == "max"``: the column's largest value), or with ``op``
+    ``">"``: ``column > value``."""
 
     column: str
     value: str
+    op: str = EQUALS
 
     @classmethod
     def parse(cls, text: str) -> LeaveOut:
-        """``"n_envs=max"``, ``"params_b=14"``, ``"domain=search"``.
+        """``"n_envs=max"``, ``"params_b=14"``, ``"domain=search"``, ``"n_envs>64"``.
 
         >>> LeaveOut.parse("rollouts=max")
-        LeaveOut(column='rollouts', value='max')
+        LeaveOut(column='rollouts', value='max', op='=')
+        >>> str(LeaveOut.parse("n_envs > 64"))
+        'n_envs>64'
         """
-        column, sep, value = text.partition("=")
+        op = ABOVE if ABOVE in text and EQUALS not in text else EQUALS
+        column, sep, value = text.partition(op)
         if not sep or not column.strip() or not value.strip():
-            raise CrossvalError(f"leave-out {text!r}: expected COLUMN=VALUE or COLUMN=max")
-        return cls(column.strip(), value.strip())
+            raise CrossvalError(
+                f"leave-out {text!r}: expected COLUMN=VALUE, COLUMN=max or COLUMN>VALUE"
+            )
+        return cls(column.strip(), value.strip(), op)
 
     def __str__(self) -> str:
-        return f"{self.column}={self.value}"
+        return f"{self.column}{self.op}{self.value}"
 
     def mask(self, table: Table, spec: ModelSpec) -> tuple[np.ndarray, str]:
         """Boolean mask of the rows to leave out, and what it matched (``n_envs=256``)."""
@@ -86,7 +95,9 @@ class LeaveOut:
             )
         values = frame[column]
         numeric = pd.api.types.is_numeric_dtype(values)
-        if self.value.lower() == MAX:
+        if self.op == ABOVE:
+            mask, matched = self._above(values, column, numeric, table.source)
+        elif self.value.lower() == MAX:
             if not numeric:
                 raise CrossvalError(
                     f"{table.source}: leave-out {self}: column {column!r} is not numeric; name a "
@@ -119,6 +130,22 @@ class LeaveOut:
                 f"{table.source}: leave-out {self}: every row has {matched}; nothing is left to fit"
             )
         return mask, matched
+
+    def _above(
+        self, values: pd.Series, column: str, numeric: bool, source: str
+    ) -> tuple[np.ndarray, str]:
+        """The rows of ``column > value`` (``mask``'s two refusals follow it)."""
+        try:
+            if not numeric:
+                raise ValueError
+            target = float(self.value)
+        except ValueError as exc:
+            raise CrossvalError(
+                f"{source}: leave-out {self}: COLUMN>VALUE needs a numeric column and a "
+                f"number; column {column!r} is {'numeric' if numeric else 'not numeric'}"
+            ) from exc
+        mask = values.to_numpy(float) > target * (1 + 1e-12)
+        return mask, f"{column}>{target:g}"
 
 
 @dataclass(frozen=True)
