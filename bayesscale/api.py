@@ -48,6 +48,9 @@ def fit(
     config: FitConfig | None = None,
     *,
     prior_scale: float = 1.0,
+    out_of_scale: bool = False,
+    workers: int | None = None,
+    ray_address: str | None = None,
     **sampling: Any,
 ) -> LawFit:
     """Fit the pooled scaling law of ``spec`` (default: the bundled ``agentic_rl``) to
@@ -58,7 +61,11 @@ def fit(
     preview, as ``bayesscale fit --preview``); a fit whose diagnostics
     fail is warned (:class:`~bayesscale.fits.caveats.CaveatWarning`). ``prior_scale=2`` widens
     every exponent prior twice (``bayesscale fit --prior-scale 2``): what a refit with it
-    changes, the data do not identify.
+    changes, the data do not identify. ``out_of_scale=True`` also refits without each axis's
+    largest scales and stores how far the law's coverage holds beyond the sweep
+    (:func:`bayesscale.checks.out_of_scale.out_of_scale`; the refits are jobs on ``workers``
+    local Ray workers or the cluster at ``ray_address``): ``fit.reach``, and the recipe's
+    headline bounded there (``bayesscale fit --out-of-scale``).
 
     >>> fit = bs.fit("data/reference/observations.csv", seed=1)  # doctest: +SKIP
     """
@@ -70,6 +77,11 @@ def fit(
     config = replace(config or FitConfig(), **sampling)
     law = LawFit(fit_law(table, spec, config), table=table)
     announce([*failed_fit(law.diagnostics, "law fit"), *single_setting(len(law.settings))])
+    if out_of_scale:
+        from bayesscale.checks.out_of_scale import out_of_scale as check_out_of_scale
+
+        evidence = check_out_of_scale(table, spec, config, workers=workers, ray_address=ray_address)
+        law = law.with_out_of_scale(evidence)
     return law
 
 

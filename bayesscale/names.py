@@ -299,6 +299,10 @@ ATTR_MAE: Final = "mae"
 NEW_GROUPS_POOLED: Final = "pooled"
 # the arviz group holding the pointwise log-likelihood (bayesscale.checks.compare)
 LOG_LIKELIHOOD_GROUP: Final = "log_likelihood"
+# the out-of-scale check a fit may store (bayesscale.checks.out_of_scale): one entry per
+# (axis, ratio bucket) tested, and the recipe's reach read from it
+OUT_OF_SCALE_GROUP: Final = "out_of_scale"
+OUT_OF_SCALE_DIM: Final = "out_of_scale_check"
 # prior sensitivity (bayesscale.law.sensitivity): the fit stores the log prior of every top-level
 # free variable (arviz group) and the log-likelihood summed over rows per draw (sample_stats)
 LOG_PRIOR_GROUP: Final = "log_prior"

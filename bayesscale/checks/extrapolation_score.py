@@ -34,11 +34,10 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 
 from bayesscale.core.intervals import quantiles, tail_quantiles
+from bayesscale.data.extrapolation import BUCKET_EDGES, BUCKETS
 
 Array = NDArray[np.float64]
 
-BUCKET_EDGES: Final = (2.0, 4.0, 8.0)
-BUCKETS: Final = ("<=2x", "2-4x", "4-8x", ">8x")
 MIDDLE_BUCKETS: Final = ("2-4x", "4-8x")  # the buckets the headline MAE pools
 # columns of a score frame
 METHOD, CURVE, SIZE, SEED, RATIO, BUCKET = "method", "curve", "size", "seed", "ratio", "bucket"

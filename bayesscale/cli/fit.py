@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from typing import TYPE_CHECKING
 
 from bayesscale.cli import add_force, output_path
 from bayesscale.cli._sampling import (
@@ -13,6 +15,12 @@ from bayesscale.cli._sampling import (
     diagnostics_verdict,
     spec_with_prior_scale,
 )
+
+if TYPE_CHECKING:
+    from bayesscale.data.observations import Table
+    from bayesscale.data.spec import ModelSpec
+    from bayesscale.fits.law import LawFit
+    from bayesscale.sampling.config import FitConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +40,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_prior_scale_argument(parser)
     add_sampling_arguments(parser)
+    parser.add_argument(
+        "--out-of-scale",
+        action="store_true",
+        help="also refit without each axis's largest scales and check them (one refit per "
+        "axis that can be tested), and store the result: the recipe's headline is then "
+        "bounded per axis at the reach that check measured",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="local Ray workers for --out-of-scale's refits"
+    )
+    parser.add_argument(
+        "--ray-address", default=None, help="a Ray cluster for --out-of-scale's refits"
+    )
     parser.add_argument(
         "--strict",
         action="store_true",
@@ -69,8 +90,27 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     law = LawFit(fit(table, spec, config), table=table)
+    if args.out_of_scale:
+        law = _with_out_of_scale(law, table, spec, config, args)
     law.save(out, overwrite=args.force)
     print(f"wrote {out} ({law.tree.attrs['wall_seconds']:.1f} s)")
     for note in single_setting(len(law.settings)):
         print(f"bayesscale fit: {note}", file=sys.stderr)
     return diagnostics_verdict(law.diagnostics, args.strict)
+
+
+def _with_out_of_scale(
+    law: LawFit, table: Table, spec: ModelSpec, config: FitConfig, args: argparse.Namespace
+) -> LawFit:
+    """The fit with its out-of-scale check, printed as it is stored."""
+    from bayesscale.checks.out_of_scale import out_of_scale
+    from bayesscale.law.reach import evidence_text
+
+    print("checking out of scale: one refit per axis that can be tested", file=sys.stderr)
+    start = time.perf_counter()
+    evidence = out_of_scale(table, spec, config, workers=args.workers, ray_address=args.ray_address)
+    print(
+        f"out-of-scale check ({time.perf_counter() - start:.1f} s):\n{evidence_text(evidence)}",
+        file=sys.stderr,
+    )
+    return law.with_out_of_scale(evidence)

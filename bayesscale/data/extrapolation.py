@@ -31,9 +31,10 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -48,6 +49,10 @@ Array = NDArray[np.float64]
 
 WARN_FACTOR = 4.0
 """The default warning threshold (a value more than this many times outside the swept range)."""
+
+# extrapolation ratios r = D / D_max (> 1) in buckets; an upper edge is inside its bucket
+BUCKET_EDGES: Final = (2.0, 4.0, 8.0)
+BUCKETS: Final = ("<=2x", "2-4x", "4-8x", ">8x")
 
 
 @dataclass(frozen=True)
@@ -171,3 +176,77 @@ def check_threshold(threshold: float) -> float:
     if not (np.isfinite(threshold) and threshold >= 1.0):
         raise ValueError(f"an extrapolation threshold must be a number >= 1, got {threshold:g}")
     return float(threshold)
+
+
+Reach = float | Mapping[str, float]
+"""How far beyond the largest swept value a bounded recipe may go: one factor for every axis,
+or one per axis (the reach the fit's out-of-scale check measured,
+:mod:`bayesscale.checks.out_of_scale`). An axis a mapping does not name is not capped."""
+
+
+def reach_factor(reach: Reach, axis: str) -> float:
+    """The factor of ``axis`` (``inf`` where a per-axis reach does not name it).
+
+    >>> reach_factor(4.0, "env"), reach_factor({"env": 2.0}, "env"), reach_factor({"env": 2.0}, "traj")
+    (4.0, 2.0, inf)
+    """
+    if isinstance(reach, Mapping):
+        return float(reach.get(axis, np.inf))
+    return float(reach)
+
+
+def reach_text(reach: Reach) -> str:
+    """``4x`` for one factor; ``env 4x, task 2x, traj 1x`` per axis.
+
+    >>> reach_text(4.0), reach_text({"env": 4.0, "traj": 1.0})
+    ('4x', 'env 4x, traj 1x')
+    """
+    if isinstance(reach, Mapping):
+        return ", ".join(f"{axis} {times(f)}" for axis, f in reach.items())
+    return times(reach)
+
+
+def reach_attr(reach: Reach | None) -> float | str:
+    """``reach`` as a netCDF/JSON attribute: the factor, a JSON object per axis, or ``"none"``.
+
+    >>> reach_attr(4.0), reach_attr({"env": 2.0}), reach_attr(None)
+    (4.0, '{"env": 2.0}', 'none')
+    """
+    if reach is None:
+        return "none"
+    if isinstance(reach, Mapping):
+        return json.dumps({str(a): float(f) for a, f in reach.items()})
+    return float(reach)
+
+
+def reach_json(reach: Reach) -> float | dict[str, float]:
+    """A reach as JSON: the factor, or an object axis -> factor.
+
+    >>> reach_json(4.0), reach_json({"env": 4.0})
+    (4.0, {'env': 4.0})
+    """
+    if isinstance(reach, Mapping):
+        return {str(a): float(f) for a, f in reach.items()}
+    return float(reach)
+
+
+def reach_from_attr(value: object) -> Reach | None:
+    """The inverse of :func:`reach_attr`.
+
+    >>> reach_from_attr('{"env": 2.0}'), reach_from_attr(4.0), reach_from_attr("none")
+    ({'env': 2.0}, 4.0, None)
+    """
+    if value is None or (isinstance(value, str) and value == "none"):
+        return None
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        return {str(a): float(f) for a, f in json.loads(value).items()}
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_reach(reach: Reach) -> Reach:
+    """A reach's factors must be finite numbers >= 1."""
+    factors = reach.values() if isinstance(reach, Mapping) else [reach]
+    for f in factors:
+        if not (np.isfinite(f) and f >= 1):
+            raise ValueError(f"a reach must be a number >= 1 per axis, got {reach_text(reach)}")
+    return reach

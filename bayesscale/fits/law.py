@@ -9,6 +9,8 @@ layout for prediction and the swept range. It answers the questions a notebook a
     fit.summary()            exponents, ordering and identification (the ``summary`` command)
     fit.recipe(budgets)      the KKT allocation over the posterior (the ``recipe`` command)
     fit.check(heldout)       posterior-predictive check on held-out runs (``check``)
+    fit.reach                how far beyond its sweep the fit's out-of-scale check vouches
+                             for each axis (``bayesscale fit --out-of-scale``)
     fit.plot_law(axis)       observations and the law with its bands; fit.plot_exponents()
     fit.save(path)           atomic, refuses to overwrite unless asked
 
@@ -48,6 +50,7 @@ from bayesscale.data.fitfile import (
     save_fit,
 )
 from bayesscale.fits.caveats import announce
+from bayesscale.law.reach import reach as measured_reach
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -153,11 +156,58 @@ class LawFit:
 
         return SweptRange.from_fit(self.tree)
 
+    @property
+    def out_of_scale(self) -> xr.Dataset | None:
+        """The out-of-scale check stored with the fit (``bayesscale fit --out-of-scale``,
+        ``bs.fit(..., out_of_scale=True)``; :mod:`bayesscale.checks.out_of_scale`), else
+        ``None``."""
+        if names.OUT_OF_SCALE_GROUP not in self.tree.children:
+            return None
+        return self.tree[names.OUT_OF_SCALE_GROUP].to_dataset()
+
+    @property
+    def reach(self) -> dict[str, float] | None:
+        """Per axis the check tested, how many times beyond its largest swept value the fit's
+        out-of-scale check found the law's coverage to hold (1: only within the sweep);
+        ``None`` without a stored check. The recipe's headline is bounded there; an axis the
+        check could not test keeps the assumed ``warn_beyond``, and the recipe says so."""
+        evidence = self.out_of_scale
+        return None if evidence is None else measured_reach(evidence)
+
+    def with_out_of_scale(self, evidence: xr.Dataset) -> LawFit:
+        """This fit with ``evidence`` (:func:`bayesscale.checks.out_of_scale.out_of_scale` of
+        the fit's own table and spec) stored: a new fit object, unsaved."""
+        tree = self.tree.copy()
+        tree[names.OUT_OF_SCALE_GROUP] = xr.DataTree(evidence)
+        return LawFit(tree, table=self.table, path=None)
+
+    def _headline_reach(self, warn_beyond: float) -> tuple[float | dict[str, float], str]:
+        """The recipe headline's reach and where it comes from: the measured reach per axis
+        (``warn_beyond`` where the check could not test an axis), else ``warn_beyond``."""
+        from bayesscale.recipe.notes import REACH_ASSUMED, REACH_MEASURED
+
+        measured = self.reach
+        if measured is None:
+            return warn_beyond, REACH_ASSUMED
+        if not measured:
+            return warn_beyond, (
+                "an assumed reach, the same for every axis: the fit's out-of-scale check "
+                "could test no axis (`bayesscale summary` says why)"
+            )
+        untested = [a for a in self.spec.axis_names if a not in measured]
+        source = REACH_MEASURED
+        if untested:
+            source += (
+                f"; {', '.join(untested)} could not be tested (see `bayesscale summary`) and "
+                f"keep the assumed {warn_beyond:g}x"
+            )
+        return {a: measured.get(a, warn_beyond) for a in self.spec.axis_names}, source
+
     def with_log_likelihood(self, table: Table | str | Path | None = None) -> LawFit:
         """This fit with ArviZ's ``log_likelihood`` group (``outcome``: chain, draw, obs), for
-        ``az.loo(fit.tree)`` and ``az.compare``: itself where the fit stores it (a fit of at
-        most ``bayesscale.law.inference.LOG_LIKELIHOOD_MAX_VALUES`` values does), else a new
-        fit with it computed from ``table``, the fit's own table or the file its
+        ``az.loo(fit.tree)`` and ``az.compare``: itself where the fit stores it (every sampled
+        fit does, unless a value is not finite), else (a preview, or a fit of an older version)
+        a new fit with it computed from ``table``, the fit's own table or the file its
         ``data_source`` names (checked against its ``data_sha256``)."""
         from bayesscale.checks.compare import observation_table, with_log_likelihood
 
@@ -201,9 +251,11 @@ class LawFit:
         :func:`bayesscale.core.prices.load_prices`'s result; default: the paper's).
         With ``vouched`` (the default) and no ``within_data``, the recipe is what the data
         vouch for (:func:`bayesscale.recipe.vouched.vouched_recipe`): where the unbounded
-        recipe lies more than ``warn_beyond`` times outside the swept range, the result is the
-        recipe bounded to that factor, its ``beyond_data`` (setting, budget) marks those rows,
-        and a caveat says so; ``vouched=False`` gives the unbounded recipe, an extrapolation.
+        recipe lies beyond the fit's :attr:`reach` of some axis (the reach its out-of-scale
+        check measured per axis; without a stored check, the assumed ``warn_beyond`` times the
+        swept range), the result is the recipe bounded to that reach, its ``beyond_data``
+        (setting, budget) marks those rows, and a caveat says so and where the reach comes
+        from; ``vouched=False`` gives the unbounded recipe, an extrapolation.
         What the recipe cannot support (a failed or preview fit, extrapolation far beyond
         the data, exponents the data barely identify) is warned
         (:class:`~bayesscale.fits.caveats.CaveatWarning`) and kept in ``attrs["caveats"]``;
@@ -254,6 +306,7 @@ class LawFit:
         if isinstance(prices, str | Path):
             prices = load_prices(prices)
         verdicts = {"law fit": self.diagnostics}
+        reach, reach_source = self._headline_reach(warn_beyond)
         if pricing is not None:
             verdicts["pricing fit"] = pricing.diagnostics
         if cost_model != COST_COMPUTE:
@@ -266,6 +319,8 @@ class LawFit:
             identification=self.identification,
             vouched=vouched,
             warn_beyond=warn_beyond,
+            reach=reach,
+            reach_source=reach_source,
             cost_model=cost_model,
             **({} if where is None else {"where": where}),
             **options,
@@ -324,7 +379,7 @@ class LawFit:
         """PSIS-LOO of the fit (``arviz_stats.loo`` on :meth:`with_log_likelihood`'s tree:
         the stored log-likelihood, else computed from ``table``, the fit's own table or the
         file its ``data_source`` names). ``az.loo(fit.tree)`` works where the fit stores its
-        log-likelihood; this works for every fit."""
+        log-likelihood (every sampled fit); this works for every fit."""
         from arviz_stats import loo
 
         return loo(self.with_log_likelihood(table).tree, **options)

@@ -34,6 +34,7 @@ from bayesscale import names
 from bayesscale.core import laws
 from bayesscale.core.intervals import describe, tail_quantiles
 from bayesscale.data.fitfile import diagnose, fit_spec, format_diagnostics
+from bayesscale.law.reach import ATTR_UNTESTED, evidence_text, reach, records
 from bayesscale.law.sensitivity import (
     FLAG_BORDERLINE,
     FLAG_DOMINATED,
@@ -186,8 +187,35 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
             "settings": {s: float(ordering_settings.sel(setting=s)) for s in settings},
         },
         "other": other,
+        "out_of_scale": _out_of_scale(tree),
         "diagnostics": diagnose(tree).to_dict(),
     }
+
+
+def _out_of_scale(tree: xr.DataTree) -> dict[str, Any] | None:
+    """The fit's out-of-scale check (:mod:`bayesscale.law.reach`): the reach per axis, each
+    (axis, bucket) tested, the axes not tested and the text; ``None`` without one."""
+    if names.OUT_OF_SCALE_GROUP not in tree.children:
+        return None
+    evidence = tree[names.OUT_OF_SCALE_GROUP].to_dataset()
+    return {
+        "reach": reach(evidence),
+        "checks": records(evidence).to_dict(orient="records"),
+        "untested": evidence.attrs.get(ATTR_UNTESTED, ""),
+        "text": evidence_text(evidence),
+    }
+
+
+def _out_of_scale_lines(check: dict[str, Any] | None) -> list[str]:
+    """The out-of-scale check's paragraph: how far beyond its sweep each axis holds."""
+    if check is None:
+        return [
+            "",
+            "Out of scale: not checked (`bayesscale fit --out-of-scale` refits without each "
+            "axis's largest scales; the recipe then bounds its headline at the reach measured)",
+        ]
+    head = "Out of scale (refit without the largest scales; reach = how far coverage holds):"
+    return ["", head, *("  " + line for line in check["text"].splitlines())]
 
 
 def _fmt(i: dict[str, Any]) -> str:
@@ -337,6 +365,7 @@ def format_text(result: dict[str, Any]) -> str:
             "  NOTE: one setting: nothing is pooled, so these exponents rest on one sweep and "
             "the priors; the population's are that setting's widened by the prior's spread"
         )
+    lines += _out_of_scale_lines(result.get("out_of_scale"))
     diag = result["diagnostics"]
     verdict = "ok" if diag["ok"] else ("PREVIEW" if diag.get("preview") else "FAILED")
     lines += [

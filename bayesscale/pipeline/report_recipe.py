@@ -18,6 +18,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
+from bayesscale.data.extrapolation import reach_text
 from bayesscale.formatting import times
 from bayesscale.pipeline.report_options import MAX_SETTINGS_SHOWN, ReportOptions
 from bayesscale.recipe.notes import discount_note, price_unit_note
@@ -82,7 +83,7 @@ def recipe_section(
     settings = [str(s) for s in result.ds[names.SETTING_DIM].to_numpy()][:MAX_SETTINGS_SHOWN]
     shown = sorted({options.budgets[0], options.middle_budget, options.budgets[-1]})
     if result.unbounded is not None:
-        md.add(_bounded_text(results, options.warn_beyond), "")
+        md.add(_bounded_text(results, result), "")
     _tables(tmp, md, result, result.ds, shown, settings, options, "recipe", "tab:recipe")
     write_tables(
         tmp, "recipe", [("all", _table(result, result.ds, None, None, options, "tab:recipe-all"))]
@@ -129,18 +130,16 @@ def _intro(summary: dict[str, Any], options: ReportOptions) -> str:
     )
 
 
-def _bounded_text(results: list[dict[str, Any]], warn_beyond: float) -> str:
-    """Why the headline tables hold the recipe bounded to the data."""
+def _bounded_text(results: list[dict[str, Any]], result: RecipeResult) -> str:
+    """Why the headline tables hold the recipe bounded to the data, and where its reach
+    comes from."""
     n_far = sum(1 for r in results if r.get("within_data") is False)
     return (
         f"**What the data vouch for.** In {n_far} of {len(results)} (setting, budget) rows "
-        f"the unbounded optimum lies more than {warn_beyond:g}x outside the swept "
-        f"range, so the table below is the recipe with every axis bounded at "
-        f"{warn_beyond:g}x its largest swept value (`bayesscale recipe "
-        f"--within-data {warn_beyond:g}`), in units bought. It keeps the recipe near "
-        "the data; it does not make it checked: how far out the law has been tested is what "
-        "the held-out check says. The unbounded recipe follows, labelled as the "
-        "extrapolation it is."
+        f"the unbounded optimum lies beyond the reach ({reach_text(result.reach)}) times the "
+        "largest swept value of an axis, so the table below is the recipe with every axis "
+        f"bounded at its reach, in units bought. The reach is {result.reach_source}. The "
+        "unbounded recipe follows, labelled as the extrapolation it is."
     )
 
 
@@ -231,7 +230,7 @@ def _extrapolation_subsection(
 ) -> None:
     """The unbounded recipe, labelled as the extrapolation it is, and what to sweep first."""
     assert result.unbounded is not None
-    targets = sweep_targets(cast(list[dict[str, Any]], far["results"]), options.warn_beyond)
+    targets = sweep_targets(cast(list[dict[str, Any]], far["results"]), result.reach)
     further = sweep_further_text(targets)
     md.add(
         "### Extrapolation: the unbounded recipe (not vouched for by the data)",

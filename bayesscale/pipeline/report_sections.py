@@ -13,6 +13,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesscale import names
+from bayesscale.data.extrapolation import reach_from_attr
 from bayesscale.pipeline.report_options import MAX_SETTINGS_SHOWN, ReportOptions
 from bayesscale.report.markdown import (
     Sections,
@@ -205,7 +206,7 @@ def sensitivity_section(
     axes = summary["ordering"]["axes"]
     middle = options.middle_budget
     settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()][:MAX_SETTINGS_SHOWN]
-    bound = ds.attrs.get("within_data", "none")  # the headline's bounds, for a like comparison
+    bound = reach_from_attr(ds.attrs.get("within_data", "none"))  # the headline's, alike
     wide_ds = wide.recipe_result(
         [middle],
         vouched=False,
@@ -214,7 +215,7 @@ def sensitivity_section(
         settings=settings,
         max_draws=options.max_recipe_draws,
         multipliers=False,
-        within_data=None if bound == "none" else float(bound),
+        within_data=bound,
     ).ds
     rows: list[list[Any]] = []
     for a in axes:

@@ -38,6 +38,7 @@ from numpy.typing import ArrayLike
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
+from bayesscale.data.extrapolation import Reach, reach_attr
 from bayesscale.law.posterior import law_draws
 from bayesscale.recipe.draws import (
     RecipeError,
@@ -76,7 +77,7 @@ def compute_recipe(
     bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
     settings: Sequence[str] | None = None,
     max_draws: int | None = None,
-    within_data: float | None = None,
+    within_data: Reach | None = None,
 ) -> xr.Dataset:
     """Per-draw optimal allocation under the compute budget ``c prod_i D_i^m_i <= C``.
 
@@ -163,6 +164,6 @@ def compute_recipe(
         "bounds": json.dumps(
             {a: [lo[i], None if np.isinf(hi[i]) else hi[i]] for i, a in enumerate(axes)}
         ),
-        "within_data": "none" if within_data is None else float(within_data),
+        "within_data": reach_attr(within_data),
     }
     return add_data_extent(ds, fit)

@@ -20,7 +20,7 @@ from bayesscale import names
 from bayesscale.core import allocate, laws
 from bayesscale.core.geometric import Posynomial
 from bayesscale.core.prices import Prices, check_kappa, default_prices, money_cost
-from bayesscale.data.extrapolation import SweptRange
+from bayesscale.data.extrapolation import Reach, SweptRange, check_reach, reach_factor, reach_text
 from bayesscale.law.posterior import LawDraws, axis_columns, law_draws
 
 Array = NDArray[np.float64]
@@ -71,7 +71,7 @@ def recipe_inputs(
     bounds: Mapping[str, tuple[float | None, float | None]] | None,
     settings: Sequence[str] | None,
     max_draws: int | None,
-    within_data: float | None,
+    within_data: Reach | None,
     seed: int,
 ) -> RecipeInputs:
     """Read the fit once for a recipe: ``prices`` default to the paper's; an explicit price
@@ -183,13 +183,15 @@ def bounds_arrays(
 
 def bounds_within_data(
     fit: xr.DataTree,
-    factor: float,
+    factor: Reach,
     bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
     settings: Sequence[str] | None = None,
     size_axis: bool = False,
 ) -> dict[str, tuple[float | None, float | None]]:
     """``bounds`` with every axis capped at ``factor`` times its largest swept value (the
-    model size too, with ``size_axis``: when the recipe chooses it).
+    model size too, with ``size_axis``: when the recipe chooses it). ``factor``: one for every
+    axis, or one per axis (an axis it does not name is not capped;
+    :data:`~bayesscale.data.extrapolation.Reach`).
 
     The cap is in purchased units, at the largest value of the axis in the rows of the chosen
     settings (the widest of them, where their swept ranges differ: run one setting at a time for
@@ -200,9 +202,15 @@ def bounds_within_data(
     >>> fit = synthetic_fit(draws=5, spread=0.0)
     >>> bounds_within_data(fit, 4.0, {"env": (2, None)})["env"]
     (2, 1024.0)
+    >>> bounds_within_data(fit, {"env": 2.0})["env"]
+    (None, 512.0)
     """
-    if not (np.isfinite(factor) and factor >= 1):
-        raise RecipeError(f"within_data must be a number >= 1, got {factor:g}")
+    try:
+        check_reach(factor)
+    except ValueError as exc:
+        raise RecipeError(
+            f"within_data must be a number >= 1 (or one per axis), got {reach_text(factor)}"
+        ) from exc
     swept = SweptRange.from_fit(fit)
     if swept is None:
         raise RecipeError(
@@ -213,12 +221,18 @@ def bounds_within_data(
     unknown = [s for s in chosen if s not in swept.settings]
     if unknown:
         raise RecipeError(f"setting(s) {unknown} not in the fit")
+    if isinstance(factor, Mapping):
+        strange = sorted(set(factor) - set(swept.axes))
+        if strange:
+            raise RecipeError(f"within_data names axes {strange}; the fit's are {list(swept.axes)}")
     rows = [swept.settings.index(s) for s in chosen]
     out = dict(bounds or {})
     for i, axis in enumerate(swept.axes):
         if axis == names.PARAMS_B and not size_axis:
             continue
-        cap = factor * float(np.nanmax(swept.hi[rows, i]))
+        cap = reach_factor(factor, axis) * float(np.nanmax(swept.hi[rows, i]))
+        if not np.isfinite(cap):
+            continue
         lo, hi = out.get(axis, (None, None))
         out[axis] = (lo, cap if hi is None else min(float(hi), cap))
     return out

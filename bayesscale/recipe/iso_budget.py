@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
 from bayesscale.core.prices import Prices
+from bayesscale.data.extrapolation import Reach
 from bayesscale.recipe.draws import RecipeError, recipe_inputs, success_of, units_for_spend
 
 BOX_RTOL = 1e-9  # a split on the box's face is inside it (the solver's decision lies there)
@@ -35,7 +36,7 @@ def iso_budget(
     shares: ArrayLike | None = None,
     reference_spend: Mapping[str, float] | ArrayLike | None = None,
     max_draws: int | None = None,
-    within_data: float | None = None,
+    within_data: Reach | None = None,
     seed: int = 0,
 ) -> xr.Dataset:
     """Success along a fixed budget as one axis's share of it varies (an iso-budget curve).
@@ -148,7 +149,7 @@ def add_iso_budget(
     kappa: Mapping[str, float] | None = None,
     bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
     max_draws: int | None = None,
-    within_data: float | None = None,
+    within_data: Reach | None = None,
 ) -> None:
     """Add iso-budget bands (``iso_budget``: per axis, share grid and the median and ``prob``
     interval of success) to every (setting, budget) row of a recipe's JSON

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.data.extrapolation import describe
+from bayesscale.data.extrapolation import Reach, describe, reach_factor, reach_text
 from bayesscale.data.fitfile import verdict
 from bayesscale.formatting import times
 from bayesscale.law.sensitivity import FLAG_BORDERLINE, FLAG_DOMINATED, FLAG_SENSITIVE, MARKERS
@@ -40,6 +40,14 @@ from bayesscale.recipe.vouched import rows_worst
 if TYPE_CHECKING:
     from bayesscale.data.fitfile import Diagnostics
 
+# where the reach of a bounded headline comes from (RecipeResult.reach_source)
+REACH_ASSUMED = (
+    "an assumed reach, the same for every axis: the fit stores no out-of-scale check "
+    "(`bayesscale fit --out-of-scale` measures one)"
+)
+REACH_MEASURED = (
+    "the reach the fit's out-of-scale check measured per axis (`bayesscale summary` shows it)"
+)
 # where a bounded headline's unbounded recipe is found, from Python
 UNBOUNDED_IN_PYTHON = (
     "`beyond_data` marks those rows. The unbounded recipe is an extrapolation (`vouched=False`)"
@@ -50,20 +58,22 @@ def recipe_notes(
     summary: Mapping[str, Any],
     *,
     verdicts: Mapping[str, Diagnostics],
-    within: float | None,
-    bounded: tuple[xr.Dataset, xr.Dataset, float] | None = None,
+    within: Reach | None,
+    bounded: tuple[xr.Dataset, xr.Dataset, Reach] | None = None,
     solver_failures: int = 0,
     where: str = UNBOUNDED_IN_PYTHON,
+    reach_source: str = REACH_ASSUMED,
 ) -> list[str]:
     """Every note of a recipe, in the order they are shown (see the module docstring).
 
     ``summary``: the recipe's JSON with ``exponent_flags`` on its rows
     (:func:`bayesscale.recipe.output.flag_rows`); ``verdicts``: each fit's diagnostics by what
     it is (``"law fit"``, ``"pricing fit"``); ``within``: the factor the recipe was kept within
-    the data, if any; ``bounded``: ``(headline, unbounded, warn_beyond)`` when the headline is
-    the bounded recipe; ``where``: where the unbounded recipe is to be found.
+    the data, if any; ``bounded``: ``(headline, unbounded, reach)`` when the headline is
+    the bounded recipe; ``where``: where the unbounded recipe is to be found;
+    ``reach_source``: where the reach comes from.
     """
-    notes = [] if bounded is None else [bounded_caveat(*bounded, where=where)]
+    notes = [] if bounded is None else [bounded_caveat(*bounded, where=where, source=reach_source)]
     notes += [line for what, d in verdicts.items() for line in verdict(d, what)]
     notes += [
         line
@@ -80,23 +90,25 @@ def recipe_notes(
 def bounded_caveat(
     bounded: xr.Dataset,
     unbounded: xr.Dataset,
-    warn_beyond: float,
+    reach: Reach,
     where: str = UNBOUNDED_IN_PYTHON,
+    source: str = REACH_ASSUMED,
 ) -> str:
-    """The caveat of a bounded headline: how many rows, how far the unbounded recipe went, and
-    what to do; ``where`` says where the unbounded recipe is to be found."""
+    """The caveat of a bounded headline: how many rows, how far the unbounded recipe went, the
+    reach (one factor, or one per axis) and where it comes from (``source``), and what to do;
+    ``where`` says where the unbounded recipe is to be found."""
     beyond = bounded[names.BEYOND_DATA]
     worst = rows_worst(unbounded)
-    axes = ", ".join(f"{a} {times(f)}" for a, f in worst.items() if f > warn_beyond)
+    axes = ", ".join(f"{a} {times(f)}" for a, f in worst.items() if f > reach_factor(reach, a))
     return (
         f"in {int(beyond.sum())} of {beyond.size} (setting, budget) rows the unbounded recipe "
-        f"asks for more than {warn_beyond:g}x the largest swept value of an axis (up to: "
-        f"{axes}); those rows are the recipe within {warn_beyond:g}x of the data; {where}: "
-        "sweep further first, then refit"
+        f"asks for more than its reach ({reach_text(reach)}) times the largest swept value of "
+        f"an axis (up to: {axes}); those rows are the recipe within that reach of the data "
+        f"({source}); {where}: sweep further first, then refit"
     )
 
 
-def extrapolation_warning(summary: Mapping[str, Any], within: float | None) -> str | None:
+def extrapolation_warning(summary: Mapping[str, Any], within: Reach | None) -> str | None:
     """One line when rows of the recipe's JSON lie beyond its warning threshold (how many, the
     worst factor per axis, and what keeps the recipe inside the data), a note when the fit
     stores no swept range, else ``None``. ``within``: the ``--within-data`` factor, if any."""

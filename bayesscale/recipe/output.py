@@ -18,7 +18,14 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.core.intervals import DEFAULT_PROB, quantiles, tail_quantiles
-from bayesscale.data.extrapolation import WARN_FACTOR, beyond, check_threshold, outside
+from bayesscale.data.extrapolation import (
+    WARN_FACTOR,
+    beyond,
+    check_threshold,
+    outside,
+    reach_from_attr,
+    reach_json,
+)
 from bayesscale.recipe.draws import RecipeError
 
 # --- summaries --------------------------------------------------------------------------------
@@ -211,7 +218,9 @@ def flag_rows(summary: Mapping[str, Any], flags: Mapping[str, Mapping[str, str]]
 
 
 def _json_attr(value: object) -> object:
-    return None if value == "none" else float(value)  # type: ignore[arg-type]
+    """A ``within_data`` attribute as JSON: ``None``, the factor or an object per axis."""
+    reach = reach_from_attr(value)
+    return None if reach is None else reach_json(reach)
 
 
 class _Lookup:

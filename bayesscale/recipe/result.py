@@ -28,10 +28,10 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.core.intervals import DEFAULT_PROB
-from bayesscale.data.extrapolation import WARN_FACTOR
+from bayesscale.data.extrapolation import WARN_FACTOR, Reach, reach_json
 from bayesscale.data.fitfile import verdict
 from bayesscale.recipe.compute import compute_recipe
-from bayesscale.recipe.notes import UNBOUNDED_IN_PYTHON, recipe_notes
+from bayesscale.recipe.notes import REACH_ASSUMED, UNBOUNDED_IN_PYTHON, recipe_notes
 from bayesscale.recipe.output import exponent_flags, flag_rows, to_json
 from bayesscale.recipe.solve import recipe
 from bayesscale.recipe.vouched import headline_json, vouched_recipe
@@ -45,17 +45,21 @@ COST_COMPUTE = "compute"  # the cost model whose budget is FLOPs (recipe.compute
 @dataclass
 class RecipeResult:
     """A solved recipe: ``ds`` the headline's per-draw results (the recipe bounded to
-    ``warn_beyond`` times the data in the rows ``ds.beyond_data`` marks, when ``unbounded`` is
-    given), ``unbounded`` the recipe without that bound, ``within`` the factor the headline is
-    kept within the data (``None``: not bounded), ``notes`` what it cannot support."""
+    ``reach`` times the data in the rows ``ds.beyond_data`` marks, when ``unbounded`` is
+    given), ``unbounded`` the recipe without that bound, ``within`` the factor (one, or one per
+    axis) the headline is kept within the data (``None``: not bounded), ``reach`` how far the
+    headline may go and ``reach_source`` where that reach comes from, ``notes`` what it cannot
+    support."""
 
     ds: xr.Dataset
     unbounded: xr.Dataset | None
     warn_beyond: float
-    within: float | None
+    within: Reach | None
     flags: dict[str, dict[str, str]]
     verdicts: dict[str, Diagnostics]
     vouched: bool = True
+    reach: Reach = WARN_FACTOR
+    reach_source: str = REACH_ASSUMED
     notes: list[str] = field(default_factory=list)
     # to_json's summaries by prob: the notes, the command and the report read the same one
     _summaries: dict[float, dict[str, Any]] = field(default_factory=dict, repr=False)
@@ -80,7 +84,11 @@ class RecipeResult:
             far = (
                 None if self.unbounded is None else to_json(self.unbounded, prob, self.warn_beyond)
             )
-            summary = headline_json(summary, far, self.warn_beyond, self.ds.get(names.BEYOND_DATA))
+            summary = headline_json(summary, far, self.reach, self.ds.get(names.BEYOND_DATA))
+            summary["reach"] = {
+                "factor": reach_json(self.reach),
+                "source": self.reach_source,
+            }
         flag_rows(summary, self.flags)
         summary["fit_diagnostics"] = {
             what.replace(" ", "_"): d.to_dict() for what, d in self.verdicts.items()
@@ -96,6 +104,8 @@ def build_recipe(
     identification: Mapping[str, Any],
     vouched: bool = True,
     warn_beyond: float = WARN_FACTOR,
+    reach: Reach | None = None,
+    reach_source: str = REACH_ASSUMED,
     cost_model: str | None = None,
     where: str = UNBOUNDED_IN_PYTHON,
     **options: Any,
@@ -104,21 +114,24 @@ def build_recipe(
 
     ``verdicts``: each fit's diagnostics by what it is (``"law fit"``, ``"pricing fit"``);
     ``identification``: the law's (:func:`bayesscale.law.sensitivity.assess`); ``vouched``:
-    lead with the recipe bounded to ``warn_beyond`` times the data where the unbounded one
-    lies further (:func:`~bayesscale.recipe.vouched.vouched_recipe`); ``cost_model``:
+    lead with the recipe bounded to ``reach`` (default ``warn_beyond``; one factor, or one per
+    axis) times the data where the unbounded one lies further
+    (:func:`~bayesscale.recipe.vouched.vouched_recipe`), ``reach_source`` saying where the
+    reach comes from; ``cost_model``:
     ``"exact"`` (default), ``"linearised"`` or ``"compute"`` (``options`` then are
     :func:`~bayesscale.recipe.compute.compute_recipe`'s); other ``options`` are
     :func:`~bayesscale.recipe.solve.recipe`'s.
     """
     unbounded = None
+    reach = warn_beyond if reach is None else reach
     model: dict[str, Any] = {} if cost_model is None else {"cost_model": cost_model}
     if cost_model == COST_COMPUTE:
         ds = compute_recipe(fit, budgets, **options)
     elif vouched:
-        ds, unbounded = vouched_recipe(fit, budgets, warn_beyond=warn_beyond, **model, **options)
+        ds, unbounded = vouched_recipe(fit, budgets, reach=reach, **model, **options)
     else:
         ds = recipe(fit, budgets, **model, **options)
-    within = options.get("within_data") if unbounded is None else warn_beyond
+    within = options.get("within_data") if unbounded is None else reach
     result = RecipeResult(
         ds=ds,
         unbounded=unbounded,
@@ -127,12 +140,15 @@ def build_recipe(
         flags=exponent_flags(identification),
         verdicts=dict(verdicts),
         vouched=vouched and cost_model != COST_COMPUTE,
+        reach=reach,
+        reach_source=reach_source,
     )
     result.notes = recipe_notes(
         result.to_json(),
         verdicts=verdicts,
         within=within,
-        bounded=None if unbounded is None else (ds, unbounded, warn_beyond),
+        bounded=None if unbounded is None else (ds, unbounded, reach),
+        reach_source=reach_source,
         solver_failures=int(ds.attrs.get("decision_solver_failures", 0)),
         where=where,
     )

@@ -54,6 +54,7 @@ from bayesscale.core.geometric import (
     solve_posynomial,
 )
 from bayesscale.core.prices import Prices
+from bayesscale.data.extrapolation import Reach, reach_attr
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.law.posterior import LawDraws
 from bayesscale.recipe.baselines import baseline_units, budget_multiplier
@@ -200,7 +201,7 @@ def recipe(
     max_draws: int | None = None,
     decision: bool = True,
     multipliers: bool = True,
-    within_data: float | None = None,
+    within_data: Reach | None = None,
     cost_model: str = COST_EXACT,
     seed: int = 0,
 ) -> xr.Dataset:
@@ -208,7 +209,7 @@ def recipe(
 
     ``prices`` default to the paper's; ``pricing`` (a pricing fit) and/or ``kappa`` give
     discounts; ``bounds`` are in purchased units; ``within_data`` caps every axis at that many
-    times its largest swept value (:func:`~bayesscale.recipe.draws.bounds_within_data`);
+    times its largest swept value (one factor, or one per axis) (:func:`~bayesscale.recipe.draws.bounds_within_data`);
     ``cost_model`` is ``"exact"`` (money is what is bought, the default) or ``"linearised"``
     (the paper's convention, for reproduction: the per-draw allocation only, no decision);
     ``grow_axis`` is the trajectory-heavy baseline's growing axis (default ``traj`` if the fit
@@ -500,7 +501,7 @@ def _recipe_attrs(
     failures: int,
     fallbacks: int,
     anchor: Array,
-    within_data: float | None,
+    within_data: Reach | None,
 ) -> dict[str, object]:
     """The recipe's attrs: the cost model and prices, the discounts' source, the baselines'
     growing axis, the solvers' failures, the anchors, bounds and data cap."""
@@ -522,7 +523,7 @@ def _recipe_attrs(
         "bounds": json.dumps(
             {a: [lo[i], None if np.isinf(hi[i]) else hi[i]] for i, a in enumerate(axes)}
         ),
-        "within_data": "none" if within_data is None else float(within_data),
+        "within_data": reach_attr(within_data),
     }
 
 

@@ -1,11 +1,13 @@
 """The recipe the data vouch for: bounded to the swept range where the optimum lies beyond it.
 
 A law fitted over a 32x sweep says little about sizes far outside it. Where the recipe at a
-budget asks for more than ``warn_beyond`` times the largest swept value of some axis (or
-less than its smallest over that factor), :func:`vouched_recipe` leads with the recipe
-bounded to ``warn_beyond`` times the data (``within_data``) and keeps the unbounded one as a
-labelled extrapolation; :func:`headline_json` merges the two JSON summaries row by row, and
-says for each row beyond the data what to sweep next ("sweep further first").
+budget asks for more than its *reach* times the largest swept value of some axis,
+:func:`vouched_recipe` leads with the recipe bounded to that reach (``within_data``) and keeps
+the unbounded one as a labelled extrapolation; :func:`headline_json` merges the two JSON
+summaries row by row, and says for each row beyond the data what to sweep next ("sweep
+further first"). The reach is one factor for every axis (``warn_beyond``, an assumption) or one
+per axis: how far the fit's out-of-scale check found the law's coverage to hold
+(:mod:`bayesscale.checks.out_of_scale`, :meth:`bayesscale.fits.law.LawFit.reach`).
 
 >>> from bayesscale.recipe.synthetic import synthetic_fit
 >>> head, unbounded = vouched_recipe(synthetic_fit(draws=20, spread=0.0), [1e3], warn_beyond=4)
@@ -22,7 +24,7 @@ import numpy as np
 import xarray as xr
 
 from bayesscale import names
-from bayesscale.data.extrapolation import WARN_FACTOR, beyond
+from bayesscale.data.extrapolation import WARN_FACTOR, Reach, beyond, reach_factor, reach_text
 from bayesscale.formatting import format_number, times
 from bayesscale.recipe.solve import recipe
 
@@ -30,15 +32,23 @@ HEADLINE_WITHIN = "within the data"
 HEADLINE_EXTRAPOLATION = "extrapolation"
 
 
-def rows_beyond(ds: xr.Dataset, factor: float) -> xr.DataArray:
+def rows_beyond(ds: xr.Dataset, factor: Reach) -> xr.DataArray:
     """(setting, budget): whether the decision (else the per-draw optimum's median) asks for
-    more than ``factor`` times the largest swept value of some axis: what a cap at ``factor``
-    times the data changes. (A recipe below the swept minimum is no cap's business; the
-    extrapolation notes flag it.) All False when the fit stores no swept range."""
+    more than ``factor`` (one, or one per axis) times the largest swept value of some axis:
+    what a cap at ``factor`` times the data changes. (A recipe below the swept minimum is no
+    cap's business; the extrapolation notes flag it.) All False when the fit stores no swept
+    range."""
     if names.SWEPT_MAX not in ds:
         first = {names.CHAIN_DIM: 0, names.DRAW_DIM: 0}
         return xr.zeros_like(ds[names.SHADOW_PRICE].isel(first, drop=True), dtype=bool)
-    return xr.apply_ufunc(beyond, _over_max(ds), factor).any(names.AXIS_DIM)
+    over = _over_max(ds)
+    axes = over[names.AXIS_DIM]
+    limit = xr.DataArray(
+        [reach_factor(factor, str(a)) for a in axes.to_numpy()],
+        dims=names.AXIS_DIM,
+        coords={names.AXIS_DIM: axes},
+    )
+    return xr.apply_ufunc(beyond, over, limit).any(names.AXIS_DIM)
 
 
 def _over_max(ds: xr.Dataset) -> xr.DataArray:
@@ -60,31 +70,33 @@ def vouched_recipe(
     budgets: Sequence[float] | np.ndarray,
     *,
     warn_beyond: float = WARN_FACTOR,
+    reach: Reach | None = None,
     **options: Any,
 ) -> tuple[xr.Dataset, xr.Dataset | None]:
     """The headline recipe and, where it differs, the unbounded one.
 
     Runs :func:`~bayesscale.recipe.solve.recipe` unbounded; if the decision of some (setting,
-    budget) row asks for more than ``warn_beyond`` times the largest swept value of an axis,
-    runs it again with every axis capped there and returns ``(headline, unbounded)``: the
-    headline holds the bounded recipe in those rows and the unbounded one (its draws
-    untouched by any cap) in the others; else ``(unbounded, None)``. A ``within_data`` in
-    ``options`` is the user's own cap: then the recipe runs once, as asked. The headline's
-    attrs say which (``headline``), and its variable ``beyond_data`` (setting, budget) marks
-    the bounded rows.
+    budget) row asks for more than ``reach`` (default ``warn_beyond``; one factor, or one per
+    axis) times the largest swept value of an axis, runs it again with every axis capped at its
+    reach and returns ``(headline, unbounded)``: the headline holds the bounded recipe in those
+    rows and the unbounded one (its draws untouched by any cap) in the others; else
+    ``(unbounded, None)``. A ``within_data`` in ``options`` is the user's own cap: then the
+    recipe runs once, as asked. The headline's attrs say which (``headline``), and its variable
+    ``beyond_data`` (setting, budget) marks the bounded rows.
     """
     if options.get("within_data") is not None:
         ds = recipe(fit, budgets, **options)
-        ds.attrs["headline"] = f"within {options['within_data']:g}x the data (as asked)"
+        ds.attrs["headline"] = f"within {reach_text(options['within_data'])} the data (as asked)"
         return ds, None
     options.pop("within_data", None)
+    reach = warn_beyond if reach is None else reach
     unbounded = recipe(fit, budgets, **options)
-    far = rows_beyond(unbounded, warn_beyond)
+    far = rows_beyond(unbounded, reach)
     unbounded[names.BEYOND_DATA] = far
     if not bool(far.any()):
         unbounded.attrs["headline"] = HEADLINE_WITHIN
         return unbounded, None
-    bounded = recipe(fit, budgets, within_data=warn_beyond, **options)
+    bounded = recipe(fit, budgets, within_data=reach, **options)
     head = bounded.copy()
     for name, var in bounded.data_vars.items():
         dims = set(var.dims)
@@ -93,36 +105,42 @@ def vouched_recipe(
     head[names.BEYOND_DATA] = far
     head.attrs["headline"] = (
         f"{HEADLINE_WITHIN}: in {int(far.sum())} of {far.size} (setting, budget) rows the "
-        f"unbounded decision asks for more than {warn_beyond:g}x the largest swept value of "
-        f"an axis, and those rows are the recipe with every axis at most {warn_beyond:g}x it; "
-        "the others are the unbounded recipe"
+        f"unbounded decision asks for more than the reach ({reach_text(reach)}) times the "
+        "largest swept value of an axis, and those rows are the recipe with every axis within "
+        "its reach; the others are the unbounded recipe"
     )
     unbounded.attrs["headline"] = HEADLINE_EXTRAPOLATION
     return head, unbounded
 
 
 def sweep_targets(
-    rows: Sequence[dict[str, Any]], warn_factor: float
+    rows: Sequence[dict[str, Any]], reach: Reach
 ) -> dict[str, tuple[float, float, float]]:
-    """Over rows of a recipe's JSON, per axis beyond the data: how far a sweep must reach for
-    every row to lie within ``warn_factor`` of it, ``(needed, swept_min, swept_max)``; a needed
-    value below the swept minimum means sweeping down.
+    """Over rows of a recipe's JSON, per axis beyond the reach (one factor, or one per axis)
+    or the warning threshold: how far a sweep must reach for every row to lie within its
+    reach of it, ``(needed, swept_min, swept_max)``; a needed value below the swept minimum
+    means sweeping down.
 
     >>> sweep_targets([{"extrapolation": {"beyond": ["env"], "axes": {"env": {
     ...     "swept_max": 256.0, "decision_over_max": 17.0, "swept_min": 8.0}}}}], 4.0)
     {'env': (1088.0, 8.0, 256.0)}
+    >>> sweep_targets([{"extrapolation": {"beyond": [], "axes": {"traj": {
+    ...     "swept_max": 64.0, "decision_over_max": 3.0, "swept_min": 2.0}}}}], {"traj": 1.0})
+    {'traj': (192.0, 2.0, 64.0)}
     """
     out: dict[str, tuple[float, float, float]] = {}
     for row in rows:
         extent = row.get("extrapolation") or {}
-        for axis in extent.get("beyond", []):
-            e = extent["axes"][axis]
+        for axis, e in extent.get("axes", {}).items():
             factor = _row_over_max(e)
-            if factor is None:
+            f = reach_factor(reach, axis)
+            if factor is None or not np.isfinite(f):
+                continue
+            if axis not in extent.get("beyond", []) and not bool(beyond(factor, f)):
                 continue
             wanted = factor * float(e["swept_max"])
             lo, hi = float(e["swept_min"]), float(e["swept_max"])
-            needed = wanted / warn_factor if wanted > hi else wanted * warn_factor
+            needed = wanted / f if wanted > hi else wanted * f
             if axis in out:
                 old = out[axis][0]
                 needed = max(old, needed) if needed > hi else min(old, needed)
@@ -154,11 +172,11 @@ def sweep_further_text(targets: dict[str, tuple[float, float, float]]) -> str:
 def headline_json(
     head: dict[str, Any],
     unbounded: dict[str, Any] | None,
-    warn_factor: float,
+    reach: Reach,
     bounded_rows: xr.DataArray | None = None,
 ) -> dict[str, Any]:
     """The JSON summary of the headline recipe, each row marked ``within_data`` (whether it
-    stays within ``warn_factor`` of the swept range on every axis). The rows that
+    stays within the warning threshold of the swept range on every axis). The rows that
     ``bounded_rows`` (the headline's ``beyond_data``) marks carry the unbounded row as
     ``extrapolation_recipe`` and ``sweep_further``: what to sweep first. Modifies and returns
     ``head``."""
@@ -174,7 +192,7 @@ def headline_json(
         if capped and far is not None:
             row["within_data"] = False
             row["extrapolation_recipe"] = far
-            row["sweep_further"] = sweep_further_text(sweep_targets([far], warn_factor))
+            row["sweep_further"] = sweep_further_text(sweep_targets([far], reach))
         else:
             extent = row.get("extrapolation") or {}
             row["within_data"] = not extent.get("beyond")

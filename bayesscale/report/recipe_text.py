@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bayesscale.data.extrapolation import reach_text
 from bayesscale.formatting import format_number, times
 from bayesscale.formatting import money as money_text
 from bayesscale.recipe.notes import discount_note, price_unit_note
@@ -43,7 +44,8 @@ def format_recipe(summary: dict[str, Any]) -> str:
     lines = _header_lines(summary)
     lines.append("")
     for row in summary["results"]:
-        lines += _row_lines(row, summary["currency"], summary.get("extrapolation_warn_factor"))
+        reach = _reach(summary, summary.get("extrapolation_warn_factor"))
+        lines += _row_lines(row, summary["currency"], reach)
     return "\n".join(lines)
 
 
@@ -75,7 +77,7 @@ def _header_lines(summary: dict[str, Any]) -> list[str]:
             f"{a} [{lo:g}, {'inf' if hi is None else f'{hi:g}'}]"
             for a, (lo, hi) in summary["bounds"].items()
         )
-        + (f" (within {within:g}x the largest swept values)" if within else ""),
+        + (f" (within {reach_text(within)} the largest swept values)" if within else ""),
         f"intervals: median [{pct}% equal-tailed] over posterior draws",
         f"x swept max: the decision (else the optimum's median) in {UNITS_BOUGHT} over the "
         f"largest value of the axis in the setting's data; ! = more than {warn:g}x outside the "
@@ -94,22 +96,30 @@ def _header_lines(summary: dict[str, Any]) -> list[str]:
             "or may lean, on the prior"
         )
     if summary.get("headline") == "bounded to the data":
+        reach = _reach(summary, warn)
         lines.append(
-            f"headline: what the data vouch for. Where the unbounded recipe lies more than "
-            f"{warn:g}x outside the swept range, the table is the recipe bounded to {warn:g}x "
-            "the largest swept values, and the unbounded one follows it as an extrapolation"
+            f"headline: what the data vouch for. Where the unbounded recipe lies beyond the reach "
+            f"({reach}) times the largest swept values, the table is the recipe bounded there, "
+            "and the unbounded one follows it as an extrapolation; reach: "
+            + (summary.get("reach") or {}).get("source", "assumed")
         )
     return lines
 
 
-def _row_lines(row: dict[str, Any], cur: str, warn: float | None) -> list[str]:
+def _reach(summary: dict[str, Any], warn: float | None) -> str:
+    """The headline's reach as text (``4x``; ``env 4x, task 4x, traj 2x``)."""
+    factor = (summary.get("reach") or {}).get("factor", warn)
+    return "n/a" if factor is None else reach_text(factor)
+
+
+def _row_lines(row: dict[str, Any], cur: str, reach: str) -> list[str]:
     """One (setting, budget) row's table and the lines under it, ending with a blank line."""
     from bayesscale.law.sensitivity import MARKERS
 
     lines: list[str] = []
     mark = ""
     if row.get("within_data") is False and "extrapolation_recipe" in row:
-        mark = f"  |  bounded to {warn:g}x the data"
+        mark = f"  |  bounded to the reach ({reach}) of the data"
     elif row.get("within_data"):
         mark = "  |  within the data"
     lines.append(f"== {row['setting']}  |  budget {money_text(row['budget'])} {cur}{mark}")

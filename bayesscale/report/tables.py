@@ -38,7 +38,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.atomic import write_atomically
-from bayesscale.data.extrapolation import WARN_FACTOR, beyond, outside
+from bayesscale.data.extrapolation import WARN_FACTOR, beyond, outside, reach_from_attr, reach_text
 from bayesscale.formatting import INFINITY_MD, format_number, times
 
 if TYPE_CHECKING:
@@ -677,9 +677,13 @@ def _recipe_caption(
             "units bought (a synthetic unit counts as one, before its discount); a power law "
             "says little that far beyond the range it was fitted on."
         )
-    within = ds.attrs.get("within_data", "none")
-    if within != "none":
-        caption += f" Every axis bounded at {float(within):g}x its largest swept value."
+    within = reach_from_attr(ds.attrs.get("within_data", "none"))
+    if isinstance(within, float):
+        caption += f" Every axis bounded at {within:g}x its largest swept value."
+    elif within is not None:
+        caption += (
+            f" Each axis bounded at its reach times its largest swept value: {reach_text(within)}."
+        )
     return caption
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from testdata import REFERENCE
 
 import bayesscale as bs
 from bayesscale import names
@@ -59,7 +60,8 @@ def test_a_loaded_law_fit_answers_as_the_functions_do(law_fit, tmp_path) -> None
     with pytest.warns(bs.CaveatWarning) as warned:  # pytest.warns(match=) re-raises the rest
         ours = fit.recipe([1e5], summarize=True, max_draws=40)
     assert [str(w.message) for w in warned] == ours.attrs["caveats"].splitlines()
-    assert "more than 4x the largest swept value" in ours.attrs["caveats"]
+    assert "more than its reach (4x) times the largest swept value" in ours.attrs["caveats"]
+    assert "an assumed reach" in ours.attrs["caveats"]  # the fit stores no out-of-scale check
     # By default the recipe the data vouch for: 1e5 USD buys more than 4x the swept
     # environments in every setting, so it is the recipe bounded to 4x the data, every row
     # marked, and the caveat leads with it.
@@ -70,8 +72,8 @@ def test_a_loaded_law_fit_answers_as_the_functions_do(law_fit, tmp_path) -> None
     xr.testing.assert_equal(ours[names.BEYOND_DATA], beyond.rename(names.BEYOND_DATA))
     n, first = beyond.size, str(warned[0].message)
     assert first.startswith(
-        f"in {n} of {n} (setting, budget) rows the unbounded recipe asks for more than 4x the "
-        "largest swept value of an axis"
+        f"in {n} of {n} (setting, budget) rows the unbounded recipe asks for more than its "
+        "reach (4x) times the largest swept value of an axis"
     )
     theirs = summarize(recipe(law_fit, [1e5], max_draws=40, within_data=4))
     xr.testing.assert_allclose(ours[names.ALLOCATION], theirs[names.ALLOCATION])
@@ -233,8 +235,8 @@ def test_results_say_what_they_cannot_support(tmp_path, capsys) -> None:
     assert messages == ds.attrs["caveats"].splitlines()
     # far beyond the data, the result is the recipe bounded to 4x the data, and says so first
     assert messages[0].startswith(
-        "in 2 of 2 (setting, budget) rows the unbounded recipe asks for more than 4x the "
-        "largest swept value of an axis"
+        "in 2 of 2 (setting, budget) rows the unbounded recipe asks for more than its reach "
+        "(4x) times the largest swept value of an axis"
     )
     assert "sweep further first" in messages[0] and bool(ds[names.BEYOND_DATA].all())
     verdict = messages[1]
@@ -247,7 +249,9 @@ def test_results_say_what_they_cannot_support(tmp_path, capsys) -> None:
     # the command names the failed fit first (a warning with its path), states the bound in
     # its table (each row's headline) and in a note saying where the unbounded recipe is; the
     # other notes are the Python caveats', word for word
-    assert captured.out.count("budget 100,000,000 USD  |  bounded to 4x the data") == 2
+    assert (
+        captured.out.count("budget 100,000,000 USD  |  bounded to the reach (4x) of the data") == 2
+    )
     warning, bound, *rest = captured.err.splitlines()
     assert warning == f"bayesscale recipe: warning: {path}: {verdict.removeprefix('law fit: ')}"
     assert bound == "bayesscale recipe: " + messages[0].replace(
@@ -334,3 +338,23 @@ def test_compare_forms_takes_paths_frames_and_tables(monkeypatch: pytest.MonkeyP
     bad = pd.read_csv(lab / "heldout.csv").drop(columns=[names.SUCCESSES])
     with pytest.raises(ValueError, match=r"<DataFrame>: missing column\(s\) 'successes'"):
         bs.compare_forms(lab / "observations.csv", heldout=bad)
+
+
+def test_arviz_loo_reads_the_reference_fit_itself(law_fit) -> None:
+    """Every sampled fit stores its pointwise log-likelihood (float32 above 2 million values, as
+    the reference fit's 3 million), so ArviZ's own ``loo`` reads the fit's tree; float32 moves
+    the elpd by far less than its standard error."""
+    from arviz_stats import loo
+
+    from bayesscale.law.inference import LOG_LIKELIHOOD_FLOAT64_MAX_VALUES
+
+    log_lik = law_fit[names.LOG_LIKELIHOOD_GROUP][names.OUTCOME]
+    assert log_lik.dtype == np.float32 and log_lik.size > LOG_LIKELIHOOD_FLOAT64_MAX_VALUES
+    stored = loo(law_fit)
+    without = law_fit.copy()
+    del without[names.LOG_LIKELIHOOD_GROUP]
+    fit = bs.LawFit(without)
+    computed = fit.loo(
+        bs.load_observations(REFERENCE / "observations.csv", fit.spec)
+    )  # float64, computed from the table
+    assert abs(stored.elpd - computed.elpd) < 1e-3 * stored.se

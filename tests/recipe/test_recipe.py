@@ -895,7 +895,7 @@ def test_cli_states_units_extrapolation_and_one_number_format(
     # (the synthetic fit's own diagnostics verdict is the one warning: it goes to stderr)
     warned = [line for line in captured.err.splitlines() if "warning" in line]
     assert all("DIAGNOSTICS FAILED" in line for line in warned)
-    assert text.count("budget 1,000,000 USD  |  bounded to 4x the data") == 2
+    assert text.count("budget 1,000,000 USD  |  bounded to the reach (4x) of the data") == 2
     assert text.count("EXTRAPOLATION, not vouched for by the data") == 2
     assert "within 4x the largest swept values" in text
     for g in range(2):

@@ -4,6 +4,8 @@ every other row is the unbounded recipe, its draws untouched by any cap."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -73,3 +75,30 @@ def test_a_cap_of_ones_own_is_used_as_given(fit) -> None:
     xr.testing.assert_identical(
         head[names.ALLOCATION], recipe(fit, BUDGETS, within_data=2.0)[names.ALLOCATION]
     )
+
+
+def test_a_reach_per_axis_bounds_each_axis_at_its_own_factor(fit) -> None:
+    """With a reach per axis (the out-of-scale check's), a row is bounded where the decision
+    passes the reach of any axis, and the bounded recipe caps each axis at its own reach."""
+    reach = {"env": 1.0, "task": 4.0, "traj": 4.0}
+    budgets = [*BUDGETS, 4e3]  # 4e3 buys about twice the swept environments
+    head, unbounded = vouched_recipe(fit, budgets, reach=reach)
+    assert unbounded is not None
+    plain = recipe(fit, budgets)
+    over = plain[names.DECISION_EXTRAPOLATION]
+    limit = xr.DataArray(
+        [1.0, 4.0, 4.0], dims=names.AXIS_DIM, coords={names.AXIS_DIM: ["env", "task", "traj"]}
+    )
+    expected = (over > limit * (1 + 1e-9)).any(names.AXIS_DIM)
+    np.testing.assert_array_equal(head[names.BEYOND_DATA], expected)
+    # 4e3 buys more environments than were swept: bounded under a 1x env reach, not under 4x
+    assert bool(expected.sel({names.BUDGET_DIM: 4e3}).all())
+    assert not bool(rows_beyond(plain, 4.0).sel({names.BUDGET_DIM: 4e3}).any())
+    capped = head[names.DECISION].where(head[names.BEYOND_DATA])
+    ratio = capped / head[names.SWEPT_MAX]
+    assert float(ratio.sel({names.AXIS_DIM: "env"}).max()) <= 1.0 + 1e-9
+    assert float(ratio.sel({names.AXIS_DIM: ["task", "traj"]}).max()) <= 4.0 + 1e-9
+    assert json.loads(head.attrs["within_data"]) == reach
+    summary = headline_json(to_json(head), to_json(unbounded), reach, head[names.BEYOND_DATA])
+    bounded = [r for r in summary["results"] if r["within_data"] is False]
+    assert bounded and all("env to >=" in r["sweep_further"] for r in bounded if r["budget"] == 4e3)

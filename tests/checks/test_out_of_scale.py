@@ -1,0 +1,114 @@
+"""The out-of-scale check (bayesscale.checks.out_of_scale): which axes a design lets it test,
+its per-bucket coverage test, and the fit that stores it (``bayesscale fit --out-of-scale``):
+the reach it reads back, the summary that shows it, the recipe bounded there."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from testdata import REFERENCE, small_reference_frame
+
+import bayesscale as bs
+from bayesscale import names
+from bayesscale.checks.crossval import CrossvalError, LeaveOut
+from bayesscale.checks.out_of_scale import bucket_records, rules, threshold
+from bayesscale.cli import main
+from bayesscale.data.observations import load_observations
+from bayesscale.data.spec import load_spec
+from bayesscale.law.reach import HOLDS, INSIDE, MAX_RATIO, ROWS, reach, records
+
+
+def test_a_leave_out_above_a_value_removes_the_larger_scales() -> None:
+    spec = load_spec()
+    table = load_observations(REFERENCE / "observations.csv", spec)
+    mask, matched = LeaveOut.parse("rollouts>16").mask(table, spec)
+    np.testing.assert_array_equal(mask, table.frame["rollouts"].to_numpy() > 16)
+    assert matched == "rollouts>16" and 0 < mask.sum() < mask.size
+    with pytest.raises(CrossvalError, match="COLUMN>VALUE needs a numeric column"):
+        LeaveOut.parse("domain>swe").mask(table, spec)
+    with pytest.raises(CrossvalError, match="no row has rollouts>64"):
+        LeaveOut.parse("rollouts>64").mask(table, spec)
+
+
+def test_the_threshold_keeps_enough_values_and_leaves_about_four_times_out() -> None:
+    assert threshold([8, 16, 32, 64, 128, 256]) == 64.0  # 256 / 4
+    assert threshold([2, 4, 8, 16, 32, 64]) == 16.0
+    assert threshold([6, 8, 10, 14, 18, 24]) == 10.0  # 24 / 4 = 6 keeps one: three are kept
+    assert np.isnan(threshold([10, 20, 40]))  # nothing left to leave out
+
+
+def test_an_axis_whose_largest_scales_anchor_another_sweep_cannot_be_tested() -> None:
+    """The reference sweeps one axis at a time, the env sweep at the largest task count and the
+    task sweep at the largest env count: leaving either's top out leaves the other one value.
+    The rollout sweep runs at 8 rollouts, inside the range, so its top can be left out."""
+    spec = load_spec()
+    for path in (REFERENCE / "observations.csv", "data/lab/observations.csv"):
+        table = load_observations(path, spec)
+        usable, untested = rules(table, spec)
+        assert set(usable) | set(untested) == {"env", "task", "traj"}
+    table = load_observations(REFERENCE / "observations.csv", spec)
+    usable, untested = rules(table, spec)
+    assert usable == {"traj": "rollouts>16"}
+    assert untested["env"] == (
+        "without n_envs>64 the task axis keeps 1 value(s) (10240): its sweep runs at the "
+        "largest n_envs"
+    )
+    assert "the env axis keeps 1 value(s) (256)" in untested["task"]
+
+
+def test_bucket_records_count_the_rows_inside_per_ratio_bucket() -> None:
+    ratio = [1.0, 1.5, 2.0, 2.0, 3.0, 4.0, 4.0, 6.0]
+    covered = [False, True, True, False, True, True, True, False]
+    check = pd.DataFrame(
+        {
+            "traj" + names.OVER_MAX_SUFFIX: ratio,
+            names.COVERED: covered,
+            names.OBSERVED: 0.5,
+            names.LOWER: 0.4,
+            names.UPPER: 0.6,
+        }
+    )
+    frame = bucket_records(check, "traj", "rollouts>16", 0.9)
+    assert frame["bucket"].tolist() == ["<=2x", "2-4x", "4-8x"]  # the row at 1x is inside
+    assert frame[ROWS].tolist() == [3, 3, 1]
+    assert frame[INSIDE].tolist() == [2, 3, 0]
+    assert frame[MAX_RATIO].tolist() == [2.0, 4.0, 6.0]
+    # 2 of 3 and 0 of 1 are within chance of 90% (two-sided binomial), 3 of 3 too
+    assert frame[HOLDS].tolist() == [1, 1, 1]
+
+
+def test_a_fit_stores_its_out_of_scale_check_and_the_recipe_is_bounded_at_its_reach(
+    tmp_path, capsys
+) -> None:
+    obs = tmp_path / "obs.csv"
+    small_reference_frame().to_csv(obs, index=False)
+    path = tmp_path / "law.nc"
+    args = ["fit", str(obs), "--out", str(path), "--out-of-scale", "--quiet"]
+    args += ["--draws", "200", "--tune", "200", "--chains", "2", "--seed", "3"]
+    main(args)
+    err = capsys.readouterr().err
+    assert "out-of-scale check" in err and "traj: reach" in err
+    fit = bs.load(path)
+    evidence = fit.out_of_scale
+    assert evidence is not None
+    frame = records(evidence)
+    # every left-out row (rollouts > 16, beyond the refit's 16) is counted in one bucket
+    held = small_reference_frame()["rollouts"] > 16
+    assert frame[ROWS].sum() == held.sum() and set(frame["axis"]) == {"traj"}
+    assert fit.reach == reach(evidence) == {"traj": 1.0}  # 6 rows a bucket: too few to vouch
+    assert "Out of scale" in fit.summary_text() and "traj: reach 1x" in fit.summary_text()
+    assert fit.summary()["out_of_scale"]["reach"] == {"traj": 1.0}
+    # the recipe's headline is bounded at the measured reach on traj, the assumed 4x elsewhere
+    result = fit.recipe_result([1e5], max_draws=20)
+    assert result.reach == {"env": 4.0, "task": 4.0, "traj": 1.0}
+    assert "out-of-scale check measured" in result.reach_source
+    assert "env, task could not be tested" in result.reach_source
+    summary = result.to_json()
+    assert summary["reach"]["factor"] == {"env": 4.0, "task": 4.0, "traj": 1.0}
+    head = result.ds
+    swept = head[names.SWEPT_MAX].sel({names.AXIS_DIM: "traj"})
+    bounded = head[names.BEYOND_DATA]
+    traj = head[names.DECISION].sel({names.AXIS_DIM: "traj"}).where(bounded)
+    assert bool(bounded.any()) and float((traj / swept).max()) <= 1.0 + 1e-9
+    assert "its reach (env 4x, task 4x, traj 1x)" in result.notes[0]
