@@ -1,7 +1,7 @@
 """Which law form holds beyond the sweep: each form's PSIS-LOO and out-of-scale scores, and
 their stacking weights.
 
-For each candidate form ``f`` (:mod:`bayesscale.core.forms`; ``power``, ``offset_power``),
+For each candidate form ``f`` (:mod:`bayesscale.core.forms`: ``power``, ``offset_power``, ``saturating``),
 the spec with ``f`` on every axis (:func:`bayesscale.data.spec.with_form`) is
 
 * fitted to the whole table: its PSIS-LOO ``elpd`` (within the sweep);

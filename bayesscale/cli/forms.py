@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--forms",
         default="power,offset_power",
-        help="comma-separated forms to compare (default power,offset_power)",
+        help="comma-separated forms to compare, of power, offset_power and saturating "
+        "(default power,offset_power)",
     )
     parser.add_argument(
         "--leave-out",

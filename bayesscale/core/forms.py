@@ -21,9 +21,10 @@ shape): a plateau ``A (1 + e^{-beta m})`` at small sizes, zero at large ones (th
 **Priors** (what the model builders give these parameters; per axis, pooled across settings
 as the exponents are): ``alpha`` the axis's ``exponent`` prior (``LogNormal``, spec); the
 knee ``k ~ HalfNormal(1)`` (in units of ``D_ref``: mass at 0, the power law; a knee beyond
-``D_ref`` flattens the lower half of the sweep); the steepness ``beta ~ LogNormal(log 0.5,
-0.75)`` (a term falling by a factor ``e`` over ``2/beta`` e-folds of size near the midpoint);
-the midpoint ``m ~ Normal(0, 2)`` (within about ``e^{±4}``, 55x, of ``D_ref``, 95% a priori).
+``D_ref`` flattens the lower half of the sweep); the steepness ``beta`` takes the place of the
+exponent (the same prior and pooling: far above the midpoint the term is a power law of
+exponent ``beta``); the midpoint ``m ~ Normal(0, 2)`` (within about ``e^{±4}``, 55x, of
+``D_ref``, 95% a priori), one per axis.
 
 Example
 -------
@@ -47,6 +48,7 @@ POWER: Final = "power"
 OFFSET_POWER: Final = "offset_power"
 SATURATING: Final = "saturating"
 KNEE_PRIOR_SCALE: Final = 1.0  # the knee k = D0 / D_ref ~ HalfNormal(KNEE_PRIOR_SCALE)
+MIDPOINT_PRIOR_SCALE: Final = 2.0  # the midpoint m = log(D_mid / D_ref) ~ Normal(0, this)
 # parameter names (each form's term takes them as keyword arguments)
 AMPLITUDE, ALPHA, KNEE, STEEPNESS, MIDPOINT = "amplitude", "alpha", "knee", "steepness", "midpoint"
 
@@ -161,7 +163,7 @@ FORMS: Final[Mapping[str, Form]] = {
         (AMPLITUDE, STEEPNESS, MIDPOINT),
         {
             AMPLITUDE: _AMPLITUDE_PRIOR,
-            STEEPNESS: "LogNormal(log 0.5, 0.75)",
+            STEEPNESS: _ALPHA_PRIOR + ", as the steepness",
             MIDPOINT: "Normal(0, 2), log(D_mid / D_ref)",
         },
         _saturating,

@@ -55,14 +55,19 @@ def axis_terms(
     amplitude: ArrayLike,
     alpha: ArrayLike,
     knee: ArrayLike | None = None,
+    midpoint: ArrayLike | None = None,
 ) -> Array:
     """Sum over the last axis of each axis's term at ``x = log(D / D_ref)``: ``A e^(-alpha x)``
     on a power axis, the offset power ``A ((e^x + k)/(1 + k))^(-alpha)`` (knee ``k``, ``(..., A)``
-    with any value on power axes) on an offset-power one (:mod:`bayesscale.core.forms`).
+    with any value on other axes) on an offset-power one, the logistic
+    ``A (1 + e^(-alpha m)) / (1 + e^(alpha (x - m)))`` (steepness ``alpha``, midpoint ``m``,
+    ``(..., A)``) on a saturating one (:mod:`bayesscale.core.forms`).
 
     >>> x = np.log([2.0, 4.0])  # D = 2 D_ref and 4 D_ref; knee 1 on the offset axis
     >>> float(axis_terms(["power", "offset_power"], x, [1.0, 1.0], [1.0, 1.0], [0.0, 1.0]))
     0.9
+    >>> float(axis_terms(["saturating"], [0.0], [0.3], [2.0], midpoint=[1.0]))  # A at D_ref
+    0.3
     """
     x = np.asarray(log_x, dtype=float)
     amp = np.broadcast_to(np.asarray(amplitude, dtype=float), x.shape)
@@ -71,14 +76,46 @@ def axis_terms(
     for i, name in enumerate(axis_forms):
         if name == forms.POWER:
             total = total + amp[..., i] * np.exp(-a[..., i] * x[..., i])
-            continue
-        if name != forms.OFFSET_POWER or knee is None:
-            raise ValueError(f"axis {i}: form {name!r} has no reader (power, offset_power)")
-        k = np.broadcast_to(np.asarray(knee, dtype=float), x.shape)[..., i]
-        total = total + forms.form(name).term(
-            x[..., i], amplitude=amp[..., i], alpha=a[..., i], knee=k
-        )
+        elif name == forms.OFFSET_POWER and knee is not None:
+            k = np.broadcast_to(np.asarray(knee, dtype=float), x.shape)[..., i]
+            total = total + forms.form(name).term(
+                x[..., i], amplitude=amp[..., i], alpha=a[..., i], knee=k
+            )
+        elif name == forms.SATURATING and midpoint is not None:
+            m = np.broadcast_to(np.asarray(midpoint, dtype=float), x.shape)[..., i]
+            total = total + forms.form(name).term(
+                x[..., i], amplitude=amp[..., i], steepness=a[..., i], midpoint=m
+            )
+        else:
+            raise ValueError(
+                f"axis {i}: form {name!r} needs its shape parameter (offset_power: knee; "
+                "saturating: midpoint)"
+            )
     return total
+
+
+def amplitude_widening(
+    axis_forms: Sequence[str],
+    alpha: ArrayLike,
+    knee: ArrayLike | None = None,
+    midpoint: ArrayLike | None = None,
+) -> Array:
+    """Per axis, a term's amplitude at ``D_ref`` over ``s / alpha`` (``s = -dT/dlog D`` there,
+    the slope the model samples): 1 on a power axis, ``1 + k`` on an offset-power one,
+    ``1 + e^(alpha m)`` on a saturating one; broadcast like ``alpha`` (``(..., A)``).
+
+    >>> amplitude_widening(["power", "saturating"], [0.5, 1.0], midpoint=[0.0, 0.0]).tolist()
+    [1.0, 2.0]
+    """
+    a = np.asarray(alpha, dtype=float)
+    out = np.ones(a.shape)
+    for i, name in enumerate(axis_forms):
+        if name == forms.OFFSET_POWER and knee is not None:
+            out[..., i] = 1.0 + np.broadcast_to(np.asarray(knee, dtype=float), a.shape)[..., i]
+        elif name == forms.SATURATING and midpoint is not None:
+            m = np.broadcast_to(np.asarray(midpoint, dtype=float), a.shape)[..., i]
+            out[..., i] = 1.0 + np.exp(a[..., i] * m)
+    return out
 
 
 def size_term(

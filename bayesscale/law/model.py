@@ -19,7 +19,12 @@ or, for a continuous loss, ``log loss_i ~ StudentT(nu, log L_i, sigma)``. An axi
 says ``form = "offset_power"`` has the term ``s (1 + k) (u^{-alpha} - 1) / alpha`` with
 ``u = (D/D_ref + k) / (1 + k)`` and a knee ``k = D_0 / D_ref ~ HalfNormal(1)`` per axis
 (:mod:`bayesscale.core.forms`; ``k = 0`` is the power law), and amplitude ``A = s (1 + k) /
-alpha``. This is the law
+alpha``. An axis with ``form = "saturating"`` has the logistic term in log size, its
+per-setting exponent the steepness ``beta`` and a midpoint ``m = log(D_mid / D_ref) ~
+Normal(0, 2)`` per axis: ``s (q_0 - q) / (beta q_0 (1 - q_0))`` with ``q = sigmoid(beta (x -
+m))``, ``q_0 = sigmoid(-beta m)``, ``x = log(D / D_ref)``, and amplitude ``A = s / (beta
+q_0)``: a plateau at small sizes, a power law of exponent ``beta`` far above the midpoint.
+This is the law
 ``L = L_inf + E N^-alpha_N + sum_a A_a D_a^-alpha_a`` rewritten in the quantities a sweep
 pins down: the level ``c`` at the reference point and the slopes ``s = A alpha`` there
 (DESIGN.md: amplitudes at a reference scale). The floor and amplitudes are derived; the
@@ -63,7 +68,9 @@ SETTING = names.SETTING_DIM
 GROUP_LEVEL_SUFFIX = "_z"  # non-centred standard-normal deviations: ``alpha_z``, ``slope_z``, ...
 KNEE = names.KNEE
 KNEE_AXIS_DIM = names.KNEE_AXIS_DIM
-FITTED_FORMS = (forms.POWER, forms.OFFSET_POWER)
+MIDPOINT = names.MIDPOINT
+MIDPOINT_AXIS_DIM = names.MIDPOINT_AXIS_DIM
+FITTED_FORMS = (forms.POWER, forms.OFFSET_POWER, forms.SATURATING)
 
 __all__ = [
     "build_law_model",
@@ -103,10 +110,10 @@ def build_law_model(design: Design) -> pm.Model:
             )
     with pm.Model(coords=design.coords()) as model:
         log_alpha_pop, log_alpha, alpha = _exponents(design)
-        knee = _knees(design)
-        log_slope, amplitude = _slopes(design, log_alpha_pop, log_alpha, knee)
+        shape = _Shape(design, _knees(design), _midpoints(design))
+        log_slope, amplitude = _slopes(design, log_alpha_pop, log_alpha, shape)
         level, floor = _level_and_floor(design, amplitude)
-        loss = _law_at_cells(design, cells, alpha, log_slope, level, floor, knee)
+        loss = _law_at_cells(design, cells, alpha, log_slope, level, floor, shape)
         observe(loss, cells.index, design, spec)
     return model
 
@@ -150,15 +157,69 @@ def _knees(design: Design) -> pt.TensorVariable | None:
     return pt.set_subtensor(pt.zeros(len(spec.axes))[np.asarray(offset)], knee)
 
 
+def _midpoints(design: Design) -> pt.TensorVariable | None:
+    """The midpoints ``m_a = log(D_mid,a / D_ref,a) ~ Normal(0, 2)`` of the saturating axes
+    (one per axis, shared by the settings), as an ``(axes,)`` vector with 0 elsewhere;
+    ``None`` when no axis has the saturating form."""
+    spec = design.spec
+    saturating = [i for i, a in enumerate(spec.axes) if a.form == forms.SATURATING]
+    if not saturating:
+        return None
+    model = pm.modelcontext(None)
+    model.add_coord(MIDPOINT_AXIS_DIM, [spec.axes[i].name for i in saturating])
+    midpoint = pm.Normal(MIDPOINT, 0.0, forms.MIDPOINT_PRIOR_SCALE, dims=MIDPOINT_AXIS_DIM)
+    return pt.set_subtensor(pt.zeros(len(spec.axes))[np.asarray(saturating)], midpoint)
+
+
+class _Shape:
+    """Each axis's form in the model: the offset-power knees and the saturating midpoints
+    (``(axes,)`` vectors, ``None`` where no axis has that form), and the masks of those axes."""
+
+    def __init__(
+        self, design: Design, knee: pt.TensorVariable | None, midpoint: pt.TensorVariable | None
+    ) -> None:
+        axis_forms = [a.form for a in design.spec.axes]
+        self.knee, self.midpoint = knee, midpoint
+        self.offset = np.array([f == forms.OFFSET_POWER for f in axis_forms])
+        self.saturating = np.array([f == forms.SATURATING for f in axis_forms])
+
+    def widen(self, alpha: pt.TensorVariable) -> pt.TensorVariable | float:
+        """``A alpha / s``, the amplitude over the power law's at the same slope: ``1 + k`` on
+        an offset-power axis, ``1 / q_0 = 1 + e^(beta m)`` on a saturating one, 1 elsewhere."""
+        out: pt.TensorVariable | float = 1.0
+        if self.knee is not None:
+            out = out + self.knee
+        if self.midpoint is not None:
+            out = out * pt.switch(self.saturating, 1.0 + pt.exp(alpha * self.midpoint), 1.0)
+        return out
+
+    def terms(
+        self, slope: pt.TensorVariable, alpha: pt.TensorVariable, log_x: pt.TensorLike
+    ) -> pt.TensorVariable:
+        """Each axis's term less its value at ``D_ref`` (cells x axes)."""
+        power = slope * pt.expm1(-alpha * log_x) / alpha
+        if self.knee is not None:
+            log_u = pt.log(pt.exp(log_x) + self.knee) - pt.log1p(self.knee)
+            offset = slope * (1.0 + self.knee) * pt.expm1(-alpha * log_u) / alpha
+            power = pt.switch(self.offset, offset, power)
+        if self.midpoint is not None:
+            q = pt.sigmoid(alpha * (log_x - self.midpoint))
+            q0 = pt.sigmoid(-alpha * self.midpoint)
+            saturating = slope * (q0 - q) / (alpha * q0 * (1.0 - q0))
+            power = pt.switch(self.saturating, saturating, power)
+        return power
+
+
 def _slopes(
     design: Design,
     log_alpha_pop: pt.TensorVariable,
     log_alpha: pt.TensorVariable,
-    knee: pt.TensorVariable | None = None,
+    shape: _Shape,
 ) -> tuple[pt.TensorVariable, pt.TensorVariable]:
     """Slopes at the reference scale, ``log s[s, a] = log s_pop[a] + sigma[a] z'[s, a]``, and
     amplitudes ``A = s / alpha`` (``A = s (1 + k) / alpha`` on an offset-power axis, whose
-    slope at ``D_ref`` is ``alpha A / (1 + k)``).
+    slope at ``D_ref`` is ``alpha A / (1 + k)``; ``A = s (1 + e^(beta m)) / beta`` on a
+    saturating one).
 
     ``s = A alpha = -dL/dlog D`` at ``D_ref`` is what a sweep pins down; sampling (log s, log
     alpha) instead of (log A, log alpha) removes the ``A ~ 1/alpha`` banana of shallow axes,
@@ -174,10 +235,15 @@ def _slopes(
         log_slope = log_slope + slope_spread * pm.Normal(
             names.SLOPE_Z, 0.0, 1.0, dims=(SETTING, AXIS)
         )
-    widen = 1.0 if knee is None else 1.0 + knee
-    pm.Deterministic(names.AMPLITUDE_POP, pt.exp(log_slope_pop - log_alpha_pop) * widen, dims=AXIS)
+    pm.Deterministic(
+        names.AMPLITUDE_POP,
+        pt.exp(log_slope_pop - log_alpha_pop) * shape.widen(pt.exp(log_alpha_pop)),
+        dims=AXIS,
+    )
     amplitude = pm.Deterministic(
-        names.AMPLITUDE, pt.exp(log_slope - log_alpha) * widen, dims=(SETTING, AXIS)
+        names.AMPLITUDE,
+        pt.exp(log_slope - log_alpha) * shape.widen(pt.exp(log_alpha)),
+        dims=(SETTING, AXIS),
     )
     return log_slope, amplitude
 
@@ -283,11 +349,12 @@ def _law_at_cells(
     log_slope: pt.TensorVariable,
     level: pt.TensorVariable,
     floor: pt.TensorVariable,
-    knee: pt.TensorVariable | None = None,
+    shape: _Shape,
 ) -> pt.TensorVariable:
     """``L = c + sum_a s_a ((D/D_ref)^-alpha_a - 1) / alpha_a`` (and the interaction) per cell;
     on an offset-power axis ``s_a (1 + k_a) (u^-alpha_a - 1) / alpha_a`` with ``u = (D/D_ref +
-    k_a) / (1 + k_a)`` (:mod:`bayesscale.core.forms`), which is the power law at ``k_a = 0``."""
+    k_a) / (1 + k_a)`` (:mod:`bayesscale.core.forms`), which is the power law at ``k_a = 0``;
+    on a saturating axis the logistic term (module docstring)."""
     spec = design.spec
     rows = cells.first_row
     setting = design.setting_index[rows]
@@ -301,15 +368,7 @@ def _law_at_cells(
         shift[:, j] = design.dense[rows].astype(float)
         log_x = pt.as_tensor(log_x) + log_multiplier * shift
     slope = pt.exp(log_slope)
-    a_cell = alpha[setting]
-    if knee is None:
-        loss = level[setting] + (slope[setting] * pt.expm1(-a_cell * log_x) / a_cell).sum(axis=1)
-    else:
-        offset = np.array([a.form == forms.OFFSET_POWER for a in spec.axes])
-        log_u = pt.log(pt.exp(log_x) + knee) - pt.log1p(knee)
-        log_u = pt.switch(offset, log_u, log_x)
-        term = slope[setting] * (1.0 + knee) * pt.expm1(-a_cell * log_u) / a_cell
-        loss = level[setting] + term.sum(axis=1)
+    loss = level[setting] + shape.terms(slope[setting], alpha[setting], log_x).sum(axis=1)
     if spec.interaction is not None:
         i, k = (spec.axis_names.index(a) for a in spec.interaction.axes)
         b_mu, b_sd = _lognormal_location(spec.interaction.exponent)

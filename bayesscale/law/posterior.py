@@ -9,8 +9,9 @@ A law fit (``bayesscale fit``, :func:`bayesscale.law.inference.fit`) is an
              + \\sum_a T_a(D_a/D_{a,\\mathrm{ref}};\\ A_{s,a}, \\alpha_{s,a}, k_a)
 
 per draw (each axis's term ``T_a`` its spec's form, :func:`bayesscale.core.laws.axis_terms`:
-the power law ``A (D/D_ref)^-alpha``, or the offset power with the knee ``k_a``), and whose ``constant_data`` holds the reference scales ``D_ref`` and the settings'
-model sizes. This module reads it, once and in one way, for the recipe, prediction, the
+the power law ``A (D/D_ref)^-alpha``, the offset power with the knee ``k_a``, or the
+saturating form with the midpoint ``m_a``), and whose ``constant_data`` holds the reference
+scales ``D_ref`` and the settings' model sizes. This module reads it, once and in one way, for the recipe, prediction, the
 held-out check and the design of the next runs:
 
 * :func:`law_layout` / :func:`fit_layout`: axes, settings, reference scales, groups (checked);
@@ -43,7 +44,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
-from bayesscale.core.forms import OFFSET_POWER
+from bayesscale.core.forms import OFFSET_POWER, SATURATING
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import SETTING_SEPARATOR
 from bayesscale.data.spec import ModelSpec
@@ -127,29 +128,39 @@ def _check_power(fit: xr.DataTree) -> None:
 
 def axis_knees(fit: xr.DataTree, spec: ModelSpec) -> Array | None:
     """The knee ``k_a = D_0,a / D_ref,a`` of each offset-power axis per sample ``(S, A)``, 0 on
-    the power axes; ``None`` when no axis has the offset form.
+    the other axes; ``None`` when no axis has the offset form.
 
     >>> from bayesscale.recipe.synthetic import synthetic_fit
     >>> fit = synthetic_fit(draws=10, spread=0.0)
     >>> axis_knees(fit, fit_spec(fit)) is None  # power law on every axis
     True
     """
-    offset = [i for i, a in enumerate(spec.axes) if a.form == OFFSET_POWER]
-    if not offset:
+    return _axis_shape(fit, spec, OFFSET_POWER, names.KNEE, names.KNEE_AXIS_DIM)
+
+
+def axis_midpoints(fit: xr.DataTree, spec: ModelSpec) -> Array | None:
+    """The midpoint ``m_a = log(D_mid,a / D_ref,a)`` of each saturating axis per sample
+    ``(S, A)``, 0 on the other axes; ``None`` when no axis has the saturating form."""
+    return _axis_shape(fit, spec, SATURATING, names.MIDPOINT, names.MIDPOINT_AXIS_DIM)
+
+
+def _axis_shape(fit: xr.DataTree, spec: ModelSpec, form: str, var: str, dim: str) -> Array | None:
+    """The per-axis shape parameter ``var`` (over ``dim``) of the axes of ``form``, per sample
+    ``(S, A)``, 0 on the other axes; ``None`` when no axis has that form."""
+    axes = [i for i, a in enumerate(spec.axes) if a.form == form]
+    if not axes:
         return None
     post = fit["posterior"].to_dataset()
-    if names.KNEE not in post:
-        raise PosteriorError(
-            f"the spec has offset-power axes but the posterior has no {names.KNEE!r}"
-        )
-    labels = [str(a) for a in post[names.KNEE][names.KNEE_AXIS_DIM].to_numpy()]
-    knee = stack(post[names.KNEE], names.KNEE_AXIS_DIM)
-    out = np.zeros((knee.shape[0], len(spec.axes)))
-    for i in offset:
+    if var not in post:
+        raise PosteriorError(f"the spec has {form} axes but the posterior has no {var!r}")
+    labels = [str(a) for a in post[var][dim].to_numpy()]
+    values = stack(post[var], dim)
+    out = np.zeros((values.shape[0], len(spec.axes)))
+    for i in axes:
         name = spec.axes[i].name
         if name not in labels:
-            raise PosteriorError(f"the posterior's {names.KNEE!r} has no axis {name!r}")
-        out[:, i] = knee[:, labels.index(name)]
+            raise PosteriorError(f"the posterior's {var!r} has no axis {name!r}")
+        out[:, i] = values[:, labels.index(name)]
     return out
 
 
@@ -519,7 +530,8 @@ class Population:
     group_effects: dict[str, Array]  # key -> (S, groups, A) = z * spread
     group_spreads: dict[str, Array]  # key -> (S, A)
     size_amplitude: Array | None  # (S,)
-    knee: Array | None = None  # (S, A): the offset-power axes' knees, 0 on power axes
+    knee: Array | None = None  # (S, A): the offset-power axes' knees, 0 on other axes
+    midpoint: Array | None = None  # (S, A): the saturating axes' midpoints, 0 on other axes
 
     def take(self, index: NDArray[np.int64]) -> Population:
         """The same population at the samples ``index``."""
@@ -540,6 +552,7 @@ class Population:
             group_spreads={k: v[index] for k, v in self.group_spreads.items()},
             size_amplitude=pick(self.size_amplitude),
             knee=pick(self.knee),
+            midpoint=pick(self.midpoint),
         )
 
     def setting(
@@ -563,9 +576,9 @@ class Population:
             + self.alpha_spread * np.asarray(z_alpha, dtype=float)
         )
         log_slope = self.log_slope_pop + self.slope_spread * np.asarray(z_slope, dtype=float)
-        amplitude = np.exp(log_slope - log_alpha)
-        if self.knee is not None:  # the slope at D_ref of an offset axis is alpha A / (1 + k)
-            amplitude = amplitude * (1.0 + self.knee)
+        amplitude = np.exp(log_slope - log_alpha) * laws.amplitude_widening(
+            [a.form for a in self.spec.axes], np.exp(log_alpha), self.knee, self.midpoint
+        )
         level = np.exp(
             np.asarray(log_level_base, dtype=float)
             + self.level_spread * np.asarray(z_level, dtype=float)
@@ -627,4 +640,5 @@ def read_population(fit: xr.DataTree) -> Population:
             stack(post[names.SIZE_AMPLITUDE]) if names.SIZE_AMPLITUDE in post else None
         ),
         knee=axis_knees(fit, layout.spec),
+        midpoint=axis_midpoints(fit, layout.spec),
     )

@@ -74,6 +74,7 @@ from bayesscale.law.posterior import (
     FitLayout,
     PosteriorError,
     axis_knees,
+    axis_midpoints,
     fit_layout,
     read_population,
     stack,
@@ -571,13 +572,14 @@ def _law_loss(
         dense = (frame[names.REWARD] == names.DENSE).to_numpy()
         log_m = np.log(stack(post[names.DENSE_MULTIPLIER]))
         log_x[:, dense, j] += log_m[:, None]
-    knee = axis_knees(fit, spec)
+    knee, midpoint = axis_knees(fit, spec), axis_midpoints(fit, spec)
     loss = floor[:, sidx] + laws.axis_terms(
         [a.form for a in spec.axes],
         log_x,
         amplitude[:, sidx],
         alpha[:, sidx],
         None if knee is None else knee[:, None, :],
+        None if midpoint is None else midpoint[:, None, :],
     )
     if layout.size_reference is not None and spec.size is not None:
         e = stack(post[names.SIZE_AMPLITUDE])

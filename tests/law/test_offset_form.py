@@ -23,10 +23,7 @@ def test_the_form_key_is_read_and_checked() -> None:
     assert parse_spec(SPEC.format(form="")).axes[0].form == forms.POWER
     with pytest.raises(SpecError, match=r"axes #1\] form: must be one of .*'logistic'"):
         parse_spec(SPEC.format(form='form = "logistic"'))
-    saturating = parse_spec(SPEC.format(form='form = "saturating"'))
-    table = Table.from_frame(_simulate(), saturating)
-    with pytest.raises(SpecError, match="form 'saturating' is not fitted yet"):
-        build_law_model(prepare(table, saturating))
+    assert parse_spec(SPEC.format(form='form = "saturating"')).axes[0].form == forms.SATURATING
 
 
 def test_power_axes_keep_todays_model_and_offset_adds_the_knee() -> None:

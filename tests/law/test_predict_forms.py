@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from testdata import KNEE_SPEC
 
 from bayesscale import names
+from bayesscale.data.spec import ModelSpec, parse_spec
 from bayesscale.law.posterior import Population, PosteriorError, law_draws
 from bayesscale.law.predict import predict
 from bayesscale.recipe.synthetic import synthetic_fit
@@ -91,20 +95,86 @@ def test_the_recipe_reader_refuses_a_form_it_cannot_solve() -> None:
 
 def test_a_new_settings_amplitude_carries_the_knee() -> None:
     # the model samples the slope at D_ref, alpha A / (1 + k): the amplitude is s (1 + k) / alpha
+    power = parse_spec(KNEE_SPEC.format(form=""))
+    two_power = replace(power, axes=(power.axes[0], power.axes[0]))
+    offset = replace(power, axes=(power.axes[0], replace(power.axes[0], form="offset_power")))
+    plain = _population(two_power)
+    kneed = _population(offset, knee=np.array([[0.0, 1.5]] * 4))
+    np.testing.assert_allclose(_amplitude(plain), 0.2)
+    np.testing.assert_allclose(_amplitude(kneed), [[0.2, 0.5]] * 4)
+
+
+def test_a_new_settings_amplitude_carries_the_midpoint() -> None:
+    # on a saturating axis the slope at D_ref is b A / (1 + e^(b m)): A = s (1 + e^(b m)) / b
+    power = parse_spec(KNEE_SPEC.format(form=""))
+    mixed = replace(power, axes=(replace(power.axes[0], form="saturating"), power.axes[0]))
+    mid = _population(mixed, midpoint=np.array([[2.0, 0.0]] * 4))
+    np.testing.assert_allclose(_amplitude(mid), [[0.2 * (1 + np.e), 0.2]] * 4)
+
+
+def _population(spec: ModelSpec, **shape: np.ndarray) -> Population:
+    """Four samples of a two-axis population: exponents 0.5, slopes 0.1, no spreads."""
     ones = np.ones((4, 2))
-    kwargs = dict(
-        spec=None, log_alpha_pop=np.log(0.5) * ones, alpha_spread=0 * ones,
+    return Population(
+        spec=spec, log_alpha_pop=np.log(0.5) * ones, alpha_spread=0 * ones,
         log_slope_pop=np.log(0.1) * ones, slope_spread=0 * ones, log_level_group=None,
         log_level_pop=np.zeros(4), level_spread=np.zeros(4), group_effects={},
-        group_spreads={}, size_amplitude=None,
+        group_spreads={}, size_amplitude=None, **shape,
     )  # fmt: skip
-    plain = Population(**kwargs)  # type: ignore[arg-type]
-    kneed = Population(**kwargs, knee=np.array([[0.0, 1.5]] * 4))  # type: ignore[arg-type]
+
+
+def _amplitude(population: Population) -> np.ndarray:
     z = np.zeros((4, 2))
-    _, a_plain, _ = plain.setting(0.0, np.zeros(4), z, z, np.zeros(4))
-    _, a_kneed, _ = kneed.setting(0.0, np.zeros(4), z, z, np.zeros(4))
-    np.testing.assert_allclose(a_plain, 0.2)
-    np.testing.assert_allclose(a_kneed, [[0.2, 0.5]] * 4)
+    return population.setting(0.0, np.zeros(4), z, z, np.zeros(4))[1]
+
+
+def _saturating_fit(midpoint: float) -> xr.DataTree:
+    """The synthetic power-law fit with its rollout axis given the saturating form: its
+    exponent the steepness, and a midpoint that varies over the draws around ``midpoint``."""
+    tree = synthetic_fit(draws=10, spread=0.02)
+    spec = tree.attrs[names.ATTR_SPEC].replace(
+        'column = "rollouts"\n', 'column = "rollouts"\nform = "saturating"\n'
+    )
+    assert spec != tree.attrs[names.ATTR_SPEC]
+    post = tree["posterior"].to_dataset()
+    shape = (post.sizes[names.CHAIN_DIM], post.sizes[names.DRAW_DIM], 1)
+    values = midpoint + np.linspace(-0.5, 0.5, np.prod(shape)).reshape(shape)
+    post[names.MIDPOINT] = xr.DataArray(
+        values,
+        dims=(names.CHAIN_DIM, names.DRAW_DIM, names.MIDPOINT_AXIS_DIM),
+        coords={names.MIDPOINT_AXIS_DIM: ["traj"]},
+    )
+    out = xr.DataTree.from_dict(
+        {"posterior": post, "constant_data": tree["constant_data"].to_dataset()}
+    )
+    out.attrs = {**tree.attrs, names.ATTR_SPEC: spec}
+    return out
+
+
+def test_predict_evaluates_the_saturating_form_where_the_spec_names_it() -> None:
+    """``A (1 + e^(-b m)) / (1 + (D / D_ref)^b e^(-b m))`` on the rollout axis, by hand."""
+    tree = _saturating_fit(midpoint=1.0)
+    post = tree["posterior"].to_dataset()
+
+    def flat(name: str) -> np.ndarray:
+        arr = post[name].to_numpy()
+        return arr.reshape(-1, *arr.shape[2:])
+
+    alpha, amp, floor = flat(names.ALPHA), flat(names.AMPLITUDE), flat(names.LOSS_FLOOR)
+    m = flat(names.MIDPOINT)[:, 0][:, None]
+    ref = tree["constant_data"][names.REFERENCE_SCALE].to_numpy()
+    setting = [0, 1, 0]
+    sizes = ROWS[["n_envs", "n_tasks", "rollouts"]].to_numpy(float)
+    want = floor[:, setting].copy()
+    for a in range(2):
+        want += amp[:, setting, a] * (sizes[:, a][None, :] / ref[a]) ** -alpha[:, setting, a]
+    b = alpha[:, setting, 2]
+    ratio = sizes[:, 2][None, :] / ref[2]
+    want += amp[:, setting, 2] * (1 + np.exp(-b * m)) / (1 + ratio**b * np.exp(-b * m))
+    got = predict(tree, ROWS, observed=False).loss
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    power = predict(synthetic_fit(draws=10, spread=0.02), ROWS, observed=False).loss
+    assert np.abs(got - power).max() > 1e-3
 
 
 # --- the stacked prediction: draws mixed by weight ------------------------------------------
