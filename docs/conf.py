@@ -72,6 +72,8 @@ nitpick_ignore_regex = [
 nitpick_ignore = [
     # a type alias (a Callable) that autodoc shows by name; Sphinx has no target for aliases
     ("py:class", "Perturbation"),
+    # a type alias (a factor, or one per axis: bayesscale.data.extrapolation) shown by name
+    ("py:class", "Reach"),
     # annotations of the fit objects name types imported for type checking only (matplotlib's
     # Figure) or as ``Path``; autodoc cannot qualify them
     ("py:class", "Path"),

@@ -178,10 +178,10 @@ def check_threshold(threshold: float) -> float:
     return float(threshold)
 
 
+# How far beyond the largest swept value a bounded recipe may go: one factor for every axis,
+# or one per axis (the reach the fit's out-of-scale check measured,
+# bayesscale.checks.out_of_scale). An axis a mapping does not name is not capped.
 Reach = float | Mapping[str, float]
-"""How far beyond the largest swept value a bounded recipe may go: one factor for every axis,
-or one per axis (the reach the fit's out-of-scale check measured,
-:mod:`bayesscale.checks.out_of_scale`). An axis a mapping does not name is not capped."""
 
 
 def reach_factor(reach: Reach, axis: str) -> float:

@@ -191,7 +191,7 @@ def bounds_within_data(
     """``bounds`` with every axis capped at ``factor`` times its largest swept value (the
     model size too, with ``size_axis``: when the recipe chooses it). ``factor``: one for every
     axis, or one per axis (an axis it does not name is not capped;
-    :data:`~bayesscale.data.extrapolation.Reach`).
+    ``bayesscale.data.extrapolation.Reach``).
 
     The cap is in purchased units, at the largest value of the axis in the rows of the chosen
     settings (the widest of them, where their swept ranges differ: run one setting at a time for

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -37,11 +38,12 @@ def test_ctrl_c_removes_a_folder_a_worker_still_fills_and_says_so(
     """The interrupt handler runs while the command's worker thread may still be writing into
     the partial folder (a figure being saved): it is removed until it stays gone, and the
     message names it instead of listing the files inside it as written. (This process's
-    record of what it wrote starts empty: other tests in the same worker write files too; and
-    the removal may retry for up to 10 s, so a loaded machine's late timer cannot fail it.)"""
+    record of what it wrote starts empty: other tests in the same worker write files too.)
+    The handler's first pause waits until the worker has made the folder again and then lets
+    it finish, so the handler must remove the folder twice, on any machine and under any
+    load: no timer races the removal."""
     monkeypatch.setattr(atomic, "WRITTEN", [])
-    monkeypatch.setattr(atomic, "DISCARD_TRIES", 10_000)
-    monkeypatch.setattr(atomic, "DISCARD_PAUSE", 0.001)
+    monkeypatch.setattr(atomic, "DISCARD_TRIES", 50)
     tmp = tmp_path / ".rep.partial-x"
     (tmp / "fits").mkdir(parents=True)
     atomic.track(tmp)
@@ -59,13 +61,27 @@ def test_ctrl_c_removes_a_folder_a_worker_still_fills_and_says_so(
             k += 1
 
     thread = threading.Thread(target=writer, daemon=True)
+    pauses: list[bool] = []  # per pause of the handler: whether the folder was back
+
+    class Clock:  # the handler's pauses: the first waits for the worker to refill, then ends it
+        @staticmethod
+        def sleep(_seconds: float) -> None:
+            if not pauses:
+                deadline = time.monotonic() + 60
+                while not tmp.exists() and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                stop.set()
+                thread.join()
+            pauses.append(tmp.exists())
+
+    monkeypatch.setattr(atomic, "time", Clock)
     thread.start()
     try:
-        threading.Timer(0.1, stop.set).start()  # the worker stops within the removal's tries
         _interrupted("report")
     finally:
         stop.set()
         thread.join()
+    assert pauses[0] and len(pauses) == 2  # the worker refilled it once: removed twice
     err = capsys.readouterr().err
     assert not tmp.exists() and _leftovers(tmp_path) == []
     assert f"interrupted: nothing written; removed the unfinished {tmp}" in err
