@@ -48,6 +48,7 @@ def fit(
     config: FitConfig | None = None,
     *,
     prior_scale: float = 1.0,
+    forms: Sequence[str] | None = None,
     out_of_scale: bool = False,
     workers: int | None = None,
     ray_address: str | None = None,
@@ -61,7 +62,11 @@ def fit(
     preview, as ``bayesscale fit --preview``); a fit whose diagnostics
     fail is warned (:class:`~bayesscale.fits.caveats.CaveatWarning`). ``prior_scale=2`` widens
     every exponent prior twice (``bayesscale fit --prior-scale 2``): what a refit with it
-    changes, the data do not identify. ``out_of_scale=True`` also refits without each axis's
+    changes, the data do not identify. ``forms=["power", "offset_power"]`` fits each form on
+    every axis, scores each on its out-of-scale refits and returns their stack
+    (``bayesscale fit --forms``; :mod:`bayesscale.law.stack`): ``fit.forms``,
+    ``fit.stack_weights``, and predictions that are the mixture. ``out_of_scale=True`` also
+    refits without each axis's
     largest scales and stores how far the law's coverage holds beyond the sweep
     (:func:`bayesscale.checks.out_of_scale.out_of_scale`; the refits are jobs on ``workers``
     local Ray workers or the cluster at ``ray_address``): ``fit.reach``, and the recipe's
@@ -75,7 +80,16 @@ def fit(
     spec = with_exponent_prior_scale(spec, prior_scale)
     table = _table(data, spec)
     config = replace(config or FitConfig(), **sampling)
-    law = LawFit(fit_law(table, spec, config), table=table)
+    if forms is not None:
+        from bayesscale.checks.form_scores import compare_forms as compare
+
+        scores = compare(
+            table, spec, forms, None, config, workers=workers, ray_address=ray_address,
+            keep_fits=True,
+        )  # fmt: skip
+        law = LawFit(scores.stacked_tree(), table=table)
+    else:
+        law = LawFit(fit_law(table, spec, config), table=table)
     announce([*failed_fit(law.diagnostics, "law fit"), *single_setting(len(law.settings))])
     if out_of_scale:
         from bayesscale.checks.out_of_scale import out_of_scale as check_out_of_scale

@@ -301,6 +301,9 @@ ATTR_MAE: Final = "mae"
 NEW_GROUPS_POOLED: Final = "pooled"
 # the arviz group holding the pointwise log-likelihood (bayesscale.checks.compare)
 LOG_LIKELIHOOD_GROUP: Final = "log_likelihood"
+# a stacked fit (bayesscale.law.stack): per form, the weights and scores, and the other forms' fits
+STACK_GROUP: Final = "stack"
+FORM_DIM: Final = "form"
 # the out-of-scale check a fit may store (bayesscale.checks.out_of_scale): one entry per
 # (axis, ratio bucket) tested, and the recipe's reach read from it
 OUT_OF_SCALE_GROUP: Final = "out_of_scale"

@@ -29,11 +29,13 @@ Example
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
 from bayesscale import names
 from bayesscale.checks.compare import loo
@@ -46,6 +48,16 @@ from bayesscale.data.observations import Table
 from bayesscale.data.spec import ModelSpec, with_form
 from bayesscale.jobs import run_jobs
 from bayesscale.law.predict import predict
+from bayesscale.law.stack import (
+    ATTR_ROOT_FORM,
+    ATTR_SEPARATED,
+    LOO_ELPD,
+    LOO_SE,
+    OUT_OF_SCALE_ELPD,
+    WEIGHT,
+    WEIGHT_LOWER,
+    WEIGHT_UPPER,
+)
 from bayesscale.sampling.config import FitConfig
 
 DEFAULT_FORMS = (POWER, OFFSET_POWER)
@@ -95,6 +107,7 @@ class FormScores:
     lpd: dict[str, np.ndarray]
     stack: Stack
     skipped: dict[str, str]  # default rules left out, and why
+    fits: dict[str, xr.DataTree] = field(default_factory=dict, repr=False)  # per form, on every row
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON-ready)."""
@@ -120,6 +133,41 @@ class FormScores:
         """The comparison as ``bayesscale forms`` prints it."""
         return format_text(self.to_dict())
 
+    def stacked_tree(self) -> xr.DataTree:
+        """One fit file of the stack (:mod:`bayesscale.law.stack`): the leading form's fit at
+        the root, and the group ``stack`` with each form's weight, interval and scores and
+        every other form's fit under ``stack/<form>``."""
+        missing = [f for f in self.forms if f not in self.fits]
+        if missing:
+            raise ValueError(f"the comparison kept no fit of {missing} to stack")
+        stack = self.stack
+        root_form = self.forms[stack.leader]
+        dim = names.FORM_DIM
+        table = xr.Dataset(
+            {
+                WEIGHT: (dim, stack.weights),
+                WEIGHT_LOWER: (dim, stack.lower),
+                WEIGHT_UPPER: (dim, stack.upper),
+                LOO_ELPD: (dim, [self.loo[f]["elpd"] for f in self.forms]),
+                LOO_SE: (dim, [self.loo[f]["se"] for f in self.forms]),
+                OUT_OF_SCALE_ELPD: (dim, [float(np.sum(self.lpd[f])) for f in self.forms]),
+            },
+            coords={dim: list(self.forms)},
+            attrs={
+                ATTR_ROOT_FORM: root_form,
+                ATTR_SEPARATED: int(stack.separated),
+                names.ATTR_PROB: stack.prob,
+                "out_of_scale_points": int(self.lpd[root_form].size),
+                "leave_out": json.dumps(list(self.rules)),
+            },
+        )
+        tree = self.fits[root_form].copy()
+        tree[names.STACK_GROUP] = xr.DataTree(table)
+        for form in self.forms:
+            if form != root_form:
+                tree[f"{names.STACK_GROUP}/{form}"] = self.fits[form].copy()
+        return tree
+
 
 @dataclass(frozen=True)
 class _Jobs:
@@ -128,6 +176,7 @@ class _Jobs:
     config: FitConfig
     prob: float
     heldout: Table | None = None
+    keep_fits: bool = False
 
 
 def _scored(fit: Any, held: Table, prob: float, seed: int, rows: Any, label: str) -> dict[str, Any]:
@@ -161,6 +210,8 @@ def _form_job(jobs: _Jobs, item: tuple[str, str], _seed: int) -> dict[str, Any]:
         tree = fit(table, spec, jobs.config)
         result = loo(tree, table, name=form)
         out: dict[str, Any] = {"elpd": result.elpd, "se": result.se, "p_loo": result.p}
+        if jobs.keep_fits:
+            out["fit"] = tree
         if jobs.heldout is not None:
             held = Table.from_frame(jobs.heldout.frame, spec, source=jobs.heldout.source)
             out["heldout"] = _scored(tree, held, jobs.prob, seed, None, HELDOUT)
@@ -182,12 +233,14 @@ def compare_forms(
     ray_address: str | None = None,
     n_boot: int = 200,
     heldout: Table | None = None,
+    keep_fits: bool = False,
 ) -> FormScores:
     """Each form's LOO and out-of-scale scores on ``table``, and their stacking weights
     (module docstring). ``rules``: leave-out rules (default :func:`default_rules`, those the
     law can be refitted without; a given rule that cannot is an error). ``heldout``: runs
     beyond the sweep that no fit sees, scored by each form's fit to every row (then no rule
-    is applied unless given)."""
+    is applied unless given). ``keep_fits``: keep each form's fit to every row, for
+    :meth:`FormScores.stacked_tree`."""
     forms = tuple(dict.fromkeys(forms))
     if len(forms) < 2:
         raise ValueError(f"comparing forms needs at least two, got {list(forms)}")
@@ -206,7 +259,8 @@ def compare_forms(
     config = config or FitConfig()
     items = [(f, r) for f in forms for r in (FULL, *rules)]
     out = run_jobs(
-        _form_job, items, config.seed, shared=_Jobs(table, spec, config, prob, heldout),
+        _form_job, items, config.seed,
+        shared=_Jobs(table, spec, config, prob, heldout, keep_fits),
         ray_address=ray_address, workers=workers,
     )  # fmt: skip
     results = dict(zip(items, out, strict=True))
@@ -231,11 +285,12 @@ def compare_forms(
         forms=forms,
         rules=rules,
         prob=prob,
-        loo={f: results[(f, FULL)] for f in forms},
+        loo={f: {k: v for k, v in results[(f, FULL)].items() if k != "fit"} for f in forms},
         folds=folds,
         lpd=lpd,
         stack=stack,
         skipped=skipped,
+        fits={f: results[(f, FULL)].pop("fit") for f in forms if "fit" in results[(f, FULL)]},
     )
 
 

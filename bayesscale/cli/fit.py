@@ -15,6 +15,7 @@ from bayesscale.cli._sampling import (
     diagnostics_verdict,
     spec_with_prior_scale,
 )
+from bayesscale.cli.forms import parse_forms
 
 if TYPE_CHECKING:
     from bayesscale.data.observations import Table
@@ -48,10 +49,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "bounded per axis at the reach that check measured",
     )
     parser.add_argument(
-        "--workers", type=int, default=None, help="local Ray workers for --out-of-scale's refits"
+        "--forms",
+        default=None,
+        metavar="F1,F2",
+        help="fit each of these law forms (of power, offset_power, saturating) on every axis, "
+        "score each on its out-of-scale refits and write their stack: predictions are the "
+        "mixture by weight (bayesscale forms shows the same comparison)",
     )
     parser.add_argument(
-        "--ray-address", default=None, help="a Ray cluster for --out-of-scale's refits"
+        "--workers",
+        type=int,
+        default=None,
+        help="local Ray workers for the refits of --out-of-scale and --forms",
+    )
+    parser.add_argument(
+        "--ray-address", default=None, help="a Ray cluster for the refits of those options"
     )
     parser.add_argument(
         "--strict",
@@ -89,7 +101,10 @@ def run(args: argparse.Namespace) -> int:
         f"({config.describe()}{wider})",
         file=sys.stderr,
     )
-    law = LawFit(fit(table, spec, config), table=table)
+    if args.forms is not None:
+        law = _stacked(table, spec, config, args)
+    else:
+        law = LawFit(fit(table, spec, config), table=table)
     if args.out_of_scale:
         law = _with_out_of_scale(law, table, spec, config, args)
     law.save(out, overwrite=args.force)
@@ -97,6 +112,23 @@ def run(args: argparse.Namespace) -> int:
     for note in single_setting(len(law.settings)):
         print(f"bayesscale fit: {note}", file=sys.stderr)
     return diagnostics_verdict(law.diagnostics, args.strict)
+
+
+def _stacked(table: Table, spec: ModelSpec, config: FitConfig, args: argparse.Namespace) -> LawFit:
+    """The stack of ``--forms``: each form fitted to every row and refitted without each
+    axis's largest scale, the comparison printed, the stack as one fit."""
+    from bayesscale.checks.form_scores import compare_forms
+    from bayesscale.fits.law import LawFit
+
+    forms = parse_forms(args.forms)
+    print(f"stacking forms {forms}: each fitted to every row and refitted per leave-out rule",
+          file=sys.stderr)  # fmt: skip
+    scores = compare_forms(
+        table, spec, forms, None, config, workers=args.workers, ray_address=args.ray_address,
+        keep_fits=True,
+    )  # fmt: skip
+    print(scores.summary_text(), file=sys.stderr)
+    return LawFit(scores.stacked_tree(), table=table)
 
 
 def _with_out_of_scale(

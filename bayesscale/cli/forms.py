@@ -61,23 +61,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run, interruptible=True)
 
 
+def parse_forms(text: str) -> list[str]:
+    """``--forms power,offset_power``: two or more law forms, each named once.
+
+    >>> parse_forms("power, saturating")
+    ['power', 'saturating']
+    """
+    from bayesscale.core.forms import FORM_NAMES
+
+    forms = [f.strip() for f in str(text).split(",") if f.strip()]
+    unknown = [f for f in forms if f not in FORM_NAMES]
+    if unknown or len(set(forms)) < 2 or len(set(forms)) != len(forms):
+        raise CommandError(
+            f"--forms {text!r}: name two or more of {list(FORM_NAMES)}, each once"
+            + (f" (unknown: {unknown})" if unknown else "")
+        )
+    return forms
+
+
 def run(args: argparse.Namespace) -> int:
     check_prob(args.prob)
     out = output_path(args.out, args.force, [args.observations, args.spec])
 
     from bayesscale.checks.form_scores import compare_forms, format_text
-    from bayesscale.core.forms import FORM_NAMES
     from bayesscale.data.observations import Table, load_observations, read_table
     from bayesscale.data.spec import load_spec
     from bayesscale.law.predict import validate_rows
 
-    forms = [f.strip() for f in str(args.forms).split(",") if f.strip()]
-    unknown = [f for f in forms if f not in FORM_NAMES]
-    if unknown or len(set(forms)) < 2:
-        raise CommandError(
-            f"--forms {args.forms!r}: name two or more of {list(FORM_NAMES)}"
-            + (f" (unknown: {unknown})" if unknown else "")
-        )
+    forms = parse_forms(args.forms)
     spec = load_spec(args.spec)
     table = load_observations(args.observations, spec)
     config = config_from_args(args)

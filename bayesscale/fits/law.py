@@ -51,6 +51,7 @@ from bayesscale.data.fitfile import (
 )
 from bayesscale.fits.caveats import announce
 from bayesscale.law.reach import reach as measured_reach
+from bayesscale.law.stack import WEIGHT, members, stack_summary
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -155,6 +156,27 @@ class LawFit:
         """The swept range of every axis per setting (``None`` for fits of older versions)."""
 
         return SweptRange.from_fit(self.tree)
+
+    @property
+    def forms(self) -> dict[str, LawFit] | None:
+        """A stacked fit's forms (``bayesscale fit --forms``), each its own fit, the root's
+        form first; ``None`` for a fit of one form. The stack's predictions are their mixture
+        by weight (:mod:`bayesscale.law.stack`)."""
+        found = members(self.tree)
+        if found is None:
+            return None
+        return {m.form: LawFit(m.tree, table=self.table) for m in found}
+
+    @property
+    def stack_weights(self) -> dict[str, float] | None:
+        """A stacked fit's weight per form; ``None`` for a fit of one form."""
+        table = stack_summary(self.tree)
+        if table is None:
+            return None
+        return {
+            str(f): float(w)
+            for f, w in zip(table[names.FORM_DIM].to_numpy(), table[WEIGHT].to_numpy(), strict=True)
+        }
 
     @property
     def out_of_scale(self) -> xr.Dataset | None:

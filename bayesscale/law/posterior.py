@@ -48,6 +48,7 @@ from bayesscale.core.forms import OFFSET_POWER, SATURATING
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import SETTING_SEPARATOR
 from bayesscale.data.spec import ModelSpec
+from bayesscale.law.stack import other_forms_weight
 
 Array = NDArray[np.float64]
 SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
@@ -117,6 +118,15 @@ def _check_power(fit: xr.DataTree) -> None:
     solvers and the next runs take ``K D^-alpha`` per axis); prediction, the held-out check,
     cross-validation and LOO read every form (:func:`axis_knees`)."""
     other = fit_spec(fit).other_forms if fit.attrs.get(names.ATTR_SPEC) else {}
+    stacked = other_forms_weight(fit)
+    if stacked:
+        raise PosteriorError(
+            "the fit is a stack whose forms other than the power law carry weight ("
+            + ", ".join(f"{f} {w:.2f}" for f, w in stacked.items())
+            + "); the recipe and the next runs solve power laws per axis and cannot mix them "
+            "in yet (predict and check read the stack); the power law's own fit is "
+            "`fit.forms['power']` in Python, for its recipe alone"
+        )
     if other:
         raise PosteriorError(
             f"the fit's spec gives axes other forms than a power law ({other}); the recipe "

@@ -79,6 +79,7 @@ from bayesscale.law.posterior import (
     read_population,
     stack,
 )
+from bayesscale.law.stack import members
 
 Array = NDArray[np.float64]
 
@@ -613,9 +614,15 @@ def predict(
     ``source``, column and rows). ``new_groups``: ``None`` (a new setting only as a new model
     of a known size group, when the law has a size term) or ``"pooled"`` (any new setting,
     unknown groups drawn from their spreads). ``seed`` drives the draws of new settings.
-    ``observed``: require the outcome columns (default: when present)."""
+    ``observed``: require the outcome columns (default: when present). A stacked fit
+    (:mod:`bayesscale.law.stack`) predicts the mixture of its forms' predictions by weight."""
     if new_groups not in NEW_GROUPS:
         raise ValueError(f"new_groups must be one of {NEW_GROUPS}, got {new_groups!r}")
+    stacked = members(fit)
+    if stacked is not None:
+        weights = np.array([m.weight for m in stacked])
+        by_form = [predict(m.tree, rows, new_groups, seed, source, observed) for m in stacked]
+        return mixture(by_form, weights / weights.sum())
     layout = fit_layout(fit)
     spec = layout.spec
     if isinstance(rows, Table):

@@ -42,6 +42,18 @@ from bayesscale.law.sensitivity import (
     MARKERS,
     assess,
 )
+from bayesscale.law.stack import (
+    ATTR_ROOT_FORM,
+    ATTR_SEPARATED,
+    LOO_ELPD,
+    LOO_SE,
+    OUT_OF_SCALE_ELPD,
+    WEIGHT,
+    WEIGHT_LOWER,
+    WEIGHT_UPPER,
+    members,
+    stack_summary,
+)
 from bayesscale.sampling.diagnostics import mcse_mean, mcse_quantile
 
 SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
@@ -188,7 +200,36 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
         },
         "other": other,
         "out_of_scale": _out_of_scale(tree),
+        "stack": _stack(tree),
         "diagnostics": diagnose(tree).to_dict(),
+    }
+
+
+def _stack(tree: xr.DataTree) -> dict[str, Any] | None:
+    """A stacked fit's forms (:mod:`bayesscale.law.stack`): per form its weight with its
+    interval, PSIS-LOO and out-of-scale log scores and diagnostics; the root's form and
+    whether the data separate the leader; ``None`` for a fit of one form."""
+    table = stack_summary(tree)
+    if table is None:
+        return None
+    found = {m.form: m.tree for m in members(tree) or []}
+    forms: dict[str, Any] = {}
+    for form in (str(f) for f in table[names.FORM_DIM].to_numpy()):
+        row = table.sel({names.FORM_DIM: form})
+        forms[form] = {
+            "weight": float(row[WEIGHT]),
+            "interval": [float(row[WEIGHT_LOWER]), float(row[WEIGHT_UPPER])],
+            "loo_elpd": float(row[LOO_ELPD]),
+            "loo_se": float(row[LOO_SE]),
+            "out_of_scale_elpd": float(row[OUT_OF_SCALE_ELPD]),
+            "diagnostics": diagnose(found[form]).to_dict(),
+        }
+    return {
+        "root_form": str(table.attrs[ATTR_ROOT_FORM]),
+        "separated": bool(int(table.attrs[ATTR_SEPARATED])),
+        "prob": float(table.attrs[names.ATTR_PROB]),
+        "out_of_scale_points": int(table.attrs.get("out_of_scale_points", 0)),
+        "forms": forms,
     }
 
 
@@ -204,6 +245,33 @@ def _out_of_scale(tree: xr.DataTree) -> dict[str, Any] | None:
         "untested": evidence.attrs.get(ATTR_UNTESTED, ""),
         "text": evidence_text(evidence),
     }
+
+
+def _stack_lines(stack: dict[str, Any] | None) -> list[str]:
+    """A stacked fit's paragraph: each form's weight and scores, and what the data say."""
+    if stack is None:
+        return []
+    pct = round(100 * stack["prob"])
+    lines = [
+        "",
+        f"Forms, stacked on {stack['out_of_scale_points']} out-of-scale points (weight "
+        f"[{pct}% Bayesian-bootstrap interval]; predictions are the mixture; the exponents "
+        f"above are the {stack['root_form']} fit's, the largest weight):",
+    ]
+    for form, row in stack["forms"].items():
+        lo, hi = row["interval"]
+        verdict = "ok" if row["diagnostics"]["ok"] else "DIAGNOSTICS FAILED"
+        lines.append(
+            f"  {form:<14} weight {row['weight']:.2f} [{lo:.2f}, {hi:.2f}]  LOO elpd "
+            f"{row['loo_elpd']:.1f} ({row['loo_se']:.1f})  out of scale {row['out_of_scale_elpd']:.1f}"
+            f"  {verdict}"
+        )
+    lines.append(
+        "  the data separate the forms"
+        if stack["separated"]
+        else "  the data do not separate the forms: the mixture carries that uncertainty"
+    )
+    return lines
 
 
 def _out_of_scale_lines(check: dict[str, Any] | None) -> list[str]:
@@ -365,6 +433,7 @@ def format_text(result: dict[str, Any]) -> str:
             "  NOTE: one setting: nothing is pooled, so these exponents rest on one sweep and "
             "the priors; the population's are that setting's widened by the prior's spread"
         )
+    lines += _stack_lines(result.get("stack"))
     lines += _out_of_scale_lines(result.get("out_of_scale"))
     diag = result["diagnostics"]
     verdict = "ok" if diag["ok"] else ("PREVIEW" if diag.get("preview") else "FAILED")

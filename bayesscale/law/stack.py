@@ -1,0 +1,96 @@
+"""A stacked law fit, read: the candidate forms' fits and their stacking weights.
+
+``bayesscale fit --forms power,offset_power`` (:mod:`bayesscale.checks.form_scores`) fits the
+law with each form on every axis, scores each on the scales it left out (the out-of-scale
+refits) and stacks them (:mod:`bayesscale.checks.stacking`). It writes one fit file: the root
+is the fit of the form with the largest weight (every reader that takes one fit reads it), and
+the group ``stack`` holds, per form (dim ``form``), the weight with its Bayesian-bootstrap
+interval, the PSIS-LOO and out-of-scale log scores, and under ``stack/<form>`` the fit of each
+other form. Its predictions are the mixture
+
+.. math::
+
+    p(\\tilde y \\mid y) = \\sum_k w_k\\, p_k(\\tilde y \\mid y)
+
+(:func:`bayesscale.law.predict.mixture`, each form's draws in proportion to its weight), so the
+held-out check, ``predict`` and the pointwise scores read the stack.
+
+>>> members(fit)  # doctest: +SKIP
+[Member(form='power', weight=0.62, ...), Member(form='offset_power', weight=0.38, ...)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import xarray as xr
+
+from bayesscale import names
+from bayesscale.core.forms import POWER
+
+WEIGHT, WEIGHT_LOWER, WEIGHT_UPPER = "weight", "weight_lower", "weight_upper"
+LOO_ELPD, LOO_SE, OUT_OF_SCALE_ELPD = "loo_elpd", "loo_se", "out_of_scale_elpd"
+ATTR_ROOT_FORM: Final = "root_form"  # the form whose fit is the file's root
+ATTR_SEPARATED: Final = "separated"  # 1 where the data separate the leading form
+NEGLIGIBLE_WEIGHT: Final = 1e-3  # a form with less weight than this does not move a number
+
+
+class StackError(ValueError):
+    """A stacked fit file whose stack group is incomplete."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One form of a stacked fit: its stacking weight and its own fit (a complete law fit)."""
+
+    form: str
+    weight: float
+    tree: xr.DataTree
+
+
+def stack_summary(tree: xr.DataTree) -> xr.Dataset | None:
+    """The ``stack`` group's per-form table (weights, intervals, scores), else ``None``."""
+    if names.STACK_GROUP not in tree.children:
+        return None
+    return tree[names.STACK_GROUP].to_dataset()
+
+
+def members(tree: xr.DataTree) -> list[Member] | None:
+    """The forms of a stacked fit with their weights and fits, the root's form first; ``None``
+    for a fit of one form."""
+    table = stack_summary(tree)
+    if table is None:
+        return None
+    node = tree[names.STACK_GROUP]
+    root_form = str(table.attrs.get(ATTR_ROOT_FORM, ""))
+    forms = [str(f) for f in table[names.FORM_DIM].to_numpy()]
+    if root_form not in forms:
+        raise StackError(f"the stack's root form {root_form!r} is not among its forms {forms}")
+    root = tree.copy()
+    del root[names.STACK_GROUP]
+    out = []
+    for form in [root_form, *(f for f in forms if f != root_form)]:
+        weight = float(table[WEIGHT].sel({names.FORM_DIM: form}))
+        if form == root_form:
+            out.append(Member(form, weight, root))
+        elif form in node.children:
+            out.append(Member(form, weight, node.children[form].copy()))
+        else:
+            raise StackError(f"the stack has a weight for {form!r} but not its fit")
+    return out
+
+
+def other_forms_weight(tree: xr.DataTree) -> dict[str, float]:
+    """Of a stacked fit, the forms other than the power law that carry weight (at least
+    ``NEGLIGIBLE_WEIGHT``), with their weights; ``{}`` for a fit of one form."""
+    table = stack_summary(tree)
+    if table is None:
+        return {}
+    out = {}
+    for form, weight in zip(
+        table[names.FORM_DIM].to_numpy(), table[WEIGHT].to_numpy(), strict=True
+    ):
+        if str(form) != POWER and float(weight) >= NEGLIGIBLE_WEIGHT:
+            out[str(form)] = float(weight)
+    return out

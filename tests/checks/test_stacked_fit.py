@@ -1,0 +1,101 @@
+"""A stacked fit (``bayesscale fit --forms``): one file holding each form's fit, the weights and
+their scores; its predictions are the forms' mixture by weight, its summary says the weights,
+and the recipe refuses a stack whose other forms carry weight."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from testdata import KNEE_SIZES, KNEE_SPEC, knee_curves
+
+import bayesscale as bs
+from bayesscale import names
+from bayesscale.cli import main
+from bayesscale.law.posterior import PosteriorError, law_draws
+from bayesscale.law.predict import draw_shares, predict
+from bayesscale.law.stack import ATTR_ROOT_FORM, ATTR_SEPARATED, WEIGHT, members
+from bayesscale.recipe.synthetic import synthetic_fit
+
+
+def test_a_stacked_fit_file_predicts_the_mixture_of_its_forms(tmp_path, capsys) -> None:
+    frame = knee_curves(settings=3, seeds=2)
+    obs, spec = tmp_path / "curves.csv", tmp_path / "one_axis.toml"
+    frame.to_csv(obs, index=False)
+    spec.write_text(KNEE_SPEC.format(form=""))
+    path = tmp_path / "stack.nc"
+    args = ["fit", str(obs), "--spec", str(spec), "--out", str(path), "--quiet"]
+    args += ["--forms", "power,offset_power", "--draws", "300", "--tune", "300", "--seed", "3"]
+    assert main(args) == 0
+    assert "stacking weights on the" in capsys.readouterr().err
+    fit = bs.load(path)
+    forms = fit.forms
+    weights = fit.stack_weights
+    assert forms is not None and weights is not None
+    assert list(forms) == [
+        max(weights, key=weights.get),
+        *sorted(set(weights) - {max(weights, key=weights.get)}),
+    ]
+    assert set(forms) == {"power", "offset_power"} and sum(weights.values()) == pytest.approx(1)
+    assert forms["offset_power"].spec.axes[0].form == "offset_power"
+    assert forms["power"].spec.axes[0].form == "power"
+    # predictions beyond the sweep are the mixture: each form's draws in proportion to weight
+    rows = frame[frame["size"] == KNEE_SIZES[-1]].copy()
+    rows["size"] = KNEE_SIZES[-1] * 4
+    mixed = fit.predict(rows).loss
+    parts = [predict(f.tree, rows).loss for f in forms.values()]
+    shares = draw_shares([weights[f] for f in forms], min(p.shape[0] for p in parts))
+    assert mixed.shape[0] == sum(shares)
+    start = 0
+    for part, n in zip(parts, shares, strict=True):
+        block = mixed[start : start + n]
+        assert all(any(np.array_equal(r, q) for q in part) for r in block)  # its own draws
+        start += n
+    # the summary says the weights; the held-out check reads the stack
+    text = fit.summary_text()
+    assert "Forms, stacked on" in text and "offset_power" in text and "power" in text
+    stack = fit.summary()["stack"]
+    assert stack["root_form"] == max(weights, key=weights.get)
+    assert stack["forms"]["power"]["weight"] == pytest.approx(weights["power"])
+    table = fit.check(_write(tmp_path, rows))
+    assert len(table) == len(rows) and 0 <= table[names.COVERED].mean() <= 1
+
+
+def _write(tmp_path, frame):
+    out = tmp_path / "held.csv"
+    frame.to_csv(out, index=False)
+    return out
+
+
+def _stacked_synthetic(offset_weight: float) -> xr.DataTree:
+    """The synthetic power-law fit as the root of a stack whose other member is the same fit
+    with the task axis given the offset power (knee 0.5), at ``offset_weight``."""
+    root = synthetic_fit(draws=10, spread=0.02)
+    other = root.copy()
+    other.attrs[names.ATTR_SPEC] = root.attrs[names.ATTR_SPEC].replace(
+        'column = "n_tasks"\n', 'column = "n_tasks"\nform = "offset_power"\n'
+    )
+    post = other["posterior"].to_dataset()
+    knee = xr.full_like(post[names.ALPHA].isel({names.SETTING_DIM: 0, names.AXIS_DIM: [0]}), 0.5)
+    post[names.KNEE] = knee.rename({names.AXIS_DIM: names.KNEE_AXIS_DIM}).assign_coords(
+        {names.KNEE_AXIS_DIM: ["task"]}
+    )
+    other["posterior"] = xr.DataTree(post)
+    table = xr.Dataset(
+        {WEIGHT: (names.FORM_DIM, [1 - offset_weight, offset_weight])},
+        coords={names.FORM_DIM: ["power", "offset_power"]},
+        attrs={ATTR_ROOT_FORM: "power", ATTR_SEPARATED: 0},
+    )
+    tree = root.copy()
+    tree[names.STACK_GROUP] = xr.DataTree(table)
+    tree[f"{names.STACK_GROUP}/offset_power"] = other
+    return tree
+
+
+def test_the_recipe_refuses_a_stack_whose_other_forms_carry_weight() -> None:
+    with pytest.raises(PosteriorError, match=r"stack whose forms .* \(offset_power 0\.30\)"):
+        law_draws(_stacked_synthetic(0.3))
+    # with no weight on them, the stack is its power law: the recipe reads the root
+    plain = law_draws(synthetic_fit(draws=10, spread=0.02))
+    np.testing.assert_array_equal(law_draws(_stacked_synthetic(0.0)).alpha, plain.alpha)
+    assert [m.form for m in members(_stacked_synthetic(0.3)) or []] == ["power", "offset_power"]
