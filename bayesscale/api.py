@@ -94,7 +94,10 @@ def fit(
     if out_of_scale:
         from bayesscale.checks.out_of_scale import out_of_scale as check_out_of_scale
 
-        evidence = check_out_of_scale(table, spec, config, workers=workers, ray_address=ray_address)
+        evidence = check_out_of_scale(
+            table, spec, config, workers=workers, ray_address=ray_address,
+            forms=law.stack_weights,
+        )  # fmt: skip
         law = law.with_out_of_scale(evidence)
     return law
 

@@ -19,6 +19,10 @@ counted and tested two-sided against ``Binomial(n, prob)``
 holds (:mod:`bayesscale.law.reach`, which reads it from the fit). Rows of one setting share
 its posterior, so the binomial test overstates the evidence (as the held-out check says).
 
+A stacked fit (``bayesscale fit --forms ... --out-of-scale``) is checked as a stack: each form
+with weight is refitted, and the left-out rows are predicted by the forms' mixture at the
+stack's weights.
+
 ``bayesscale fit --out-of-scale`` stores the result in the fit file (group ``out_of_scale``) and
 the recipe's headline is bounded per axis at that reach
 (:meth:`bayesscale.fits.law.LawFit.reach`). Each refit is one job of
@@ -34,7 +38,8 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -44,13 +49,15 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.checks.crossval import CrossvalError, LeaveOut, split
-from bayesscale.checks.heldout import OVER_CONFIDENT, calibration, check
+from bayesscale.checks.heldout import OVER_CONFIDENT, calibration, check_prediction
 from bayesscale.core.intervals import DEFAULT_PROB
 from bayesscale.data.extrapolation import BUCKET_EDGES, BUCKETS
 from bayesscale.data.observations import Table
-from bayesscale.data.spec import ModelSpec
+from bayesscale.data.spec import ModelSpec, with_form
 from bayesscale.jobs import run_jobs
+from bayesscale.law.predict import Prediction, mixture, predict
 from bayesscale.law.reach import (
+    ATTR_FORMS,
     ATTR_UNTESTED,
     AXIS,
     BUCKET,
@@ -133,15 +140,20 @@ class _Jobs:
     prob: float
 
 
-def _axis_job(jobs: _Jobs, item: tuple[str, str], _seed: int) -> pd.DataFrame:
-    """Refit without ``rule``'s rows and check them: one record per bucket of their ratios."""
+def _refit_job(
+    jobs: _Jobs, item: tuple[str, str, str | None], _seed: int
+) -> tuple[xr.DataTree, Prediction]:
+    """Refit without ``rule``'s rows (the law with ``form`` on every axis, or the spec's own
+    forms) and predict them."""
     from bayesscale.law.inference import fit
 
-    axis, rule = item
-    part = split(jobs.table, jobs.spec, LeaveOut.parse(rule))
-    refit = fit(part.train, jobs.spec, jobs.config)
-    table = check(refit, part.held, jobs.prob, seed=jobs.config.seed)
-    return bucket_records(table, axis, rule, jobs.prob)
+    _, rule, form = item
+    spec = jobs.spec if form is None else with_form(jobs.spec, form)
+    table = Table.from_frame(jobs.table.frame, spec, source=jobs.table.source)
+    part = split(table, spec, LeaveOut.parse(rule))
+    refit = fit(part.train, spec, jobs.config)
+    seed = jobs.config.seed
+    return refit, predict(refit, part.held, seed=seed, source=part.held.source, observed=True)
 
 
 def bucket_records(table: pd.DataFrame, axis: str, rule: str, prob: float) -> pd.DataFrame:
@@ -181,27 +193,40 @@ def out_of_scale(
     prob: float = DEFAULT_PROB,
     workers: int | None = None,
     ray_address: str | None = None,
+    forms: Mapping[str, float] | None = None,
 ) -> xr.Dataset:
     """The out-of-scale check of every axis that can be tested (module docstring), as the
     Dataset a fit stores: one entry per (axis, bucket) along ``names.OUT_OF_SCALE_DIM``; attrs
     ``prob``, the rules' parameters and the axes that cannot be tested, with why (none at all
     where every axis's sweep is anchored at the largest value of another: leaving that value
-    out leaves the other axis one value)."""
+    out leaves the other axis one value). ``forms``: a stack's weights (form -> weight; ``spec``
+    then names no form): each refit is the stack's, every form with weight refitted and the
+    left-out rows predicted by their mixture at those weights
+    (:func:`bayesscale.law.predict.mixture`)."""
     config = config or FitConfig()
     usable, untested = rules(table, spec)
+    weighted = {f: w for f, w in (forms or {}).items() if w > 0}
+    members: list[str | None] = list(weighted) if forms else [None]
+    items = [(axis, rule, form) for axis, rule in usable.items() for form in members]
     jobs = _Jobs(table, spec, config, prob)
-    parts = (
+    refits = (
         run_jobs(
-            _axis_job,
-            list(usable.items()),
-            config.seed,
-            shared=jobs,
-            workers=workers,
-            ray_address=ray_address,
+            _refit_job, items, config.seed, shared=jobs, workers=workers, ray_address=ray_address
         )
-        if usable
+        if items
         else []
     )
+    done = dict(zip(items, refits, strict=True))
+    parts = []
+    for axis, rule in usable.items():
+        found = [done[(axis, rule, form)] for form in members]
+        first_fit, first = found[0]
+        pred = first
+        if len(found) > 1:
+            total = sum(weighted.values())
+            pred = mixture([p for _, p in found], [weighted[f] / total for f in weighted])
+        checked = check_prediction(first_fit, pred, prob, seed=config.seed)
+        parts.append(bucket_records(checked, axis, rule, prob))
     columns = [AXIS, BUCKET, RULE, ROWS, INSIDE, names.COVERAGE, P_VALUE, HOLDS, VERDICT, MAX_RATIO]
     frame = pd.concat([pd.DataFrame(columns=columns), *parts], ignore_index=True)
     ds = xr.Dataset(
@@ -220,5 +245,6 @@ def out_of_scale(
         "min_kept": MIN_KEPT,
         "source": table.source,
         ATTR_UNTESTED: "; ".join(f"{a}: {why}" for a, why in untested.items()),
+        ATTR_FORMS: json.dumps(weighted) if forms else "",
     }
     return ds

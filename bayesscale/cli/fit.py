@@ -140,7 +140,10 @@ def _with_out_of_scale(
 
     print("checking out of scale: one refit per axis that can be tested", file=sys.stderr)
     start = time.perf_counter()
-    evidence = out_of_scale(table, spec, config, workers=args.workers, ray_address=args.ray_address)
+    evidence = out_of_scale(
+        table, spec, config, workers=args.workers, ray_address=args.ray_address,
+        forms=law.stack_weights,
+    )  # fmt: skip
     print(
         f"out-of-scale check ({time.perf_counter() - start:.1f} s):\n{evidence_text(evidence)}",
         file=sys.stderr,

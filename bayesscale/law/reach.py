@@ -24,6 +24,7 @@ tested: what was not tested is not vouched for.
 
 from __future__ import annotations
 
+import json
 from typing import Final
 
 import numpy as np
@@ -41,6 +42,7 @@ AXIS, BUCKET, ROWS, INSIDE, P_VALUE, HOLDS, MAX_RATIO, VERDICT, RULE = (
     "axis", "bucket", "rows", "inside", "p_value", "holds", "max_ratio", "verdict", "leave_out",
 )  # fmt: skip
 ATTR_UNTESTED = "untested_axes"  # "axis: why; ..." for the axes no refit could test
+ATTR_FORMS = "forms"  # a stack's check: JSON form -> weight of the mixture refitted; else ""
 
 
 def records(evidence: xr.Dataset) -> pd.DataFrame:
@@ -95,6 +97,10 @@ def evidence_text(evidence: xr.Dataset) -> str:
         )
         rule = part[RULE].iloc[0]
         lines.append(f"{axis}: reach {times(factors[str(axis)])} (refit without {rule}; {buckets})")
+    stacked = evidence.attrs.get(ATTR_FORMS)
+    if stacked:
+        weights = ", ".join(f"{f} {w:.2f}" for f, w in json.loads(stacked).items())
+        lines.append(f"(each refit a stack: the mixture of {weights})")
     untested = evidence.attrs.get(ATTR_UNTESTED)
     if untested:
         lines.append(f"not tested: {untested}")

@@ -4,6 +4,8 @@ and the recipe refuses a stack whose other forms carry weight."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -26,6 +28,7 @@ def test_a_stacked_fit_file_predicts_the_mixture_of_its_forms(tmp_path, capsys) 
     path = tmp_path / "stack.nc"
     args = ["fit", str(obs), "--spec", str(spec), "--out", str(path), "--quiet"]
     args += ["--forms", "power,offset_power", "--draws", "300", "--tune", "300", "--seed", "3"]
+    args += ["--out-of-scale"]  # the stack's own out-of-scale check: its mixture, refitted
     assert main(args) == 0
     assert "stacking weights on the" in capsys.readouterr().err
     fit = bs.load(path)
@@ -51,6 +54,13 @@ def test_a_stacked_fit_file_predicts_the_mixture_of_its_forms(tmp_path, capsys) 
         block = mixed[start : start + n]
         assert all(any(np.array_equal(r, q) for q in part) for r in block)  # its own draws
         start += n
+    # the out-of-scale check refitted the stack: each form with weight, mixed at its weight
+    evidence = fit.out_of_scale
+    assert evidence is not None
+    assert json.loads(evidence.attrs["forms"]) == {f: w for f, w in weights.items() if w > 0}
+    left_out = frame["size"] > 4096  # 16,384 / 4: the refit keeps 16 .. 4,096
+    assert int(evidence["rows"].sum()) == int(left_out.sum()) and set(fit.reach or {}) == {"size"}
+    assert "each refit a stack: the mixture of" in fit.summary_text()
     # the summary says the weights; the held-out check reads the stack
     text = fit.summary_text()
     assert "Forms, stacked on" in text and "offset_power" in text and "power" in text
