@@ -10,9 +10,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from bayesscale import names
 from bayesscale.core import forms
+from bayesscale.law.stack import ATTR_ROOT_FORM, ATTR_SEPARATED, WEIGHT
+from bayesscale.recipe.synthetic import synthetic_fit
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "data" / "reference"
@@ -96,3 +99,33 @@ def assert_jax_density_is_pymcs(model: Any, points: int, atol: float = 0.0) -> N
     for value in values:
         flat = np.concatenate([np.ravel(value[name]) for name in density.value_names])
         assert float(density.logp(flat)) == pytest.approx(float(theirs(value)), rel=1e-11, abs=atol)
+
+
+# --- a stacked fit without sampling: the synthetic power law and its offset-power twin ------
+
+
+def stacked_synthetic_fit(offset_weight: float) -> xr.DataTree:
+    """The synthetic power-law fit as the root of a stack whose other member is the same fit
+    with the task axis given the offset power (knee 0.5), at ``offset_weight``."""
+    root = synthetic_fit(draws=10, spread=0.02)
+    other = root.copy()
+    other.attrs[names.ATTR_SPEC] = root.attrs[names.ATTR_SPEC].replace(
+        'column = "n_tasks"\n', 'column = "n_tasks"\nform = "offset_power"\n'
+    )
+    post = other["posterior"].to_dataset()
+    knee = xr.full_like(post[names.ALPHA].isel({names.SETTING_DIM: 0, names.AXIS_DIM: [0]}), 0.5)
+    post[names.KNEE] = knee.rename({names.AXIS_DIM: names.KNEE_AXIS_DIM}).assign_coords(
+        {names.KNEE_AXIS_DIM: ["task"]}
+    )
+    other["posterior"] = xr.DataTree(post)
+    table = xr.Dataset(
+        {WEIGHT: (names.FORM_DIM, [1 - offset_weight, offset_weight])},
+        coords={names.FORM_DIM: ["power", "offset_power"]},
+        attrs={ATTR_ROOT_FORM: "power", ATTR_SEPARATED: 0},
+    )
+    tree = root.copy()
+    tree[names.STACK_GROUP] = xr.DataTree(table)
+    tree[f"{names.STACK_GROUP}/offset_power"] = other
+    tree.attrs[names.ATTR_DATA_SOURCE] = "synthetic"  # what a figure's provenance names
+    tree.attrs[names.ATTR_DATA_HASH] = "0" * 64
+    return tree

@@ -12,6 +12,7 @@ layout for prediction and the swept range. It answers the questions a notebook a
     fit.reach                how far beyond its sweep the fit's out-of-scale check vouches
                              for each axis (``bayesscale fit --out-of-scale``)
     fit.plot_law(axis)       observations and the law with its bands; fit.plot_exponents()
+    fit.plot_forms(axis)     a stacked fit's forms and their mixture beyond the sweep
     fit.save(path)           atomic, refuses to overwrite unless asked
 
 Nothing here imports PyMC: loading a fit and reading it are fast. Fitting is
@@ -405,6 +406,14 @@ class LawFit:
         from arviz_stats import loo
 
         return loo(self.with_log_likelihood(table).tree, **options)
+
+    def plot_forms(self, axis: str, **options: Any) -> Figure:
+        """Each form's law along ``axis`` and the stack's with its band, beyond the sweep
+        (:func:`bayesscale.report.figures.forms.plot_forms`); a fit of one form draws its own
+        curve alone."""
+        from bayesscale.report.figures.forms import plot_forms
+
+        return plot_forms(self.tree, axis, **options)
 
     def plot_exponents(self, **options: Any) -> Figure:
         """Forest plot of every setting's exponents around the population's."""

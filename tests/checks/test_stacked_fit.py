@@ -8,15 +8,14 @@ import json
 
 import numpy as np
 import pytest
-import xarray as xr
-from testdata import KNEE_SIZES, KNEE_SPEC, knee_curves
+from testdata import KNEE_SIZES, KNEE_SPEC, knee_curves, stacked_synthetic_fit
 
 import bayesscale as bs
 from bayesscale import names
 from bayesscale.cli import main
 from bayesscale.law.posterior import PosteriorError, law_draws
 from bayesscale.law.predict import draw_shares, predict
-from bayesscale.law.stack import ATTR_ROOT_FORM, ATTR_SEPARATED, WEIGHT, members
+from bayesscale.law.stack import members
 from bayesscale.recipe.synthetic import synthetic_fit
 
 
@@ -77,35 +76,10 @@ def _write(tmp_path, frame):
     return out
 
 
-def _stacked_synthetic(offset_weight: float) -> xr.DataTree:
-    """The synthetic power-law fit as the root of a stack whose other member is the same fit
-    with the task axis given the offset power (knee 0.5), at ``offset_weight``."""
-    root = synthetic_fit(draws=10, spread=0.02)
-    other = root.copy()
-    other.attrs[names.ATTR_SPEC] = root.attrs[names.ATTR_SPEC].replace(
-        'column = "n_tasks"\n', 'column = "n_tasks"\nform = "offset_power"\n'
-    )
-    post = other["posterior"].to_dataset()
-    knee = xr.full_like(post[names.ALPHA].isel({names.SETTING_DIM: 0, names.AXIS_DIM: [0]}), 0.5)
-    post[names.KNEE] = knee.rename({names.AXIS_DIM: names.KNEE_AXIS_DIM}).assign_coords(
-        {names.KNEE_AXIS_DIM: ["task"]}
-    )
-    other["posterior"] = xr.DataTree(post)
-    table = xr.Dataset(
-        {WEIGHT: (names.FORM_DIM, [1 - offset_weight, offset_weight])},
-        coords={names.FORM_DIM: ["power", "offset_power"]},
-        attrs={ATTR_ROOT_FORM: "power", ATTR_SEPARATED: 0},
-    )
-    tree = root.copy()
-    tree[names.STACK_GROUP] = xr.DataTree(table)
-    tree[f"{names.STACK_GROUP}/offset_power"] = other
-    return tree
-
-
 def test_the_recipe_refuses_a_stack_whose_other_forms_carry_weight() -> None:
     with pytest.raises(PosteriorError, match=r"stack whose forms .* \(offset_power 0\.30\)"):
-        law_draws(_stacked_synthetic(0.3))
+        law_draws(stacked_synthetic_fit(0.3))
     # with no weight on them, the stack is its power law: the recipe reads the root
     plain = law_draws(synthetic_fit(draws=10, spread=0.02))
-    np.testing.assert_array_equal(law_draws(_stacked_synthetic(0.0)).alpha, plain.alpha)
-    assert [m.form for m in members(_stacked_synthetic(0.3)) or []] == ["power", "offset_power"]
+    np.testing.assert_array_equal(law_draws(stacked_synthetic_fit(0.0)).alpha, plain.alpha)
+    assert [m.form for m in members(stacked_synthetic_fit(0.3)) or []] == ["power", "offset_power"]
