@@ -63,17 +63,34 @@ TRUE_KNEE, TRUE_ALPHA = 0.5, 0.5  # D0 = 256
 def knee_curves(seed: int = 0, settings: int = 6, seeds: int = 3) -> pd.DataFrame:
     """Success counts of ``settings`` curves whose loss is an offset power law with the knee
     ``TRUE_KNEE`` (flat below ``D0 = 256``), beta-binomial runs, ``seeds`` per size."""
+    return form_curves(
+        forms.OFFSET_POWER, "alpha", TRUE_ALPHA, {"knee": TRUE_KNEE}, (0.3, 0.6),
+        seed, settings, seeds,
+    )  # fmt: skip
+
+
+def form_curves(
+    form: str,
+    exponent: str,
+    exponent_median: float,
+    shape: dict[str, float],
+    amplitudes: tuple[float, float],
+    seed: int = 0,
+    settings: int = 6,
+    seeds: int = 3,
+) -> pd.DataFrame:
+    """Success counts of ``settings`` curves whose loss is the floor (uniform on 0.1-0.3) plus
+    ``form``'s term over ``KNEE_SIZES``: its ``exponent`` parameter ``exponent_median e^(0.1 z)``
+    per curve, the ``shape`` parameters shared, an amplitude uniform on ``amplitudes``;
+    beta-binomial runs (concentration 300, 500 trials), ``seeds`` per size."""
     rng = np.random.default_rng(seed)
     reference = float(np.sqrt(KNEE_SIZES.min() * KNEE_SIZES.max()))
     rows = []
     for s in range(settings):
-        alpha = TRUE_ALPHA * np.exp(0.1 * rng.standard_normal())
-        amplitude, floor = rng.uniform(0.3, 0.6), rng.uniform(0.1, 0.3)
-        term = forms.evaluate_term(
-            forms.OFFSET_POWER, KNEE_SIZES, reference,
-            {"amplitude": amplitude, "alpha": alpha, "knee": TRUE_KNEE},
-        )  # fmt: skip
-        p = np.exp(-(floor + term))
+        value = exponent_median * np.exp(0.1 * rng.standard_normal())
+        amplitude, floor = rng.uniform(*amplitudes), rng.uniform(0.1, 0.3)
+        params = {"amplitude": amplitude, exponent: value, **shape}
+        p = np.exp(-(floor + forms.evaluate_term(form, KNEE_SIZES, reference, params)))
         for seed_ in range(seeds):
             q = rng.beta(p * 300, (1 - p) * 300)
             k = rng.binomial(500, q)

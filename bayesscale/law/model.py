@@ -52,6 +52,8 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -145,30 +147,35 @@ def _exponents(design: Design) -> tuple[pt.TensorVariable, pt.TensorVariable, pt
 
 def _knees(design: Design) -> pt.TensorVariable | None:
     """The knees ``k_a = D_0,a / D_ref,a ~ HalfNormal(1)`` of the offset-power axes (one per
-    axis, shared by the settings), as an ``(axes,)`` vector with 0 on power axes; ``None``
+    axis, shared by the settings), as an ``(axes,)`` vector with 0 on other axes; ``None``
     when no axis has the offset form (the model is then exactly today's)."""
-    spec = design.spec
-    offset = [i for i, a in enumerate(spec.axes) if a.form == forms.OFFSET_POWER]
-    if not offset:
-        return None
-    model = pm.modelcontext(None)
-    model.add_coord(KNEE_AXIS_DIM, [spec.axes[i].name for i in offset])
-    knee = pm.HalfNormal(KNEE, sigma=forms.KNEE_PRIOR_SCALE, dims=KNEE_AXIS_DIM)
-    return pt.set_subtensor(pt.zeros(len(spec.axes))[np.asarray(offset)], knee)
+    return _per_axis(
+        design, forms.OFFSET_POWER, KNEE_AXIS_DIM,
+        lambda dim: pm.HalfNormal(KNEE, sigma=forms.KNEE_PRIOR_SCALE, dims=dim),
+    )  # fmt: skip
 
 
 def _midpoints(design: Design) -> pt.TensorVariable | None:
     """The midpoints ``m_a = log(D_mid,a / D_ref,a) ~ Normal(0, 2)`` of the saturating axes
     (one per axis, shared by the settings), as an ``(axes,)`` vector with 0 elsewhere;
     ``None`` when no axis has the saturating form."""
+    return _per_axis(
+        design, forms.SATURATING, MIDPOINT_AXIS_DIM,
+        lambda dim: pm.Normal(MIDPOINT, 0.0, forms.MIDPOINT_PRIOR_SCALE, dims=dim),
+    )  # fmt: skip
+
+
+def _per_axis(
+    design: Design, form: str, dim: str, declare: Callable[[str], pt.TensorVariable]
+) -> pt.TensorVariable | None:
+    """The variable ``declare(dim)`` over the axes of ``form`` (coordinate ``dim``: their
+    names), as an ``(axes,)`` vector with 0 on the other axes; ``None`` where no axis has it."""
     spec = design.spec
-    saturating = [i for i, a in enumerate(spec.axes) if a.form == forms.SATURATING]
-    if not saturating:
+    chosen = [i for i, a in enumerate(spec.axes) if a.form == form]
+    if not chosen:
         return None
-    model = pm.modelcontext(None)
-    model.add_coord(MIDPOINT_AXIS_DIM, [spec.axes[i].name for i in saturating])
-    midpoint = pm.Normal(MIDPOINT, 0.0, forms.MIDPOINT_PRIOR_SCALE, dims=MIDPOINT_AXIS_DIM)
-    return pt.set_subtensor(pt.zeros(len(spec.axes))[np.asarray(saturating)], midpoint)
+    pm.modelcontext(None).add_coord(dim, [spec.axes[i].name for i in chosen])
+    return pt.set_subtensor(pt.zeros(len(spec.axes))[np.asarray(chosen)], declare(dim))
 
 
 class _Shape:

@@ -32,18 +32,24 @@ ROWS = pd.DataFrame(
 def _offset_fit(knee: float) -> xr.DataTree:
     """The synthetic power-law fit with its task axis given the offset-power form and a
     knee that varies over the draws around ``knee``."""
+    return _with_form("n_tasks", "task", "offset_power", names.KNEE, names.KNEE_AXIS_DIM,
+                      lambda n: knee * np.linspace(0.5, 1.5, n))  # fmt: skip
+
+
+def _with_form(column, axis, form, var, dim, values) -> xr.DataTree:
+    """The synthetic power-law fit with ``axis`` (``column``) given ``form`` and its shape
+    parameter ``var`` (over ``dim``) at ``values(n)`` over the ``n`` draws."""
     tree = synthetic_fit(draws=10, spread=0.02)
     spec = tree.attrs[names.ATTR_SPEC].replace(
-        'column = "n_tasks"\n', 'column = "n_tasks"\nform = "offset_power"\n'
+        f'column = "{column}"\n', f'column = "{column}"\nform = "{form}"\n'
     )
     assert spec != tree.attrs[names.ATTR_SPEC]
     post = tree["posterior"].to_dataset()
     shape = (post.sizes[names.CHAIN_DIM], post.sizes[names.DRAW_DIM], 1)
-    values = knee * np.linspace(0.5, 1.5, np.prod(shape)).reshape(shape)
-    post[names.KNEE] = xr.DataArray(
-        values,
-        dims=(names.CHAIN_DIM, names.DRAW_DIM, names.KNEE_AXIS_DIM),
-        coords={names.KNEE_AXIS_DIM: ["task"]},
+    post[var] = xr.DataArray(
+        values(int(np.prod(shape))).reshape(shape),
+        dims=(names.CHAIN_DIM, names.DRAW_DIM, dim),
+        coords={dim: [axis]},
     )
     out = xr.DataTree.from_dict(
         {"posterior": post, "constant_data": tree["constant_data"].to_dataset()}
@@ -131,24 +137,8 @@ def _amplitude(population: Population) -> np.ndarray:
 def _saturating_fit(midpoint: float) -> xr.DataTree:
     """The synthetic power-law fit with its rollout axis given the saturating form: its
     exponent the steepness, and a midpoint that varies over the draws around ``midpoint``."""
-    tree = synthetic_fit(draws=10, spread=0.02)
-    spec = tree.attrs[names.ATTR_SPEC].replace(
-        'column = "rollouts"\n', 'column = "rollouts"\nform = "saturating"\n'
-    )
-    assert spec != tree.attrs[names.ATTR_SPEC]
-    post = tree["posterior"].to_dataset()
-    shape = (post.sizes[names.CHAIN_DIM], post.sizes[names.DRAW_DIM], 1)
-    values = midpoint + np.linspace(-0.5, 0.5, np.prod(shape)).reshape(shape)
-    post[names.MIDPOINT] = xr.DataArray(
-        values,
-        dims=(names.CHAIN_DIM, names.DRAW_DIM, names.MIDPOINT_AXIS_DIM),
-        coords={names.MIDPOINT_AXIS_DIM: ["traj"]},
-    )
-    out = xr.DataTree.from_dict(
-        {"posterior": post, "constant_data": tree["constant_data"].to_dataset()}
-    )
-    out.attrs = {**tree.attrs, names.ATTR_SPEC: spec}
-    return out
+    return _with_form("rollouts", "traj", "saturating", names.MIDPOINT, names.MIDPOINT_AXIS_DIM,
+                      lambda n: midpoint + np.linspace(-0.5, 0.5, n))  # fmt: skip
 
 
 def test_predict_evaluates_the_saturating_form_where_the_spec_names_it() -> None:

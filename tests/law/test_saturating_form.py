@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from testdata import KNEE_SIZES, KNEE_SPEC, assert_jax_density_is_pymcs
+from testdata import KNEE_SPEC, assert_jax_density_is_pymcs, form_curves
 
 from bayesscale import names
 from bayesscale.core import forms
@@ -22,24 +22,12 @@ TRUE_STEEPNESS, TRUE_MIDPOINT = 0.6, 1.0  # D_mid = e D_ref: a plateau over the 
 
 
 def _simulate(seed: int = 0, settings: int = 6, seeds: int = 3) -> pd.DataFrame:
-    """Success counts of ``settings`` curves whose loss has the saturating term (steepness near
-    ``TRUE_STEEPNESS``, midpoint ``TRUE_MIDPOINT``), beta-binomial runs, ``seeds`` per size."""
-    rng = np.random.default_rng(seed)
-    reference = float(np.sqrt(KNEE_SIZES.min() * KNEE_SIZES.max()))
-    rows = []
-    for s in range(settings):
-        beta = TRUE_STEEPNESS * np.exp(0.1 * rng.standard_normal())
-        amplitude, floor = rng.uniform(0.4, 0.8), rng.uniform(0.1, 0.3)
-        term = forms.evaluate_term(
-            forms.SATURATING, KNEE_SIZES, reference,
-            {"amplitude": amplitude, "steepness": beta, "midpoint": TRUE_MIDPOINT},
-        )  # fmt: skip
-        p = np.exp(-(floor + term))
-        for seed_ in range(seeds):
-            q = rng.beta(p * 300, (1 - p) * 300)
-            k = rng.binomial(500, q)
-            rows += [(f"d{s}", d, seed_, int(ki), 500) for d, ki in zip(KNEE_SIZES, k, strict=True)]
-    return pd.DataFrame(rows, columns=["dataset", "size", names.SEED, names.SUCCESSES, "trials"])
+    """Curves whose loss has the saturating term: steepness near ``TRUE_STEEPNESS``, midpoint
+    ``TRUE_MIDPOINT`` shared."""
+    return form_curves(
+        forms.SATURATING, "steepness", TRUE_STEEPNESS, {"midpoint": TRUE_MIDPOINT}, (0.4, 0.8),
+        seed, settings, seeds,
+    )  # fmt: skip
 
 
 def test_the_saturating_model_adds_a_midpoint_and_its_density_in_jax_equals_pymc() -> None:
