@@ -52,6 +52,8 @@ def records(evidence: xr.Dataset) -> pd.DataFrame:
     for column in (ROWS, INSIDE):
         if column in frame:
             frame[column] = frame[column].astype(int)
+    if HOLDS in frame:
+        frame[HOLDS] = frame[HOLDS].astype(bool)
     axis_rank = {a: i for i, a in enumerate(dict.fromkeys(frame[AXIS]))}
     bucket_rank = {b: i for i, b in enumerate(BUCKETS)}
     order = np.lexsort((frame[BUCKET].map(bucket_rank), frame[AXIS].map(axis_rank)))
