@@ -206,7 +206,8 @@ class LawFit:
 
     def _headline_reach(self, warn_beyond: float) -> tuple[float | dict[str, float], str]:
         """The recipe headline's reach and where it comes from: the measured reach per axis
-        (``warn_beyond`` where the check could not test an axis), else ``warn_beyond``."""
+        (``warn_beyond`` where the check could not test an axis; a dict), else ``warn_beyond``
+        (a float: an assumption)."""
         from bayesscale.recipe.notes import REACH_ASSUMED, REACH_MEASURED
 
         measured = self.reach
@@ -330,6 +331,7 @@ class LawFit:
             prices = load_prices(prices)
         verdicts = {"law fit": self.diagnostics}
         reach, reach_source = self._headline_reach(warn_beyond)
+        reach_measured = isinstance(reach, dict)
         if pricing is not None:
             verdicts["pricing fit"] = pricing.diagnostics
         if cost_model != COST_COMPUTE:
@@ -344,6 +346,7 @@ class LawFit:
             warn_beyond=warn_beyond,
             reach=reach,
             reach_source=reach_source,
+            reach_measured=reach_measured,
             cost_model=cost_model,
             **({} if where is None else {"where": where}),
             **options,

@@ -134,8 +134,9 @@ def _bounded_text(results: list[dict[str, Any]], result: RecipeResult) -> str:
     """Why the headline tables hold the recipe bounded to the data, and where its reach
     comes from."""
     n_far = sum(1 for r in results if r.get("within_data") is False)
+    lead = "What the data vouch for" if result.reach_measured else "Within an assumed reach"
     return (
-        f"**What the data vouch for.** In {n_far} of {len(results)} (setting, budget) rows "
+        f"**{lead}.** In {n_far} of {len(results)} (setting, budget) rows "
         f"the unbounded optimum lies beyond the reach ({reach_text(result.reach)}) times the "
         "largest swept value of an axis, so the table below is the recipe with every axis "
         f"bounded at its reach, in units bought. The reach is {result.reach_source}. The "

@@ -60,6 +60,7 @@ class RecipeResult:
     vouched: bool = True
     reach: Reach = WARN_FACTOR
     reach_source: str = REACH_ASSUMED
+    reach_measured: bool = False  # some axis's reach comes from the fit's out-of-scale check
     notes: list[str] = field(default_factory=list)
     # to_json's summaries by prob: the notes, the command and the report read the same one
     _summaries: dict[float, dict[str, Any]] = field(default_factory=dict, repr=False)
@@ -88,6 +89,7 @@ class RecipeResult:
             summary["reach"] = {
                 "factor": reach_json(self.reach),
                 "source": self.reach_source,
+                "measured": self.reach_measured,
             }
         flag_rows(summary, self.flags)
         summary["fit_diagnostics"] = {
@@ -106,6 +108,7 @@ def build_recipe(
     warn_beyond: float = WARN_FACTOR,
     reach: Reach | None = None,
     reach_source: str = REACH_ASSUMED,
+    reach_measured: bool = False,
     cost_model: str | None = None,
     where: str = UNBOUNDED_IN_PYTHON,
     **options: Any,
@@ -117,7 +120,8 @@ def build_recipe(
     lead with the recipe bounded to ``reach`` (default ``warn_beyond``; one factor, or one per
     axis) times the data where the unbounded one lies further
     (:func:`~bayesscale.recipe.vouched.vouched_recipe`), ``reach_source`` saying where the
-    reach comes from; ``cost_model``:
+    reach comes from and ``reach_measured`` whether some axis's reach was measured (else it is
+    an assumption, and the headline is not called what the data vouch for); ``cost_model``:
     ``"exact"`` (default), ``"linearised"`` or ``"compute"`` (``options`` then are
     :func:`~bayesscale.recipe.compute.compute_recipe`'s); other ``options`` are
     :func:`~bayesscale.recipe.solve.recipe`'s.
@@ -142,6 +146,7 @@ def build_recipe(
         vouched=vouched and cost_model != COST_COMPUTE,
         reach=reach,
         reach_source=reach_source,
+        reach_measured=reach_measured,
     )
     result.notes = recipe_notes(
         result.to_json(),

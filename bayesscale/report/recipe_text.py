@@ -97,11 +97,13 @@ def _header_lines(summary: dict[str, Any]) -> list[str]:
         )
     if summary.get("headline") == "bounded to the data":
         reach = _reach(summary, warn)
+        info = summary.get("reach") or {}
+        lead = "what the data vouch for" if info.get("measured") else "within an assumed reach"
         lines.append(
-            f"headline: what the data vouch for. Where the unbounded recipe lies beyond the reach "
+            f"headline: {lead}. Where the unbounded recipe lies beyond the reach "
             f"({reach}) times the largest swept values, the table is the recipe bounded there, "
             "and the unbounded one follows it as an extrapolation; reach: "
-            + (summary.get("reach") or {}).get("source", "assumed")
+            + info.get("source", "assumed")
         )
     return lines
 

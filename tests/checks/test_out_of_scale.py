@@ -17,6 +17,8 @@ from bayesscale.cli import main
 from bayesscale.data.observations import load_observations
 from bayesscale.data.spec import load_spec
 from bayesscale.law.reach import HOLDS, INSIDE, MAX_RATIO, ROWS, reach, records
+from bayesscale.recipe.notes import REACH_ASSUMED
+from bayesscale.report.recipe_text import format_recipe
 
 
 def test_a_leave_out_above_a_value_removes_the_larger_scales() -> None:
@@ -106,6 +108,16 @@ def test_a_fit_stores_its_out_of_scale_check_and_the_recipe_is_bounded_at_its_re
     assert "env, task could not be tested" in result.reach_source
     summary = result.to_json()
     assert summary["reach"]["factor"] == {"env": 4.0, "task": 4.0, "traj": 1.0}
+    assert summary["reach"]["measured"] is True
+    assert "headline: what the data vouch for." in format_recipe(summary)
+    # the same fit without its check: an assumed reach, not called vouched
+    plain = bs.LawFit(fit.tree.copy(), table=fit.table)
+    del plain.tree[names.OUT_OF_SCALE_GROUP]
+    assumed = plain.recipe_result([1e5], max_draws=20).to_json()
+    assert assumed["reach"] == {
+        "factor": 4.0, "source": REACH_ASSUMED, "measured": False,
+    }  # fmt: skip
+    assert "headline: within an assumed reach." in format_recipe(assumed)
     head = result.ds
     swept = head[names.SWEPT_MAX].sel({names.AXIS_DIM: "traj"})
     bounded = head[names.BEYOND_DATA]

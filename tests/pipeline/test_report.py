@@ -100,8 +100,10 @@ def test_report_from_saved_fits_has_every_part(saved_fits, full_report) -> None:
             assert hashes == {law_hash}, name
     # how far beyond the data: said in the text, the tables, the JSON; the headline is the
     # recipe bounded to 4x the data, the unbounded one follows as a labelled extrapolation
-    assert "**How far beyond the data.**" in text and "**What the data vouch for.**" in text
-    vouched = text.index("**What the data vouch for.**")
+    # the fit stores no out-of-scale check: the bound is an assumed reach, not called vouched
+    assert "**How far beyond the data.**" in text and "**Within an assumed reach.**" in text
+    assert "**What the data vouch for.**" not in text
+    vouched = text.index("**Within an assumed reach.**")
     assert vouched < text.index("### Extrapolation: the unbounded recipe")
     assert "Sweep further first, then refit:" in text
     for table in ("recipe", "recipe_extrapolation"):
