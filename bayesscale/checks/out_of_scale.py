@@ -52,8 +52,8 @@ from bayesscale.checks.crossval import CrossvalError, LeaveOut, split
 from bayesscale.checks.heldout import OVER_CONFIDENT, calibration, check_prediction
 from bayesscale.core.intervals import DEFAULT_PROB
 from bayesscale.data.extrapolation import BUCKET_EDGES, BUCKETS
-from bayesscale.data.observations import Table
-from bayesscale.data.spec import ModelSpec, with_form
+from bayesscale.data.observations import ObservationError, Table
+from bayesscale.data.spec import ModelSpec, SpecError, with_axes, with_form
 from bayesscale.jobs import run_jobs
 from bayesscale.law.predict import Prediction, mixture, predict
 from bayesscale.law.reach import (
@@ -95,41 +95,94 @@ def threshold(values: Sequence[float], depth: float = DEPTH, min_kept: int = MIN
     return max(top, float(distinct[min_kept - 1]))
 
 
-def rules(table: Table, spec: ModelSpec) -> tuple[dict[str, str], dict[str, str]]:
-    """Per axis, its leave-out rule (``n_envs>64``), and for each axis that cannot be tested,
-    why (too few values; another axis's sweep run only at this axis's largest scales, as in a
-    one-axis-at-a-time design anchored at the top; or another refit the law cannot fit)."""
-    usable: dict[str, str] = {}
+@dataclass(frozen=True)
+class Rule:
+    """One axis's leave-out: ``leave_out`` (``n_envs>64``) over the whole table, or, with
+    ``sweep`` (the other axes' columns and values), over the axis's own sweep alone, the law
+    refitted with that axis alone (:func:`bayesscale.data.spec.with_axes`)."""
+
+    axis: str
+    leave_out: str
+    sweep: tuple[tuple[str, float], ...] = ()
+
+    def __str__(self) -> str:
+        if not self.sweep:
+            return self.leave_out
+        held = ", ".join(f"{c}={v:g}" for c, v in self.sweep)
+        return f"{self.leave_out} in its own sweep ({held})"
+
+    def rows(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The rows the refit and its check use: every row, or the axis's own sweep."""
+        mask = np.ones(len(frame), dtype=bool)
+        for column, value in self.sweep:
+            mask &= np.isclose(frame[column].to_numpy(float), value, rtol=1e-12, atol=0.0)
+        return frame.loc[mask].reset_index(drop=True)
+
+    def spec(self, spec: ModelSpec) -> ModelSpec:
+        """The law the refit fits: ``spec``, or the axis alone on its own sweep."""
+        return with_axes(spec, [self.axis]) if self.sweep else spec
+
+
+def own_sweep(frame: pd.DataFrame, spec: ModelSpec, axis: str) -> tuple[tuple[str, float], ...]:
+    """The other axes' values under which ``axis`` takes the most distinct values: where a
+    one-axis-at-a-time design sweeps it."""
+    column = spec.axes[spec.axis_names.index(axis)].column
+    others = [a.column for a in spec.axes if a.name != axis]
+    if not others:
+        return ()
+    counts = frame.groupby(others)[column].nunique()
+    best = counts.idxmax()
+    values = best if isinstance(best, tuple) else (best,)
+    return tuple((c, float(v)) for c, v in zip(others, values, strict=True))
+
+
+def rules(table: Table, spec: ModelSpec) -> tuple[dict[str, Rule], dict[str, str]]:
+    """Per axis, its leave-out (:class:`Rule`), and for each axis that cannot be tested, why.
+
+    The largest scales of the axis are left out of the whole table where the refit keeps at
+    least ``MIN_KEPT`` values of every other axis. In a one-axis-at-a-time design whose other
+    sweeps run at this axis's largest value that leaves another axis one value; then the
+    check uses the axis's own sweep alone (the rows at the other axes' anchor), refitting the
+    law with that axis alone. An axis is untested where neither can be refitted (too few
+    values, a term of the left-out axes in the spec, or a refit the law cannot fit)."""
+    usable: dict[str, Rule] = {}
     untested: dict[str, str] = {}
     frame = table.frame
     for axis in spec.axes:
-        values = frame[axis.column].to_numpy(float)
-        t = threshold(values)
-        if not np.isfinite(t):
-            untested[axis.name] = f"{len(np.unique(values))} values of {axis.column}"
-            continue
-        rule = f"{axis.column}>{t:g}"
-        kept = frame.loc[values <= t * (1 + 1e-12)]
-        thin = [
-            (b, sorted(kept[b.column].unique()))
-            for b in spec.axes
-            if b is not axis and kept[b.column].nunique() < MIN_KEPT
-        ]
-        if thin:
-            b, left = thin[0]
-            untested[axis.name] = (
-                f"without {rule} the {b.name} axis keeps {len(left)} value(s) "
-                f"({', '.join(f'{v:g}' for v in left)}): its sweep runs at the largest "
-                f"{axis.column}"
-            )
-            continue
+        rule = _whole_table_rule(frame, spec, axis.name)
+        if rule is None:
+            sweep = own_sweep(frame, spec, axis.name)
+            values = Rule(axis.name, "", sweep).rows(frame)[axis.column].to_numpy(float)
+            t = threshold(values)
+            if not np.isfinite(t):
+                untested[axis.name] = (
+                    f"{len(np.unique(values))} values of {axis.column} in its own sweep"
+                )
+                continue
+            rule = Rule(axis.name, f"{axis.column}>{t:g}", sweep)
         try:
-            split(table, spec, LeaveOut.parse(rule))
-        except CrossvalError as exc:
-            untested[axis.name] = str(exc)
+            part_spec = rule.spec(spec)
+            part = Table.from_frame(rule.rows(frame), part_spec, source=table.source)
+            split(part, part_spec, LeaveOut.parse(rule.leave_out))
+        except (CrossvalError, SpecError, ObservationError) as exc:
+            untested[axis.name] = f"{rule}: {exc}"
         else:
             usable[axis.name] = rule
     return usable, untested
+
+
+def _whole_table_rule(frame: pd.DataFrame, spec: ModelSpec, axis: str) -> Rule | None:
+    """The leave-out over the whole table, where it keeps ``MIN_KEPT`` values of every
+    other axis; else ``None``."""
+    column = spec.axes[spec.axis_names.index(axis)].column
+    values = frame[column].to_numpy(float)
+    t = threshold(values)
+    if not np.isfinite(t):
+        return None
+    kept = frame.loc[values <= t * (1 + 1e-12)]
+    if any(kept[b.column].nunique() < MIN_KEPT for b in spec.axes if b.name != axis):
+        return None
+    return Rule(axis, f"{column}>{t:g}")
 
 
 @dataclass(frozen=True)
@@ -141,16 +194,17 @@ class _Jobs:
 
 
 def _refit_job(
-    jobs: _Jobs, item: tuple[str, str, str | None], _seed: int
+    jobs: _Jobs, item: tuple[Rule, str | None], _seed: int
 ) -> tuple[xr.DataTree, Prediction]:
     """Refit without ``rule``'s rows (the law with ``form`` on every axis, or the spec's own
     forms) and predict them."""
     from bayesscale.law.inference import fit
 
-    _, rule, form = item
-    spec = jobs.spec if form is None else with_form(jobs.spec, form)
-    table = Table.from_frame(jobs.table.frame, spec, source=jobs.table.source)
-    part = split(table, spec, LeaveOut.parse(rule))
+    rule, form = item
+    spec = rule.spec(jobs.spec)
+    spec = spec if form is None else with_form(spec, form)
+    table = Table.from_frame(rule.rows(jobs.table.frame), spec, source=jobs.table.source)
+    part = split(table, spec, LeaveOut.parse(rule.leave_out))
     refit = fit(part.train, spec, jobs.config)
     seed = jobs.config.seed
     return refit, predict(refit, part.held, seed=seed, source=part.held.source, observed=True)
@@ -207,7 +261,7 @@ def out_of_scale(
     usable, untested = rules(table, spec)
     weighted = {f: w for f, w in (forms or {}).items() if w > 0}
     members: list[str | None] = list(weighted) if forms else [None]
-    items = [(axis, rule, form) for axis, rule in usable.items() for form in members]
+    items = [(rule, form) for rule in usable.values() for form in members]
     jobs = _Jobs(table, spec, config, prob)
     refits = (
         run_jobs(
@@ -219,14 +273,14 @@ def out_of_scale(
     done = dict(zip(items, refits, strict=True))
     parts = []
     for axis, rule in usable.items():
-        found = [done[(axis, rule, form)] for form in members]
+        found = [done[(rule, form)] for form in members]
         first_fit, first = found[0]
         pred = first
         if len(found) > 1:
             total = sum(weighted.values())
             pred = mixture([p for _, p in found], [weighted[f] / total for f in weighted])
         checked = check_prediction(first_fit, pred, prob, seed=config.seed)
-        parts.append(bucket_records(checked, axis, rule, prob))
+        parts.append(bucket_records(checked, axis, str(rule), prob))
     columns = [AXIS, BUCKET, RULE, ROWS, INSIDE, names.COVERAGE, P_VALUE, HOLDS, VERDICT, MAX_RATIO]
     frame = pd.concat([pd.DataFrame(columns=columns), *parts], ignore_index=True)
     ds = xr.Dataset(

@@ -558,6 +558,50 @@ def with_form(spec: ModelSpec, form: str) -> ModelSpec:
     return parse_spec(text, source=f"{spec.source} ({form} on every axis)")
 
 
+_TABLE_HEADER = re.compile(r"^[ \t]*\[", re.MULTILINE)
+
+
+def with_axes(spec: ModelSpec, keep: Sequence[str]) -> ModelSpec:
+    """``spec`` with only the axes named in ``keep`` (their ``[[axes]]`` tables kept, the
+    others' removed from its text): the law of one axis's own sweep, where the other axes hold
+    one value each and their terms are part of the level. A term of a removed axis (the
+    interaction, dense reward) is refused.
+
+    >>> with_axes(load_spec(), ["env"]).axis_names
+    ('env',)
+    """
+    unknown = [a for a in keep if a not in spec.axis_names]
+    if unknown or not keep:
+        raise SpecError(f"{spec.source}: keep axes of {list(spec.axis_names)}, got {list(keep)}")
+    dropped = [a for a in spec.axis_names if a not in keep]
+    if spec.interaction is not None and set(spec.interaction.axes) & set(dropped):
+        raise SpecError(f"{spec.source}: the [interaction] uses the axes {dropped} left out")
+    if spec.dense_reward is not None and spec.dense_reward.axis in dropped:
+        raise SpecError(f"{spec.source}: [dense_reward] acts on the axis left out")
+    starts = [m.start() for m in _AXES_HEADER.finditer(spec.text)]
+    if len(starts) != len(spec.axes):
+        raise SpecError(
+            f"{spec.source}: the axes are not all written as `[[axes]]` table headers; write "
+            "them so to fit one axis alone"
+        )
+    text, last = "", 0
+    for start, axis in zip(starts, spec.axes, strict=True):
+        body_start = (
+            spec.text.index("\n", start) + 1 if "\n" in spec.text[start:] else len(spec.text)
+        )
+        following = _TABLE_HEADER.search(spec.text, body_start)
+        end = following.start() if following else len(spec.text)
+        text += spec.text[last:start]
+        if axis.name in keep:
+            text += spec.text[start:end]
+        last = end
+    text += spec.text[last:]
+    out = parse_spec(text, source=f"{spec.source} (axes {', '.join(keep)} alone)")
+    if out.axis_names != tuple(a for a in spec.axis_names if a in keep):
+        raise SpecError(f"{spec.source}: could not keep the axes {list(keep)} alone")
+    return out
+
+
 def load_spec(path_or_name: str | Path | None = None) -> ModelSpec:
     """Load a spec from a file path, or by name from the bundled ``models/`` folder.
 

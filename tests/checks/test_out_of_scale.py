@@ -14,7 +14,7 @@ from bayesscale import names
 from bayesscale.checks.crossval import CrossvalError, LeaveOut
 from bayesscale.checks.out_of_scale import bucket_records, rules, threshold
 from bayesscale.cli import main
-from bayesscale.data.observations import load_observations
+from bayesscale.data.observations import Table, load_observations
 from bayesscale.data.spec import load_spec
 from bayesscale.law.reach import HOLDS, INSIDE, MAX_RATIO, ROWS, reach, records
 from bayesscale.recipe.notes import REACH_ASSUMED
@@ -40,23 +40,30 @@ def test_the_threshold_keeps_enough_values_and_leaves_about_four_times_out() -> 
     assert np.isnan(threshold([10, 20, 40]))  # nothing left to leave out
 
 
-def test_an_axis_whose_largest_scales_anchor_another_sweep_cannot_be_tested() -> None:
+def test_an_axis_whose_top_anchors_another_sweep_is_tested_on_its_own_sweep() -> None:
     """The reference sweeps one axis at a time, the env sweep at the largest task count and the
-    task sweep at the largest env count: leaving either's top out leaves the other one value.
-    The rollout sweep runs at 8 rollouts, inside the range, so its top can be left out."""
+    task sweep at the largest env count: leaving either's top out of the whole table leaves the
+    other one value, so each is tested on its own sweep alone (the law of that axis alone).
+    The rollout sweep runs at 8 rollouts, inside the range: its top leaves the whole table."""
     spec = load_spec()
-    for path in (REFERENCE / "observations.csv", "data/lab/observations.csv"):
-        table = load_observations(path, spec)
-        usable, untested = rules(table, spec)
-        assert set(usable) | set(untested) == {"env", "task", "traj"}
     table = load_observations(REFERENCE / "observations.csv", spec)
     usable, untested = rules(table, spec)
-    assert usable == {"traj": "rollouts>16"}
-    assert untested["env"] == (
-        "without n_envs>64 the task axis keeps 1 value(s) (10240): its sweep runs at the "
-        "largest n_envs"
-    )
-    assert "the env axis keeps 1 value(s) (256)" in untested["task"]
+    assert untested == {}
+    assert {a: str(r) for a, r in usable.items()} == {
+        "env": "n_envs>64 in its own sweep (n_tasks=10240, rollouts=8)",
+        "task": "n_tasks>2560 in its own sweep (n_envs=256, rollouts=8)",
+        "traj": "rollouts>16",
+    }
+    env = usable["env"]
+    assert env.spec(spec).axis_names == ("env",)
+    sweep = env.rows(table.frame)
+    assert set(sweep["n_tasks"]) == {10240} and set(sweep["rollouts"]) == {8}
+    assert sorted(sweep["n_envs"].unique()) == [8, 16, 32, 64, 128, 256]
+    # an axis with too few values in its own sweep is not tested, and the reason says so
+    few = table.frame[~table.frame["n_envs"].isin([8, 16, 32])]
+    usable, untested = rules(Table(few.reset_index(drop=True), "few", "x"), spec)
+    assert "env" not in usable
+    assert untested["env"] == "3 values of n_envs in its own sweep"
 
 
 def test_bucket_records_count_the_rows_inside_per_ratio_bucket() -> None:
@@ -90,24 +97,29 @@ def test_a_fit_stores_its_out_of_scale_check_and_the_recipe_is_bounded_at_its_re
     args += ["--draws", "200", "--tune", "200", "--chains", "2", "--seed", "3"]
     main(args)
     err = capsys.readouterr().err
-    assert "out-of-scale check" in err and "traj: reach" in err
+    assert "out-of-scale check" in err and "traj: reach" in err and "env: reach" in err
     fit = bs.load(path)
     evidence = fit.out_of_scale
     assert evidence is not None
     frame = records(evidence)
-    # every left-out row (rollouts > 16, beyond the refit's 16) is counted in one bucket
-    held = small_reference_frame()["rollouts"] > 16
-    assert frame[ROWS].sum() == held.sum() and set(frame["axis"]) == {"traj"}
-    assert fit.reach == reach(evidence) == {"traj": 1.0}  # 6 rows a bucket: too few to vouch
+    # every left-out row is counted in one bucket: rollouts > 16 over the whole table; env
+    # above 64 in its own sweep (the rows at 10,240 tasks and 8 rollouts)
+    small = small_reference_frame()
+    by_axis = frame.groupby("axis")[ROWS].sum().to_dict()
+    assert by_axis["traj"] == int((small["rollouts"] > 16).sum())
+    env_sweep = (small["n_tasks"] == 10240) & (small["rollouts"] == 8)
+    assert by_axis["env"] == int((env_sweep & (small["n_envs"] > 64)).sum())
+    ones = {"env": 1.0, "task": 1.0, "traj": 1.0}  # 6 rows a bucket: too few to vouch
+    assert fit.reach == reach(evidence) == ones
     assert "Out of scale" in fit.summary_text() and "traj: reach 1x" in fit.summary_text()
-    assert fit.summary()["out_of_scale"]["reach"] == {"traj": 1.0}
-    # the recipe's headline is bounded at the measured reach on traj, the assumed 4x elsewhere
+    assert fit.summary()["out_of_scale"]["reach"] == ones
+    # the recipe's headline is bounded at the measured reach
     result = fit.recipe_result([1e5], max_draws=20)
-    assert result.reach == {"env": 4.0, "task": 4.0, "traj": 1.0}
+    assert result.reach == ones
     assert "out-of-scale check measured" in result.reach_source
-    assert "env, task could not be tested" in result.reach_source
+    assert "could not be tested" not in result.reach_source
     summary = result.to_json()
-    assert summary["reach"]["factor"] == {"env": 4.0, "task": 4.0, "traj": 1.0}
+    assert summary["reach"]["factor"] == ones
     assert summary["reach"]["measured"] is True
     assert "headline: what the data vouch for." in format_recipe(summary)
     # the same fit without its check: an assumed reach, not called vouched
@@ -123,4 +135,4 @@ def test_a_fit_stores_its_out_of_scale_check_and_the_recipe_is_bounded_at_its_re
     bounded = head[names.BEYOND_DATA]
     traj = head[names.DECISION].sel({names.AXIS_DIM: "traj"}).where(bounded)
     assert bool(bounded.any()) and float((traj / swept).max()) <= 1.0 + 1e-9
-    assert "its reach (env 4x, task 4x, traj 1x)" in result.notes[0]
+    assert "its reach (env 1x, task 1x, traj 1x)" in result.notes[0]
