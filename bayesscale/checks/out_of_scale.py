@@ -15,7 +15,9 @@ reach about ``DEPTH`` times beyond the refit's data), raised where needed so tha
 (its size over the largest value of the axis in its setting's refitted rows). Per ratio bucket
 (``<=2x``, ``2-4x``, ``4-8x``, ``>8x``) the rows inside their central ``prob`` interval are
 counted and tested two-sided against ``Binomial(n, prob)``
-(:func:`bayesscale.checks.heldout.calibration`). The axis's **reach** is how far that coverage
+(:func:`bayesscale.checks.heldout.calibration`); coverage below ``prob`` at ``p < 0.1`` does not
+hold (at ``0.05 <= p < 0.1`` it is *borderline*: Monte Carlo noise can move it across 0.05,
+:func:`bucket_verdict`). The axis's **reach** is how far that coverage
 holds (:mod:`bayesscale.law.reach`, which reads it from the fit). Rows of one setting share
 its posterior, so the binomial test overstates the evidence (as the held-out check says).
 
@@ -72,6 +74,8 @@ from bayesscale.law.reach import (
 from bayesscale.sampling.config import FitConfig
 
 DEPTH: Final = 4.0  # the left-out rows reach about this many times beyond the refit's data
+BORDERLINE_P: Final = 0.1  # coverage below nominal at p below this does not vouch
+BORDERLINE: Final = "borderline"
 MIN_KEPT: Final = 3  # values of the axis the refit keeps (a power law with a floor needs 3)
 
 
@@ -210,10 +214,31 @@ def _refit_job(
     return refit, predict(refit, part.held, seed=seed, source=part.held.source, observed=True)
 
 
+def bucket_verdict(
+    inside: int, rows: int, prob: float, p_value: float, verdict: str | None
+) -> tuple[bool, str]:
+    """Whether a bucket's coverage holds, and its verdict: the held-out check's
+    (:func:`bayesscale.checks.heldout.calibration`), except that coverage below ``prob`` with
+    ``CALIBRATION_ALPHA <= p < BORDERLINE_P`` is ``"borderline"`` and does not hold either: the
+    refit's Monte Carlo noise moves a count or two across the interval ends, enough to cross
+    0.05 (the reference's rollouts at 4x: 51 of 63, p = 0.032, with one seed; 52, p = 0.057,
+    with another).
+
+    >>> bucket_verdict(52, 63, 0.9, 0.057, "within chance")
+    (False, 'borderline')
+    >>> bucket_verdict(59, 63, 0.9, 0.53, "within chance")
+    (True, 'within chance')
+    """
+    below = inside < prob * rows
+    if below and p_value < BORDERLINE_P:
+        return False, verdict if verdict == OVER_CONFIDENT else BORDERLINE
+    return True, str(verdict)
+
+
 def bucket_records(table: pd.DataFrame, axis: str, rule: str, prob: float) -> pd.DataFrame:
     """Per ratio bucket of a check table's rows along ``axis`` (rows at a ratio <= 1, inside
     the refit's range for their setting, are left out): rows, rows inside, the coverage test's
-    p-value and verdict, the largest ratio."""
+    p-value, whether it holds and its verdict (:func:`bucket_verdict`), the largest ratio."""
     ratio = table[axis + names.OVER_MAX_SUFFIX].to_numpy(float)
     beyond = ratio > 1
     index = np.searchsorted(np.asarray(BUCKET_EDGES), ratio[beyond], side="left")
@@ -223,6 +248,9 @@ def bucket_records(table: pd.DataFrame, axis: str, rule: str, prob: float) -> pd
         if part.empty:
             continue
         test = calibration(part, prob)
+        holds, verdict = bucket_verdict(
+            test["inside"], len(part), prob, test["p_value"], test["verdict"]
+        )
         records.append(
             {
                 AXIS: axis,
@@ -232,8 +260,8 @@ def bucket_records(table: pd.DataFrame, axis: str, rule: str, prob: float) -> pd
                 INSIDE: test["inside"],
                 names.COVERAGE: test["inside"] / len(part),
                 P_VALUE: test["p_value"],
-                HOLDS: int(test["verdict"] != OVER_CONFIDENT),
-                VERDICT: test["verdict"],
+                HOLDS: int(holds),
+                VERDICT: verdict,
                 MAX_RATIO: float(ratio[beyond][index == b].max()),
             }
         )

@@ -3,8 +3,9 @@
 ``bayesscale fit --out-of-scale`` (:mod:`bayesscale.checks.out_of_scale`) refits the law
 without each axis's largest scales and stores, per axis and ratio bucket of the left-out rows
 (``<=2x``, ``2-4x``, ``4-8x``, ``>8x`` beyond the refit's data), how many rows fell inside
-their central ``prob`` interval and whether that coverage *holds*: not below ``prob``
-beyond chance (two-sided binomial test at 0.05). The axis's **reach** is
+their central ``prob`` interval and whether that coverage *holds*: not below ``prob`` at a
+two-sided binomial ``p < 0.1`` (between 0.05 and 0.1 the bucket is *borderline*, and does not
+hold either: :func:`bayesscale.checks.out_of_scale.bucket_verdict`). The axis's **reach** is
 
 .. math::
 

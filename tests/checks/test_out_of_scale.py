@@ -68,7 +68,7 @@ def test_an_axis_whose_top_anchors_another_sweep_is_tested_on_its_own_sweep() ->
 
 def test_bucket_records_count_the_rows_inside_per_ratio_bucket() -> None:
     ratio = [1.0, 1.5, 2.0, 2.0, 3.0, 4.0, 4.0, 6.0]
-    covered = [False, True, True, False, True, True, True, False]
+    covered = [False, True, True, False, True, True, True, True]
     check = pd.DataFrame(
         {
             "traj" + names.OVER_MAX_SUFFIX: ratio,
@@ -81,10 +81,14 @@ def test_bucket_records_count_the_rows_inside_per_ratio_bucket() -> None:
     frame = bucket_records(check, "traj", "rollouts>16", 0.9)
     assert frame["bucket"].tolist() == ["<=2x", "2-4x", "4-8x"]  # the row at 1x is inside
     assert frame[ROWS].tolist() == [3, 3, 1]
-    assert frame[INSIDE].tolist() == [2, 3, 0]
+    assert frame[INSIDE].tolist() == [2, 3, 1]
     assert frame[MAX_RATIO].tolist() == [2.0, 4.0, 6.0]
-    # 2 of 3 and 0 of 1 are within chance of 90% (two-sided binomial), 3 of 3 too
+    # 2 of 3 is within chance of 90% (two-sided binomial, p = 0.27), 3 of 3 and 1 of 1 too
     assert frame[HOLDS].tolist() == [1, 1, 1]
+    # below nominal at p < 0.1 does not hold: over-confident below 0.05, borderline above
+    many = check.iloc[[1] * 63].assign(**{names.COVERED: [True] * 52 + [False] * 11})
+    (held,) = bucket_records(many, "traj", "r", 0.9).itertuples(index=False)
+    assert (held.inside, held.holds, held.verdict) == (52, 0, "borderline")
 
 
 def test_a_fit_stores_its_out_of_scale_check_and_the_recipe_is_bounded_at_its_reach(
