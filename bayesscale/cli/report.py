@@ -73,6 +73,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--warn-beyond times the data)",
     )
     add_warn_beyond(parser)
+    parser.add_argument(
+        "--out-of-scale",
+        action="store_true",
+        help="check the law out of scale (one refit per axis, as `bayesscale fit "
+        "--out-of-scale`) unless its fit stores the check: the recipe's headline is then "
+        "bounded per axis at the reach measured, not the assumed --warn-beyond",
+    )
     add_strict(parser)
     add_sampling_arguments(parser)
     parser.add_argument(
@@ -118,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         warn_beyond=warn_beyond,
         strict=args.strict,
         new_groups=args.new_groups,
+        out_of_scale=args.out_of_scale,
     )
     try:
         print(build_report(options, Path(args.out), force=args.force))

@@ -39,6 +39,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale._version import __version__
+from bayesscale.checks.out_of_scale import out_of_scale
 from bayesscale.core.prices import default_prices, load_prices
 from bayesscale.data.fitfile import DiagnosticsRefusedError, FitFileError, load_fit
 from bayesscale.data.observations import Table, load_observations, read_table, validate
@@ -104,6 +105,7 @@ def fingerprint(options: ReportOptions) -> dict[str, Any]:
         "warn_beyond": options.warn_beyond,
         # only when given, so that reports written before the option keep their fingerprint
         **({"new_groups": options.new_groups} if options.new_groups else {}),
+        **({"out_of_scale": True} if options.out_of_scale else {}),
     }
 
 
@@ -183,11 +185,23 @@ def build_report(
     return out / REPORT_FILE
 
 
+def _out_of_scale(
+    options: ReportOptions, law: LawFit, table: Any, spec: Any, step: Callable[[str], None]
+) -> LawFit:
+    """The law with its out-of-scale check: the one its fit stores, else made now."""
+    if law.out_of_scale is not None:
+        step("the out-of-scale check the fit stores")
+        return law
+    step(f"checking out of scale: one refit per axis {_sampling(options.config)}")
+    return law.with_out_of_scale(out_of_scale(table, spec, options.config, options.prob))
+
+
 def _step_count(options: ReportOptions) -> int:
     """Fit, exponents, recipe, writing; pricing, the held-out check and the wider-prior refit
     when asked."""
     return (
         4
+        + options.out_of_scale
         + (options.pricing is not None)
         + (options.heldout is not None)
         + (options.sensitivity_scale is not None)
@@ -223,6 +237,8 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
         table=table,
     )
     _verdict(md, "law fit", law.diagnostics, options.strict)
+    if options.out_of_scale:
+        law = _out_of_scale(options, law, table, spec, step)
     heldout = _check_heldout(options, law) if options.heldout is not None else None
     step("exponents: tables and figures")
     summary = law_section(options, law, tmp, md)

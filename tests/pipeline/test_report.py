@@ -13,6 +13,7 @@ import pytest
 import xarray as xr
 from testdata import PRICING, REFERENCE, small_reference_frame
 
+import bayesscale as bs
 from bayesscale import names
 from bayesscale.cli import main
 from bayesscale.data.fitfile import DiagnosticsRefusedError, fit_spec, load_fit, save_fit
@@ -226,7 +227,7 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     obs = tmp_path / "obs.csv"
     small_reference_frame().to_csv(obs, index=False)
     config = FitConfig(draws=60, tune=100, chains=2, seed=3, progress=False, ess_target=0)
-    options = ReportOptions(observations=obs, budgets=(1e3, 1e4), config=config)
+    options = ReportOptions(observations=obs, budgets=(1e3, 1e4), config=config, out_of_scale=True)
     path = build_report(options, tmp_path / "out")
     text = path.read_text()
     assert "2 chains x 60 draws, seed 3" in text
@@ -235,6 +236,10 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     for table in ("exponents.md", "recipe.tex", "recipe_all.md"):
         assert "DIAGNOSTICS FAILED" in (tmp_path / "out" / "tables" / table).read_text()
     assert load_fit(tmp_path / "out" / "fits" / "law.nc").attrs[names.ATTR_SEED] == 3
+    # the out-of-scale check ran and is stored: the recipe's reach is the one it measured
+    saved = bs.load(tmp_path / "out" / "fits" / "law.nc")
+    assert saved.reach is not None and set(saved.reach) == {"env", "task", "traj"}
+    assert "**Within an assumed reach.**" not in text
     assert "What the data identify" in text and "## Prior sensitivity" in text
     wide = load_fit(tmp_path / "out" / "fits" / "law_wider_prior.nc")
     assert wide.attrs[names.ATTR_PRIOR_SCALE] == 2.0
