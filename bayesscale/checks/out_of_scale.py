@@ -5,8 +5,11 @@ For each axis ``a`` of the law, the largest scales are left out and the law refi
 rest: every row with ``D_a > t_a`` (:class:`~bayesscale.checks.crossval.LeaveOut` ``COLUMN>VALUE``),
 where ``t_a`` is the largest swept value at most ``D_a,max / DEPTH`` (so that the left-out rows
 reach about ``DEPTH`` times beyond the refit's data), raised where needed so that the refit keeps
-``MIN_KEPT`` values of the axis. The left-out rows are predicted from the refit
-(:func:`bayesscale.checks.heldout.check`); each row's extrapolation ratio is
+``MIN_KEPT`` values of the axis. Where that would leave another axis one value (a
+one-axis-at-a-time design whose other sweeps run at this axis's largest value), the axis is
+checked on its own sweep alone, refitted with the law of that axis alone (:func:`rules`). The
+left-out rows are predicted from the refit (:func:`bayesscale.checks.heldout.check_prediction`);
+each row's extrapolation ratio is
 
 .. math::
 
@@ -279,9 +282,8 @@ def out_of_scale(
 ) -> xr.Dataset:
     """The out-of-scale check of every axis that can be tested (module docstring), as the
     Dataset a fit stores: one entry per (axis, bucket) along ``names.OUT_OF_SCALE_DIM``; attrs
-    ``prob``, the rules' parameters and the axes that cannot be tested, with why (none at all
-    where every axis's sweep is anchored at the largest value of another: leaving that value
-    out leaves the other axis one value). ``forms``: a stack's weights (form -> weight; ``spec``
+    ``prob``, the rules' parameters and the axes that cannot be tested, with why
+    (:func:`rules`). ``forms``: a stack's weights (form -> weight; ``spec``
     then names no form): each refit is the stack's, every form with weight refitted and the
     left-out rows predicted by their mixture at those weights
     (:func:`bayesscale.law.predict.mixture`)."""
