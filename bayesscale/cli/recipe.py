@@ -32,7 +32,7 @@ from bayesscale.cli import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from bayesscale.fits.law import LawFit
 
 DESCRIPTION = (
     "Propagate a law fit's posterior through the budget allocator: the optimal allocation per "
@@ -124,6 +124,12 @@ def _add_scope_options(p: argparse.ArgumentParser) -> None:
     add_warn_beyond(p)
     add_strict(p)
     p.add_argument("--max-draws", type=int, help="thin each chain to at most this many draws")
+    p.add_argument(
+        "--form",
+        metavar="F",
+        help="of a stacked fit (`bayesscale fit --forms`), the recipe of form F's own fit alone "
+        "(the recipe solves power laws: a stack whose other forms carry weight is refused)",
+    )
     p.add_argument(
         "--grow-axis", help="the trajectory-heavy baseline's growing axis (default traj)"
     )
@@ -315,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
             "decision": not args.no_decision,
             "cost_model": args.cost,
         }
-    law = LawFit.load(args.fit)  # no PyMC: reading a fit is quick
+    law = _chosen_form(LawFit.load(args.fit), args.fit, args.form)  # no PyMC: quick
     priced = PricingFit.load(args.pricing) if args.pricing else None
     refuse_failed(args.fit, law.diagnostics, args.strict)
     if priced is not None:
@@ -510,3 +516,15 @@ def _write_decision_sweep(
         _note(line)
     summary["sweep_out"] = sweep.to_json(out)
     return sweep.format_text(out)
+
+
+def _chosen_form(law: LawFit, path: str, form: str | None) -> LawFit:
+    """The fit, or with ``--form`` the named form's own fit of a stacked fit."""
+    if form is None:
+        return law
+    forms = law.forms
+    if forms is None:
+        raise CommandError(f"--form {form}: {path} is not a stacked fit (`bayesscale fit --forms`)")
+    if form not in forms:
+        raise CommandError(f"--form {form}: {path} stacks the forms {list(forms)}")
+    return forms[form]

@@ -124,8 +124,8 @@ def _check_power(fit: xr.DataTree) -> None:
             "the fit is a stack whose forms other than the power law carry weight ("
             + ", ".join(f"{f} {w:.2f}" for f, w in stacked.items())
             + "); the recipe and the next runs solve power laws per axis and cannot mix them "
-            "in yet (predict and check read the stack); the power law's own fit is "
-            "`fit.forms['power']` in Python, for its recipe alone"
+            "in yet (predict and check read the stack); the power law's recipe alone is "
+            "`bayesscale recipe FIT --form power`, or `fit.forms['power']` in Python"
         )
     if other:
         raise PosteriorError(

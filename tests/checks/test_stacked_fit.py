@@ -13,6 +13,7 @@ from testdata import KNEE_SIZES, KNEE_SPEC, knee_curves, stacked_synthetic_fit
 import bayesscale as bs
 from bayesscale import names
 from bayesscale.cli import main
+from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION, save_fit
 from bayesscale.law.posterior import PosteriorError, law_draws
 from bayesscale.law.predict import draw_shares, predict
 from bayesscale.law.stack import members
@@ -83,3 +84,23 @@ def test_the_recipe_refuses_a_stack_whose_other_forms_carry_weight() -> None:
     plain = law_draws(synthetic_fit(draws=10, spread=0.02))
     np.testing.assert_array_equal(law_draws(stacked_synthetic_fit(0.0)).alpha, plain.alpha)
     assert [m.form for m in members(stacked_synthetic_fit(0.3)) or []] == ["power", "offset_power"]
+
+
+def test_the_recipe_command_takes_one_form_of_a_stack(tmp_path, capsys) -> None:
+    """`recipe FIT --form power`: the recipe of the power law's own fit, what the refusal
+    of the stack points to; a form the stack lacks, or --form on a fit of one form, is named."""
+    tree = stacked_synthetic_fit(0.3)
+    tree.attrs[ATTR_FORMAT] = FORMAT_VERSION  # a synthetic tree, saved as a fit is
+    path = save_fit(tree, tmp_path / "stack.nc")
+    args = ["recipe", str(path), "--budget", "1e3", "--max-draws", "5", "--json"]
+    assert main(args) != 0
+    assert "`bayesscale recipe FIT --form power`" in capsys.readouterr().err
+    assert main([*args, "--form", "power"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"]
+    assert main([*args, "--form", "saturating"]) != 0
+    assert "stacks the forms ['power', 'offset_power']" in capsys.readouterr().err
+    one = synthetic_fit(draws=10, spread=0.02)
+    one.attrs[ATTR_FORMAT] = FORMAT_VERSION
+    plain = save_fit(one, tmp_path / "plain.nc")
+    assert main(["recipe", str(plain), "--budget", "1e3", "--form", "power"]) != 0
+    assert "is not a stacked fit" in capsys.readouterr().err
