@@ -81,24 +81,16 @@ def fit(
     table = _table(data, spec)
     config = replace(config or FitConfig(), **sampling)
     if forms is not None:
-        from bayesscale.checks.form_scores import compare_forms as compare
-
-        scores = compare(
-            table, spec, forms, None, config, workers=workers, ray_address=ray_address,
-            keep_fits=True,
-        )  # fmt: skip
-        law = LawFit(scores.stacked_tree(), table=table)
+        law, _ = LawFit.stacked(
+            table, spec, forms, config, workers=workers, ray_address=ray_address
+        )
     else:
         law = LawFit(fit_law(table, spec, config), table=table)
     announce([*failed_fit(law.diagnostics, "law fit"), *single_setting(len(law.settings))])
     if out_of_scale:
-        from bayesscale.checks.out_of_scale import out_of_scale as check_out_of_scale
-
-        evidence = check_out_of_scale(
-            table, spec, config, workers=workers, ray_address=ray_address,
-            forms=law.stack_weights,
-        )  # fmt: skip
-        law = law.with_out_of_scale(evidence)
+        law = law.checked_out_of_scale(
+            table, spec, config, workers=workers, ray_address=ray_address
+        )
     return law
 
 

@@ -122,36 +122,34 @@ def run(args: argparse.Namespace) -> int:
 def _stacked(
     table: Table, spec: ModelSpec, config: FitConfig, forms: list[str], args: argparse.Namespace
 ) -> LawFit:
-    """The stack of ``--forms``: each form fitted to every row and refitted without each
-    axis's largest scale, the comparison printed, the stack as one fit."""
-    from bayesscale.checks.form_scores import compare_forms
+    """The stack of ``--forms`` (:meth:`LawFit.stacked`), its comparison printed."""
     from bayesscale.fits.law import LawFit
 
     print(f"stacking forms {forms}: each fitted to every row and refitted per leave-out rule",
           file=sys.stderr)  # fmt: skip
-    scores = compare_forms(
-        table, spec, forms, None, config, workers=args.workers, ray_address=args.ray_address,
-        keep_fits=True,
-    )  # fmt: skip
+    law, scores = LawFit.stacked(
+        table, spec, forms, config, workers=args.workers, ray_address=args.ray_address
+    )
     print(scores.summary_text(), file=sys.stderr)
-    return LawFit(scores.stacked_tree(), table=table)
+    return law
 
 
 def _with_out_of_scale(
     law: LawFit, table: Table, spec: ModelSpec, config: FitConfig, args: argparse.Namespace
 ) -> LawFit:
-    """The fit with its out-of-scale check, printed as it is stored."""
-    from bayesscale.checks.out_of_scale import out_of_scale
+    """The fit with its out-of-scale check (:meth:`LawFit.checked_out_of_scale`), printed as
+    it is stored."""
     from bayesscale.law.reach import evidence_text
 
     print("checking out of scale: one refit per axis that can be tested", file=sys.stderr)
     start = time.perf_counter()
-    evidence = out_of_scale(
-        table, spec, config, workers=args.workers, ray_address=args.ray_address,
-        forms=law.stack_weights,
-    )  # fmt: skip
+    checked = law.checked_out_of_scale(
+        table, spec, config, workers=args.workers, ray_address=args.ray_address
+    )
+    evidence = checked.out_of_scale
+    assert evidence is not None  # just stored
     print(
         f"out-of-scale check ({time.perf_counter() - start:.1f} s):\n{evidence_text(evidence)}",
         file=sys.stderr,
     )
-    return law.with_out_of_scale(evidence)
+    return checked

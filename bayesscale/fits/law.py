@@ -57,6 +57,7 @@ from bayesscale.law.stack import WEIGHT, members, stack_summary
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from bayesscale.checks.form_scores import FormScores
     from bayesscale.core.prices import Prices
     from bayesscale.data.observations import Table
     from bayesscale.data.spec import ModelSpec
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from bayesscale.law.posterior import FitLayout, LawDraws
     from bayesscale.law.predict import Prediction
     from bayesscale.recipe.result import RecipeResult
+    from bayesscale.sampling.config import FitConfig
 
 
 class LawFit:
@@ -196,6 +198,51 @@ class LawFit:
         check could not test keeps the assumed ``warn_beyond``, and the recipe says so."""
         evidence = self.out_of_scale
         return None if evidence is None else measured_reach(evidence)
+
+    @classmethod
+    def stacked(
+        cls,
+        table: Table,
+        spec: ModelSpec,
+        forms: Sequence[str],
+        config: FitConfig,
+        *,
+        workers: int | None = None,
+        ray_address: str | None = None,
+    ) -> tuple[LawFit, FormScores]:
+        """The stack of ``forms`` as one fit (:mod:`bayesscale.law.stack`), with the comparison
+        it comes from: each form fitted to every row and scored on its out-of-scale refits
+        (:func:`bayesscale.checks.form_scores.compare_forms`; jobs on ``workers`` local Ray
+        workers or the cluster at ``ray_address``). ``spec`` names no form."""
+        from bayesscale.checks.form_scores import compare_forms
+
+        scores = compare_forms(
+            table, spec, forms, None, config, workers=workers, ray_address=ray_address,
+            keep_fits=True,
+        )  # fmt: skip
+        return cls(scores.stacked_tree(), table=table), scores
+
+    def checked_out_of_scale(
+        self,
+        table: Table,
+        spec: ModelSpec,
+        config: FitConfig,
+        prob: float = DEFAULT_PROB,
+        *,
+        workers: int | None = None,
+        ray_address: str | None = None,
+    ) -> LawFit:
+        """This fit with its out-of-scale check made now
+        (:func:`bayesscale.checks.out_of_scale.out_of_scale` of ``table`` under ``spec``, the
+        spec the fit was made from; a stack's check refits every form with weight and scores
+        their mixture): a new fit object, unsaved."""
+        from bayesscale.checks.out_of_scale import out_of_scale
+
+        evidence = out_of_scale(
+            table, spec, config, prob, workers=workers, ray_address=ray_address,
+            forms=self.stack_weights,
+        )  # fmt: skip
+        return self.with_out_of_scale(evidence)
 
     def with_out_of_scale(self, evidence: xr.Dataset) -> LawFit:
         """This fit with ``evidence`` (:func:`bayesscale.checks.out_of_scale.out_of_scale` of

@@ -26,7 +26,7 @@ tested: what was not tested is not vouched for.
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
@@ -108,3 +108,18 @@ def evidence_text(evidence: xr.Dataset) -> str:
     if untested:
         lines.append(f"not tested: {untested}")
     return "\n".join(lines)
+
+
+def reach_report(tree: xr.DataTree) -> dict[str, Any] | None:
+    """The fit's out-of-scale check as ``bayesscale summary`` reports it (JSON-ready): the
+    reach per axis, each (axis, bucket) tested, the axes not tested and the text; ``None``
+    without one."""
+    if names.OUT_OF_SCALE_GROUP not in tree.children:
+        return None
+    evidence = tree[names.OUT_OF_SCALE_GROUP].to_dataset()
+    return {
+        "reach": reach(evidence),
+        "checks": records(evidence).to_dict(orient="records"),
+        "untested": evidence.attrs.get(ATTR_UNTESTED, ""),
+        "text": evidence_text(evidence),
+    }

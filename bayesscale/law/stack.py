@@ -22,12 +22,13 @@ held-out check, ``predict`` and the pointwise scores read the stack.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import xarray as xr
 
 from bayesscale import names
 from bayesscale.core.forms import POWER
+from bayesscale.data.fitfile import diagnose
 
 WEIGHT, WEIGHT_LOWER, WEIGHT_UPPER = "weight", "weight_lower", "weight_upper"
 LOO_ELPD, LOO_SE, OUT_OF_SCALE_ELPD = "loo_elpd", "loo_se", "out_of_scale_elpd"
@@ -94,3 +95,31 @@ def other_forms_weight(tree: xr.DataTree) -> dict[str, float]:
         if str(form) != POWER and float(weight) >= NEGLIGIBLE_WEIGHT:
             out[str(form)] = float(weight)
     return out
+
+
+def stack_report(tree: xr.DataTree) -> dict[str, Any] | None:
+    """A stacked fit's forms as ``bayesscale summary`` reports them (JSON-ready): per form its
+    weight with its interval, PSIS-LOO and out-of-scale log scores and diagnostics; the root's
+    form and whether the data separate the leader; ``None`` for a fit of one form."""
+    table = stack_summary(tree)
+    if table is None:
+        return None
+    found = {m.form: m.tree for m in members(tree) or []}
+    forms: dict[str, Any] = {}
+    for form in (str(f) for f in table[names.FORM_DIM].to_numpy()):
+        row = table.sel({names.FORM_DIM: form})
+        forms[form] = {
+            "weight": float(row[WEIGHT]),
+            "interval": [float(row[WEIGHT_LOWER]), float(row[WEIGHT_UPPER])],
+            "loo_elpd": float(row[LOO_ELPD]),
+            "loo_se": float(row[LOO_SE]),
+            "out_of_scale_elpd": float(row[OUT_OF_SCALE_ELPD]),
+            "diagnostics": diagnose(found[form]).to_dict(),
+        }
+    return {
+        "root_form": str(table.attrs[ATTR_ROOT_FORM]),
+        "separated": bool(int(table.attrs[ATTR_SEPARATED])),
+        "prob": float(table.attrs[names.ATTR_PROB]),
+        "out_of_scale_points": int(table.attrs.get("out_of_scale_points", 0)),
+        "forms": forms,
+    }

@@ -34,7 +34,7 @@ from bayesscale import names
 from bayesscale.core import laws
 from bayesscale.core.intervals import describe, tail_quantiles
 from bayesscale.data.fitfile import diagnose, fit_spec, format_diagnostics
-from bayesscale.law.reach import ATTR_UNTESTED, evidence_text, reach, records
+from bayesscale.law.reach import reach_report
 from bayesscale.law.sensitivity import (
     FLAG_BORDERLINE,
     FLAG_DOMINATED,
@@ -42,18 +42,7 @@ from bayesscale.law.sensitivity import (
     MARKERS,
     assess,
 )
-from bayesscale.law.stack import (
-    ATTR_ROOT_FORM,
-    ATTR_SEPARATED,
-    LOO_ELPD,
-    LOO_SE,
-    OUT_OF_SCALE_ELPD,
-    WEIGHT,
-    WEIGHT_LOWER,
-    WEIGHT_UPPER,
-    members,
-    stack_summary,
-)
+from bayesscale.law.stack import stack_report
 from bayesscale.sampling.diagnostics import mcse_mean, mcse_quantile
 
 SAMPLE = (names.CHAIN_DIM, names.DRAW_DIM)
@@ -199,51 +188,9 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
             "settings": {s: float(ordering_settings.sel(setting=s)) for s in settings},
         },
         "other": other,
-        "out_of_scale": _out_of_scale(tree),
-        "stack": _stack(tree),
+        "out_of_scale": reach_report(tree),
+        "stack": stack_report(tree),
         "diagnostics": diagnose(tree).to_dict(),
-    }
-
-
-def _stack(tree: xr.DataTree) -> dict[str, Any] | None:
-    """A stacked fit's forms (:mod:`bayesscale.law.stack`): per form its weight with its
-    interval, PSIS-LOO and out-of-scale log scores and diagnostics; the root's form and
-    whether the data separate the leader; ``None`` for a fit of one form."""
-    table = stack_summary(tree)
-    if table is None:
-        return None
-    found = {m.form: m.tree for m in members(tree) or []}
-    forms: dict[str, Any] = {}
-    for form in (str(f) for f in table[names.FORM_DIM].to_numpy()):
-        row = table.sel({names.FORM_DIM: form})
-        forms[form] = {
-            "weight": float(row[WEIGHT]),
-            "interval": [float(row[WEIGHT_LOWER]), float(row[WEIGHT_UPPER])],
-            "loo_elpd": float(row[LOO_ELPD]),
-            "loo_se": float(row[LOO_SE]),
-            "out_of_scale_elpd": float(row[OUT_OF_SCALE_ELPD]),
-            "diagnostics": diagnose(found[form]).to_dict(),
-        }
-    return {
-        "root_form": str(table.attrs[ATTR_ROOT_FORM]),
-        "separated": bool(int(table.attrs[ATTR_SEPARATED])),
-        "prob": float(table.attrs[names.ATTR_PROB]),
-        "out_of_scale_points": int(table.attrs.get("out_of_scale_points", 0)),
-        "forms": forms,
-    }
-
-
-def _out_of_scale(tree: xr.DataTree) -> dict[str, Any] | None:
-    """The fit's out-of-scale check (:mod:`bayesscale.law.reach`): the reach per axis, each
-    (axis, bucket) tested, the axes not tested and the text; ``None`` without one."""
-    if names.OUT_OF_SCALE_GROUP not in tree.children:
-        return None
-    evidence = tree[names.OUT_OF_SCALE_GROUP].to_dataset()
-    return {
-        "reach": reach(evidence),
-        "checks": records(evidence).to_dict(orient="records"),
-        "untested": evidence.attrs.get(ATTR_UNTESTED, ""),
-        "text": evidence_text(evidence),
     }
 
 

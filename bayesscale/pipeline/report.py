@@ -39,7 +39,6 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale._version import __version__
-from bayesscale.checks.out_of_scale import out_of_scale
 from bayesscale.core.prices import default_prices, load_prices
 from bayesscale.data.fitfile import DiagnosticsRefusedError, FitFileError, load_fit
 from bayesscale.data.observations import Table, load_observations, read_table, validate
@@ -193,7 +192,7 @@ def _out_of_scale(
         step("the out-of-scale check the fit stores")
         return law
     step(f"checking out of scale: one refit per axis {_sampling(options.config)}")
-    return law.with_out_of_scale(out_of_scale(table, spec, options.config, options.prob))
+    return law.checked_out_of_scale(table, spec, options.config, options.prob)
 
 
 def _step_count(options: ReportOptions) -> int:
