@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import NDArray
 
 from bayesscale import names
 from bayesscale.core.intervals import DEFAULT_PROB, quantiles, tail_quantiles
@@ -47,6 +48,7 @@ from bayesscale.formatting import times
 from bayesscale.law.posterior import fit_layout
 from bayesscale.law.predict import Prediction, predict, validate_rows
 
+Array = NDArray[np.float64]
 DEFAULT_REPLICATES = 2
 SUMMARY_COLUMNS = (names.N_ROWS, names.MAE, names.COVERAGE, names.MEAN_PERCENTILE)
 # further attributes of a check table (prob, coverage and mae are in bayesscale.names)
@@ -136,27 +138,42 @@ def _add_extent(table: pd.DataFrame, fit: xr.DataTree, pred: Prediction) -> pd.D
     return table
 
 
+def predictive_rates(
+    pred: Prediction, rng: np.random.Generator, replicates: int = DEFAULT_REPLICATES
+) -> tuple[Array, Array, Array]:
+    """The predictive draws ``(replicates x S, R)`` (counts ``k``, or a loss), the same draws
+    as rates (``k / n``; a loss as it is) and the observed rates ``(R,)``: what a held-out
+    row's interval is a quantile of, and what it is checked against."""
+    if pred.observed is None:
+        raise ValueError("a held-out check needs observed outcomes")
+    draws = pred.sample(rng, replicates=replicates)
+    if pred.outcome != "success":
+        return draws, draws, pred.observed
+    if pred.trials is None:
+        raise ValueError("a held-out check of success counts needs trials")
+    n = pred.trials.astype(float)
+    return draws, draws / n[None, :], pred.observed / n
+
+
+def check_seed(seed: int) -> list[int]:
+    """The seed of a held-out check's predictive draws (:func:`predictive_rates`) for the
+    check's ``seed``: whoever redraws the check's intervals draws the same ones."""
+    return [seed, 1]
+
+
 def _table(
     pred: Prediction, prob: float, seed: int, replicates: int, rows: np.ndarray | None
 ) -> pd.DataFrame:
-    rng = np.random.default_rng([seed, 1])
-    draws = pred.sample(rng, replicates=replicates)
+    rng = np.random.default_rng(check_seed(seed))
+    draws, rate, observed = predictive_rates(pred, rng, replicates)
     expected = pred.expected()
-    if pred.observed is None:
-        raise ValueError("a held-out check needs observed outcomes")
     if pred.outcome == "success":
-        if pred.trials is None:
-            raise ValueError("a held-out check of success counts needs trials")
-        n = pred.trials.astype(float)
-        observed = pred.observed / n
+        assert pred.observed is not None
         below = (draws < pred.observed[None, :]).mean(axis=0)
         tied = (draws == pred.observed[None, :]).mean(axis=0)
         percentile = below + rng.uniform(size=pred.rows) * tied
-        rate = draws / n[None, :]
     else:
-        observed = pred.observed
         percentile = (draws < observed[None, :]).mean(axis=0)
-        rate = draws
     tail, head = tail_quantiles(prob)
     lower, predicted, upper = quantiles(rate, [tail, 0.5, head], axis=0)
     mean_lower, mean_upper = quantiles(expected, [tail, head], axis=0)

@@ -18,17 +18,18 @@ each row's extrapolation ratio is
 (its size over the largest value of the axis in its setting's refitted rows). Per ratio bucket
 (``<=2x``, ``2-4x``, ``4-8x``, ``>8x``) the rows inside their central ``prob`` interval are
 counted and tested two-sided against ``Binomial(n, prob)``
-(:func:`bayesscale.checks.heldout.calibration`); coverage below ``prob`` at ``p < 0.1`` does not
-hold (at ``0.05 <= p < 0.1`` it is *borderline*: Monte Carlo noise can move it across 0.05,
-:func:`bucket_verdict`). The axis's **reach** is how far that coverage
+(:func:`bayesscale.checks.heldout.calibration`); coverage below ``prob`` at ``p < 0.05`` does
+not hold, and where the count's own Monte Carlo error (:mod:`bayesscale.checks.coverage_noise`)
+could move it across that line the bucket is *borderline* and does not hold either
+(:func:`bucket_verdict`). The axis's **reach** is how far that coverage
 holds (:mod:`bayesscale.law.reach`, which reads it from the fit). Rows of one setting share
 its posterior, so the binomial test overstates the evidence (as the held-out check says).
 
-A stacked fit (``bayesscale fit --forms ... --out-of-scale``) is checked as a stack: each form
+A stacked fit (``bayesscale fit --forms ...``) is checked as a stack: each form
 with weight is refitted, and the left-out rows are predicted by the forms' mixture at the
 stack's weights.
 
-``bayesscale fit --out-of-scale`` stores the result in the fit file (group ``out_of_scale``) and
+``bayesscale fit`` (unless given ``--no-out-of-scale``) stores the result in the fit file (group ``out_of_scale``) and
 the recipe's headline is bounded per axis at that reach
 (:meth:`bayesscale.fits.law.LawFit.reach`). Each refit is one job of
 :func:`bayesscale.jobs.run_jobs` (serially, on local Ray workers or on a Ray cluster), seeded
@@ -51,10 +52,20 @@ from typing import Final
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
+from bayesscale.checks.coverage_noise import count_mcse
 from bayesscale.checks.crossval import CrossvalError, LeaveOut, split
-from bayesscale.checks.heldout import OVER_CONFIDENT, calibration, check_prediction
+from bayesscale.checks.heldout import (
+    CALIBRATION_ALPHA,
+    DEFAULT_REPLICATES,
+    binomial_p_value,
+    calibration,
+    check_prediction,
+    check_seed,
+    predictive_rates,
+)
 from bayesscale.core.intervals import DEFAULT_PROB
 from bayesscale.data.extrapolation import BUCKET_EDGES, BUCKETS
 from bayesscale.data.observations import ObservationError, Table
@@ -68,17 +79,20 @@ from bayesscale.law.reach import (
     BUCKET,
     HOLDS,
     INSIDE,
+    INSIDE_MCSE,
     MAX_RATIO,
     P_VALUE,
     ROWS,
     RULE,
     VERDICT,
 )
+from bayesscale.law.sensitivity import BORDERLINE_Z
 from bayesscale.sampling.config import FitConfig
 
+Array = NDArray[np.float64]
+
 DEPTH: Final = 4.0  # the left-out rows reach about this many times beyond the refit's data
-BORDERLINE_P: Final = 0.1  # coverage below nominal at p below this does not vouch
-BORDERLINE: Final = "borderline"
+BORDERLINE: Final = "borderline"  # a bucket whose verdict its Monte Carlo error can flip
 MIN_KEPT: Final = 3  # values of the axis the refit keeps (a power law with a floor needs 3)
 
 
@@ -218,42 +232,62 @@ def _refit_job(
 
 
 def bucket_verdict(
-    inside: int, rows: int, prob: float, p_value: float, verdict: str | None
+    inside: int, rows: int, prob: float, mcse: float, verdict: str | None
 ) -> tuple[bool, str]:
-    """Whether a bucket's coverage holds, and its verdict: the held-out check's
-    (:func:`bayesscale.checks.heldout.calibration`), except that coverage below ``prob`` with
-    ``CALIBRATION_ALPHA <= p < BORDERLINE_P`` is ``"borderline"`` and does not hold either: the
-    refit's Monte Carlo noise moves a count or two across the interval ends, enough to cross
-    0.05 (the reference's rollouts at 4x: 51 of 63, p = 0.032, with one seed; 52, p = 0.057,
-    with another).
+    """Whether a bucket's coverage holds, and its verdict. A count ``k`` of ``n`` holds unless
+    it is below ``prob n`` at a two-sided binomial ``p < CALIBRATION_ALPHA`` (the held-out
+    check's *over-confident*, :func:`bayesscale.checks.heldout.calibration`). The count
+    carries the refit's Monte Carlo error ``mcse`` (:mod:`bayesscale.checks.coverage_noise`):
+    where the rule decides differently at ``k - BORDERLINE_Z mcse`` and ``k + BORDERLINE_Z
+    mcse`` (rounded outward, within ``0 .. n``) the bucket is ``"borderline"`` and does not
+    hold either (reach is vouched for only where the check decides it). The reference's
+    rollouts at 4x: 51 of 63 (p = 0.032) with one seed, 52 (p = 0.057) with another; each
+    with a Monte Carlo error of about one row, borderline with both.
 
-    >>> bucket_verdict(52, 63, 0.9, 0.057, "within chance")
+    >>> bucket_verdict(52, 63, 0.9, 1.0, "within chance")
     (False, 'borderline')
-    >>> bucket_verdict(59, 63, 0.9, 0.53, "within chance")
+    >>> bucket_verdict(52, 63, 0.9, 0.0, "within chance")
+    (True, 'within chance')
+    >>> bucket_verdict(59, 63, 0.9, 1.0, "within chance")
     (True, 'within chance')
     """
-    below = inside < prob * rows
-    if below and p_value < BORDERLINE_P:
-        return False, verdict if verdict == OVER_CONFIDENT else BORDERLINE
-    return True, str(verdict)
+
+    def holds(k: int) -> bool:
+        return not (k < prob * rows and binomial_p_value(k, rows, prob) < CALIBRATION_ALPHA)
+
+    low = max(0, int(np.floor(inside - BORDERLINE_Z * mcse)))
+    high = min(rows, int(np.ceil(inside + BORDERLINE_Z * mcse)))
+    if holds(low) != holds(high):
+        return False, BORDERLINE
+    return holds(inside), str(verdict)
 
 
-def bucket_records(table: pd.DataFrame, axis: str, rule: str, prob: float) -> pd.DataFrame:
-    """Per ratio bucket of a check table's rows along ``axis`` (rows at a ratio <= 1, inside
-    the refit's range for their setting, are left out): rows, rows inside, the coverage test's
-    p-value, whether it holds and its verdict (:func:`bucket_verdict`), the largest ratio."""
+def bucket_index(table: pd.DataFrame, axis: str) -> NDArray[np.int64]:
+    """Each check-table row's ratio bucket along ``axis`` (a position in ``BUCKETS``), -1 for
+    a row inside the refit's range for its setting (ratio <= 1)."""
     ratio = table[axis + names.OVER_MAX_SUFFIX].to_numpy(float)
-    beyond = ratio > 1
-    index = np.searchsorted(np.asarray(BUCKET_EDGES), ratio[beyond], side="left")
+    index = np.searchsorted(np.asarray(BUCKET_EDGES), ratio, side="left")
+    return np.where(ratio > 1, index, -1).astype(np.int64)
+
+
+def bucket_records(
+    table: pd.DataFrame, axis: str, rule: str, prob: float, mcse: ArrayLike | None = None
+) -> pd.DataFrame:
+    """Per ratio bucket of a check table's rows along ``axis`` (rows at a ratio <= 1, inside
+    the refit's range for their setting, are left out): rows, rows inside with that count's
+    Monte Carlo error (``mcse``, per bucket of ``BUCKETS``; 0 where not given), the coverage
+    test's p-value, whether it holds and its verdict (:func:`bucket_verdict`), the largest
+    ratio."""
+    ratio = table[axis + names.OVER_MAX_SUFFIX].to_numpy(float)
+    index = bucket_index(table, axis)
     records = []
     for b, label in enumerate(BUCKETS):
-        part = table.loc[beyond].loc[index == b]
+        part = table.loc[index == b]
         if part.empty:
             continue
         test = calibration(part, prob)
-        holds, verdict = bucket_verdict(
-            test["inside"], len(part), prob, test["p_value"], test["verdict"]
-        )
+        error = 0.0 if mcse is None else float(np.asarray(mcse, dtype=float)[b])
+        holds, verdict = bucket_verdict(test["inside"], len(part), prob, error, test["verdict"])
         records.append(
             {
                 AXIS: axis,
@@ -261,14 +295,31 @@ def bucket_records(table: pd.DataFrame, axis: str, rule: str, prob: float) -> pd
                 RULE: rule,
                 ROWS: len(part),
                 INSIDE: test["inside"],
+                INSIDE_MCSE: error,
                 names.COVERAGE: test["inside"] / len(part),
                 P_VALUE: test["p_value"],
                 HOLDS: int(holds),
                 VERDICT: verdict,
-                MAX_RATIO: float(ratio[beyond][index == b].max()),
+                MAX_RATIO: float(ratio[index == b].max()),
             }
         )
     return pd.DataFrame.from_records(records)
+
+
+def _count_mcse(pred: Prediction, table: pd.DataFrame, axis: str, prob: float, seed: int) -> Array:
+    """Per bucket of ``BUCKETS``, the Monte Carlo error of the count of rows inside, from the
+    check's own predictive draws (:func:`bayesscale.checks.heldout.predictive_rates`)."""
+    rng = np.random.default_rng(check_seed(seed))
+    _, rates, observed = predictive_rates(pred, rng, DEFAULT_REPLICATES)
+    return count_mcse(
+        rates,
+        observed,
+        bucket_index(table, axis),
+        len(BUCKETS),
+        prob,
+        seed=[seed, 2],
+        per_draw=DEFAULT_REPLICATES,
+    )
 
 
 def out_of_scale(
@@ -310,8 +361,10 @@ def out_of_scale(
             total = sum(weighted.values())
             pred = mixture([p for _, p in found], [weighted[f] / total for f in weighted])
         checked = check_prediction(first_fit, pred, prob, seed=config.seed)
-        parts.append(bucket_records(checked, axis, str(rule), prob))
-    columns = [AXIS, BUCKET, RULE, ROWS, INSIDE, names.COVERAGE, P_VALUE, HOLDS, VERDICT, MAX_RATIO]
+        mcse = _count_mcse(pred, checked, axis, prob, config.seed)
+        parts.append(bucket_records(checked, axis, str(rule), prob, mcse))
+    columns = [AXIS, BUCKET, RULE, ROWS, INSIDE, INSIDE_MCSE, names.COVERAGE, P_VALUE, HOLDS]
+    columns += [VERDICT, MAX_RATIO]
     frame = pd.concat([pd.DataFrame(columns=columns), *parts], ignore_index=True)
     ds = xr.Dataset(
         {
@@ -320,7 +373,7 @@ def out_of_scale(
         }
         | {
             column: ((names.OUT_OF_SCALE_DIM,), frame[column].to_numpy(float))
-            for column in (ROWS, INSIDE, names.COVERAGE, P_VALUE, HOLDS, MAX_RATIO)
+            for column in (ROWS, INSIDE, INSIDE_MCSE, names.COVERAGE, P_VALUE, HOLDS, MAX_RATIO)
         }
     )
     ds.attrs = {

@@ -1,11 +1,12 @@
 """The reach a law fit's out-of-scale check vouches for, read from the fit.
 
-``bayesscale fit --out-of-scale`` (:mod:`bayesscale.checks.out_of_scale`) refits the law
+``bayesscale fit`` (:mod:`bayesscale.checks.out_of_scale`; not with ``--no-out-of-scale``) refits the law
 without each axis's largest scales and stores, per axis and ratio bucket of the left-out rows
 (``<=2x``, ``2-4x``, ``4-8x``, ``>8x`` beyond the refit's data), how many rows fell inside
-their central ``prob`` interval and whether that coverage *holds*: not below ``prob`` at a
-two-sided binomial ``p < 0.1`` (between 0.05 and 0.1 the bucket is *borderline*, and does not
-hold either: :func:`bayesscale.checks.out_of_scale.bucket_verdict`). The axis's **reach** is
+their central ``prob`` interval (with that count's Monte Carlo error) and whether that
+coverage *holds*: not below ``prob`` at a two-sided binomial ``p < 0.05``, and not
+*borderline* (the count's Monte Carlo error could move it across that line:
+:func:`bayesscale.checks.out_of_scale.bucket_verdict`). The axis's **reach** is
 
 .. math::
 
@@ -42,6 +43,7 @@ MIN_ROWS: Final = 10  # rows a bucket needs to vouch for its ratios
 AXIS, BUCKET, ROWS, INSIDE, P_VALUE, HOLDS, MAX_RATIO, VERDICT, RULE = (
     "axis", "bucket", "rows", "inside", "p_value", "holds", "max_ratio", "verdict", "leave_out",
 )  # fmt: skip
+INSIDE_MCSE = "inside_mcse"  # the Monte Carlo error of INSIDE (absent from older fit files)
 ATTR_UNTESTED = "untested_axes"  # "axis: why; ..." for the axes no refit could test
 ATTR_FORMS = "forms"  # a stack's check: JSON form -> weight of the mixture refitted; else ""
 
@@ -86,7 +88,9 @@ def evidence_text(evidence: xr.Dataset) -> str:
     ...                  HOLDS: ("c", [0]), VERDICT: ("c", ["over-confident"]),
     ...                  MAX_RATIO: ("c", [2.0])}, attrs={"prob": 0.9})
     >>> print(evidence_text(ev))
-    traj: reach 1x (refit without rollouts>16; <=2x: 34/42 inside the 90% intervals, p = 0.04, over-confident)
+    traj: reach 1x (refit without rollouts>16; <=2x: 34 of 42 inside the 90% intervals, p = 0.04, over-confident)
+    >>> print(evidence_text(ev.assign({INSIDE_MCSE: ("c", [1.2])})).split("; ")[1])
+    <=2x: 34 ± 1.2 of 42 inside the 90% intervals, p = 0.04, over-confident)
     """
     prob = float(evidence.attrs.get(names.ATTR_PROB, DEFAULT_PROB))
     frame = records(evidence)
@@ -94,8 +98,9 @@ def evidence_text(evidence: xr.Dataset) -> str:
     lines = []
     for axis, part in frame.groupby(AXIS, sort=False):
         buckets = "; ".join(
-            f"{getattr(r, BUCKET)}: {getattr(r, INSIDE)}/{getattr(r, ROWS)} inside the "
-            f"{prob:.0%} intervals, p = {getattr(r, P_VALUE):.2g}, {getattr(r, VERDICT)}"
+            f"{getattr(r, BUCKET)}: {getattr(r, INSIDE)}{_error(r)} of {getattr(r, ROWS)} "
+            f"inside the {prob:.0%} intervals, p = {getattr(r, P_VALUE):.2g}, "
+            f"{getattr(r, VERDICT)}"
             for r in part.itertuples(index=False)
         )
         rule = part[RULE].iloc[0]
@@ -108,6 +113,12 @@ def evidence_text(evidence: xr.Dataset) -> str:
     if untested:
         lines.append(f"not tested: {untested}")
     return "\n".join(lines)
+
+
+def _error(row: Any) -> str:
+    """`` ± e``, a count's Monte Carlo error where the evidence stores one of 0.05 or more."""
+    error = float(getattr(row, INSIDE_MCSE, 0.0))
+    return f" ± {error:.1f}" if error >= 0.05 else ""
 
 
 def reach_report(tree: xr.DataTree) -> dict[str, Any] | None:
