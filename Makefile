@@ -30,7 +30,7 @@ $(MINILM_STAMP): $(STAMP)
 report: setup
 	$(VENV)/bin/bayesscale report data/reference/observations.csv \
 		--pricing data/pricing/pricing.csv --heldout data/reference/heldout.csv \
-		--out-of-scale --out $(OUT)/report
+		--out $(OUT)/report
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check bayesscale tests benchmarks data lab notebooks docs/conf.py docs/_ext

@@ -49,7 +49,7 @@ def fit(
     *,
     prior_scale: float = 1.0,
     forms: Sequence[str] | None = None,
-    out_of_scale: bool = False,
+    out_of_scale: bool = True,
     workers: int | None = None,
     ray_address: str | None = None,
     **sampling: Any,
@@ -65,12 +65,12 @@ def fit(
     changes, the data do not identify. ``forms=["power", "offset_power"]`` fits each form on
     every axis, scores each on its out-of-scale refits and returns their stack
     (``bayesscale fit --forms``; :mod:`bayesscale.law.stack`): ``fit.forms``,
-    ``fit.stack_weights``, and predictions that are the mixture. ``out_of_scale=True`` also
-    refits without each axis's
-    largest scales and stores how far the law's coverage holds beyond the sweep
-    (:func:`bayesscale.checks.out_of_scale.out_of_scale`; the refits are jobs on ``workers``
-    local Ray workers or the cluster at ``ray_address``): ``fit.reach``, and the recipe's
-    headline bounded there (``bayesscale fit --out-of-scale``).
+    ``fit.stack_weights``, and predictions that are the mixture. By default the fit also
+    refits without each axis's largest scales and stores how far the law's coverage holds
+    beyond the sweep (:func:`bayesscale.checks.out_of_scale.out_of_scale`; the refits are jobs
+    on ``workers`` local Ray workers or the cluster at ``ray_address``): ``fit.reach``, and
+    the recipe's headline bounded there. ``out_of_scale=False`` skips those refits
+    (``bayesscale fit --no-out-of-scale``); the recipe then assumes a reach.
 
     >>> fit = bs.fit("data/reference/observations.csv", seed=1)  # doctest: +SKIP
     """

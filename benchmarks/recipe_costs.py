@@ -36,7 +36,7 @@ def main() -> None:
     if args.fit is None:
         import bayesscale as bs
 
-        fit = bs.fit("data/reference/observations.csv", progress=False)
+        fit = bs.fit("data/reference/observations.csv", progress=False, out_of_scale=False)
         path = Path(tempfile.mkdtemp()) / "law.nc"
         fit.save(path)
         tree = fit.tree

@@ -83,7 +83,9 @@ def one_fit(name: str, seed: int, target_accept: float | None = None) -> dict[st
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CaveatWarning)  # a failed fit is what is counted here
         warnings.simplefilter("ignore", DataWarning)  # the thin design has one seed, as meant
-        fit = bs.fit(frame, seed=seed, progress=False, target_accept=target_accept)
+        fit = bs.fit(
+            frame, seed=seed, progress=False, target_accept=target_accept, out_of_scale=False
+        )
     seconds = time.perf_counter() - start
     d = fit.diagnostics
     return {

@@ -43,10 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_sampling_arguments(parser)
     parser.add_argument(
         "--out-of-scale",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="also refit without each axis's largest scales and check them (one refit per "
-        "axis that can be tested), and store the result: the recipe's headline is then "
-        "bounded per axis at the reach that check measured",
+        "axis that can be tested), and store the result: the recipe's headline is bounded "
+        "per axis at the reach that check measured (the default; --no-out-of-scale skips the "
+        "refits, and the recipe then assumes --warn-beyond on every axis)",
     )
     parser.add_argument(
         "--forms",

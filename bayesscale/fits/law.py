@@ -10,7 +10,7 @@ layout for prediction and the swept range. It answers the questions a notebook a
     fit.recipe(budgets)      the KKT allocation over the posterior (the ``recipe`` command)
     fit.check(heldout)       posterior-predictive check on held-out runs (``check``)
     fit.reach                how far beyond its sweep the fit's out-of-scale check vouches
-                             for each axis (``bayesscale fit --out-of-scale``)
+                             for each axis (``bayesscale fit`` measures it)
     fit.plot_law(axis)       observations and the law with its bands; fit.plot_exponents()
     fit.plot_forms(axis)     a stacked fit's forms and their mixture beyond the sweep
     fit.save(path)           atomic, refuses to overwrite unless asked
@@ -183,9 +183,8 @@ class LawFit:
 
     @property
     def out_of_scale(self) -> xr.Dataset | None:
-        """The out-of-scale check stored with the fit (``bayesscale fit --out-of-scale``,
-        ``bs.fit(..., out_of_scale=True)``; :mod:`bayesscale.checks.out_of_scale`), else
-        ``None``."""
+        """The out-of-scale check stored with the fit (made by ``bayesscale fit`` and
+        ``bs.fit`` unless told not to; :mod:`bayesscale.checks.out_of_scale`), else ``None``."""
         if names.OUT_OF_SCALE_GROUP not in self.tree.children:
             return None
         return self.tree[names.OUT_OF_SCALE_GROUP].to_dataset()

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 # where the reach of a bounded headline comes from (RecipeResult.reach_source)
 REACH_ASSUMED = (
     "an assumed reach, the same for every axis: the fit stores no out-of-scale check "
-    "(`bayesscale fit --out-of-scale` measures one)"
+    "(`bayesscale fit` measures one unless given --no-out-of-scale)"
 )
 REACH_MEASURED = (
     "the reach the fit's out-of-scale check measured per axis (`bayesscale summary` shows it)"

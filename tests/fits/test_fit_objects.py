@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from testdata import REFERENCE
@@ -177,7 +178,8 @@ def test_reading_a_fit_end_to_end_imports_neither_pymc_nor_jax(law_fit, tmp_path
 def test_one_call_fits_from_a_path(tmp_path) -> None:
     """``bs.fit(path, **sampler options)``: the table is read and kept (for the figures), the
     options reach the sampler (a preview: seconds), and the fit says what it is."""
-    fit = bs.fit(ROOT / "data" / "reference" / "observations.csv", preview=True, seed=3)
+    path = ROOT / "data" / "reference" / "observations.csv"
+    fit = bs.fit(path, preview=True, seed=3, out_of_scale=False)
     assert isinstance(fit, bs.LawFit)
     assert fit.table is not None and fit.tree.attrs[names.ATTR_DATA_HASH] == fit.table.sha256
     assert fit.tree.attrs[names.ATTR_SEED] == 3
@@ -186,8 +188,27 @@ def test_one_call_fits_from_a_path(tmp_path) -> None:
     assert len(fit.settings) == 21
 
 
+def test_one_call_checks_the_fit_out_of_scale_unless_told_not_to(law_fit, monkeypatch) -> None:
+    """``bs.fit`` makes the out-of-scale check by default, with the fit's own table, spec and
+    sampler settings (the check itself: tests/checks/test_out_of_scale.py)."""
+    import bayesscale.law.inference as inference
+
+    monkeypatch.setattr(inference, "fit", lambda table, spec, config: _copy(law_fit))
+    asked = []
+
+    def checked(self, table, spec, config, prob=0.9, workers=None, ray_address=None):
+        asked.append((len(table.frame), spec.name, config.seed, workers))
+        return self
+
+    monkeypatch.setattr(bs.LawFit, "checked_out_of_scale", checked)
+    path = ROOT / "data" / "reference" / "observations.csv"
+    bs.fit(path, seed=7, workers=2)
+    assert asked == [(len(pd.read_csv(path)), "agentic-rl", 7, 2)]
+    bs.fit(path, seed=7, out_of_scale=False)
+    assert len(asked) == 1
+
+
 def test_one_call_fits_a_data_frame_with_wider_priors(law_fit, monkeypatch) -> None:
-    import pandas as pd
 
     import bayesscale.law.inference as inference
     from bayesscale.data.observations import ObservationError
@@ -200,12 +221,12 @@ def test_one_call_fits_a_data_frame_with_wider_priors(law_fit, monkeypatch) -> N
 
     monkeypatch.setattr(inference, "fit", fake)
     frame = pd.read_csv(ROOT / "data" / "reference" / "observations.csv")
-    bs.fit(frame, prior_scale=2)
+    bs.fit(frame, prior_scale=2, out_of_scale=False)
     assert seen["table"].source == "<DataFrame>" and len(seen["table"].frame) == len(frame)
     assert seen["spec"].exponent_prior_scale == 2.0
     bad = frame.assign(n_envs=frame["n_envs"].where(frame.index != 4, -3))
     with pytest.raises(ObservationError, match=r"<DataFrame>: column 'n_envs', row 5"):
-        bs.fit(bad)
+        bs.fit(bad, out_of_scale=False)
 
 
 def test_the_command_line_parser_loads_no_numerics() -> None:
@@ -302,9 +323,9 @@ def test_a_failed_fit_warns_when_made(law_fit, pricing_fit, monkeypatch) -> None
     failed = synthetic_fit(draws=5, chains=2, spread=0.05)
     monkeypatch.setattr(inference, "fit", lambda table, spec, config: failed)
     with pytest.warns(bs.CaveatWarning, match="^law fit: DIAGNOSTICS FAILED"):
-        bs.fit(ROOT / "data" / "reference" / "observations.csv")
+        bs.fit(ROOT / "data" / "reference" / "observations.csv", out_of_scale=False)
     monkeypatch.setattr(inference, "fit", lambda table, spec, config: _copy(law_fit))
-    good = bs.fit(ROOT / "data" / "reference" / "observations.csv")  # no warning: it passed
+    good = bs.fit(ROOT / "data" / "reference" / "observations.csv", out_of_scale=False)
     assert good.diagnostics.ok
     monkeypatch.setattr(pricing, "fit_pricing", lambda *args, **kwargs: _copy(pricing_fit))
     with pytest.warns(bs.CaveatWarning) as warned:
@@ -317,7 +338,6 @@ def test_a_failed_fit_warns_when_made(law_fit, pricing_fit, monkeypatch) -> None
 def test_compare_forms_takes_paths_frames_and_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     # the notebook's call hands the comparison the same validated tables, whatever it is given
     # (the comparison itself, with its fits, is tests/checks/test_form_scores.py)
-    import pandas as pd
 
     import bayesscale.checks.form_scores as form_scores
 

@@ -152,6 +152,7 @@ def test_cli_fit_and_summary_json(tmp_path, capsys):
         "4",
         "--ess-target",
         "0",
+        "--no-out-of-scale",  # the check's own test: tests/checks/test_out_of_scale.py
     ]
     status = main(argv)
     assert status == 0 and out.exists()
@@ -198,7 +199,7 @@ def test_a_preview_is_marked_in_every_output_that_reads_it(tmp_path, capsys):
     obs = tmp_path / "obs.csv"
     sub.to_csv(obs, index=False)
     out = tmp_path / "preview.nc"
-    argv = ["fit", str(obs), "--out", str(out), "--preview", "--quiet"]
+    argv = ["fit", str(obs), "--out", str(out), "--preview", "--quiet", "--no-out-of-scale"]
     assert main([*argv, "--strict"]) == 3
     assert "PREVIEW (Laplace approximation" in capsys.readouterr().out
     tree = load_fit(out)
