@@ -14,7 +14,16 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale.core import forms
-from bayesscale.law.stack import ATTR_ROOT_FORM, ATTR_SEPARATED, WEIGHT
+from bayesscale.law.stack import (
+    ATTR_ROOT_FORM,
+    ATTR_SEPARATED,
+    LOO_ELPD,
+    LOO_SE,
+    OUT_OF_SCALE_ELPD,
+    WEIGHT,
+    WEIGHT_LOWER,
+    WEIGHT_UPPER,
+)
 from bayesscale.recipe.synthetic import synthetic_fit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,10 +130,12 @@ def assert_jax_density_is_pymcs(model: Any, points: int, atol: float = 0.0) -> N
 # --- a stacked fit without sampling: the synthetic power law and its offset-power twin ------
 
 
-def stacked_synthetic_fit(offset_weight: float) -> xr.DataTree:
-    """The synthetic power-law fit as the root of a stack whose other member is the same fit
-    with the task axis given the offset power (knee 0.5), at ``offset_weight``."""
-    root = synthetic_fit(draws=10, spread=0.02)
+def stacked_synthetic_fit(offset_weight: float, root: xr.DataTree | None = None) -> xr.DataTree:
+    """A power-law fit (``root``, else the synthetic one) as the root of a stack whose other
+    member is the same fit with the task axis given the offset power (knee 0.5), at
+    ``offset_weight``; the stack's scores are made up (LOO and out-of-scale elpd 0)."""
+    synthetic = root is None
+    root = synthetic_fit(draws=10, spread=0.02) if root is None else root.copy()
     other = root.copy()
     other.attrs[names.ATTR_SPEC] = root.attrs[names.ATTR_SPEC].replace(
         'column = "n_tasks"\n', 'column = "n_tasks"\nform = "offset_power"\n'
@@ -135,14 +146,28 @@ def stacked_synthetic_fit(offset_weight: float) -> xr.DataTree:
         {names.KNEE_AXIS_DIM: ["task"]}
     )
     other["posterior"] = xr.DataTree(post)
+    weights = [1 - offset_weight, offset_weight]
     table = xr.Dataset(
-        {WEIGHT: (names.FORM_DIM, [1 - offset_weight, offset_weight])},
+        {
+            WEIGHT: (names.FORM_DIM, weights),
+            WEIGHT_LOWER: (names.FORM_DIM, [max(0.0, w - 0.2) for w in weights]),
+            WEIGHT_UPPER: (names.FORM_DIM, [min(1.0, w + 0.2) for w in weights]),
+            LOO_ELPD: (names.FORM_DIM, [0.0, 0.0]),
+            LOO_SE: (names.FORM_DIM, [1.0, 1.0]),
+            OUT_OF_SCALE_ELPD: (names.FORM_DIM, [0.0, 0.0]),
+        },
         coords={names.FORM_DIM: ["power", "offset_power"]},
-        attrs={ATTR_ROOT_FORM: "power", ATTR_SEPARATED: 0},
+        attrs={
+            ATTR_ROOT_FORM: "power",
+            ATTR_SEPARATED: 0,
+            names.ATTR_PROB: 0.9,
+            "out_of_scale_points": 12,
+        },
     )
     tree = root.copy()
     tree[names.STACK_GROUP] = xr.DataTree(table)
     tree[f"{names.STACK_GROUP}/offset_power"] = other
-    tree.attrs[names.ATTR_DATA_SOURCE] = "synthetic"  # what a figure's provenance names
-    tree.attrs[names.ATTR_DATA_HASH] = "0" * 64
+    if synthetic:
+        tree.attrs[names.ATTR_DATA_SOURCE] = "synthetic"  # what a figure's provenance names
+        tree.attrs[names.ATTR_DATA_HASH] = "0" * 64
     return tree

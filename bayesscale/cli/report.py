@@ -16,6 +16,7 @@ from bayesscale.cli import (
     check_warn_beyond,
 )
 from bayesscale.cli._sampling import add_sampling_arguments, config_from_args
+from bayesscale.cli.forms import parse_forms
 from bayesscale.cli.recipe import parse_budgets
 from bayesscale.data.spec import SENSITIVITY_SCALE
 from bayesscale.sampling.config import PRICING_TARGET_ACCEPT
@@ -75,10 +76,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_warn_beyond(parser)
     parser.add_argument(
         "--out-of-scale",
-        action="store_true",
-        help="check the law out of scale (one refit per axis, as `bayesscale fit "
-        "--out-of-scale`) unless its fit stores the check: the recipe's headline is then "
-        "bounded per axis at the reach measured, not the assumed --warn-beyond",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="check the law out of scale (one refit per axis, as `bayesscale fit` does) "
+        "unless its fit stores the check: the recipe's headline is bounded per axis at the "
+        "reach measured (the default; --no-out-of-scale assumes --warn-beyond instead)",
+    )
+    parser.add_argument(
+        "--forms",
+        default=None,
+        metavar="F1,F2",
+        help="fit the law as a stack of these forms (power among them), as `bayesscale fit "
+        "--forms`: the report adds the forms' weights and figures, and solves its recipe on "
+        "the power law's own fit where the other forms carry weight",
     )
     add_strict(parser)
     add_sampling_arguments(parser)
@@ -126,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         strict=args.strict,
         new_groups=args.new_groups,
         out_of_scale=args.out_of_scale,
+        forms=tuple(parse_forms(args.forms)) if args.forms is not None else None,
     )
     try:
         print(build_report(options, Path(args.out), force=args.force))

@@ -42,7 +42,7 @@ from bayesscale._version import __version__
 from bayesscale.core.prices import default_prices, load_prices
 from bayesscale.data.fitfile import DiagnosticsRefusedError, FitFileError, load_fit
 from bayesscale.data.observations import Table, load_observations, read_table, validate
-from bayesscale.data.spec import ModelSpec, load_spec, with_exponent_prior_scale
+from bayesscale.data.spec import ModelSpec, load_spec, with_exponent_prior_scale, with_form
 from bayesscale.pipeline.report_options import ReportOptions
 from bayesscale.pipeline.report_recipe import recipe_section
 from bayesscale.pipeline.report_sections import (
@@ -105,6 +105,7 @@ def fingerprint(options: ReportOptions) -> dict[str, Any]:
         # only when given, so that reports written before the option keep their fingerprint
         **({"new_groups": options.new_groups} if options.new_groups else {}),
         **({"out_of_scale": True} if options.out_of_scale else {}),
+        **({"forms": list(options.forms)} if options.forms else {}),
     }
 
 
@@ -125,6 +126,7 @@ class _Progress:
 
     def __call__(self, what: str) -> None:
         self.step += 1
+        self.total = max(self.total, self.step)  # a stacked fit reused: its power law's check
         elapsed = time.perf_counter() - self.start
         print(f"[{self.step}/{self.total} {elapsed:6.1f} s] {what}", file=self.stream, flush=True)
 
@@ -133,11 +135,17 @@ def _sampling(config: FitConfig) -> str:
     return f"({config.describe()})"
 
 
-def _sample_law(table: Any, spec: Any, config: FitConfig) -> xr.DataTree:
-    """Sample the law (PyMC and JAX are loaded here: only when a fit is made, after every
-    input was read and checked)."""
+def _sample_law(
+    table: Any, spec: Any, config: FitConfig, forms: tuple[str, ...] | None = None
+) -> xr.DataTree:
+    """Sample the law, or the stack of ``forms`` (PyMC and JAX are loaded here: only when a
+    fit is made, after every input was read and checked)."""
     from bayesscale.law.inference import fit
 
+    if forms:
+        from bayesscale.fits.law import LawFit
+
+        return LawFit.stacked(table, spec, forms, config)[0].tree
     return fit(table, spec, config)
 
 
@@ -229,8 +237,12 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
             options.law_fit,
             names.KIND_LAW_FIT,
             table,
-            lambda: _sample_law(table, spec, options.config),
-            f"fitting {spec.name!r} to {len(table.frame)} runs {_sampling(options.config)}",
+            lambda: _sample_law(table, spec, options.config, options.forms),
+            (
+                f"fitting {spec.name!r} to {len(table.frame)} runs "
+                + (f"as a stack of the forms {list(options.forms)} " if options.forms else "")
+                + _sampling(options.config)
+            ),
             step,
         ),
         table=table,
@@ -250,7 +262,13 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     prov = provenance(law.tree) if pricing is None else provenance(law.tree, pricing.tree)
     prices = load_prices(str(options.prices)) if options.prices else default_prices()
     frame = None if heldout is None else heldout[1]
-    result = recipe_section(options, tmp, law, pricing, prices, prov, md, frame)
+    recipe_law, note = _recipe_law(law)
+    if recipe_law is not law:
+        recipe_law.save(tmp / "fits" / POWER_FIT)
+        if options.out_of_scale:  # the reach of the law the recipe solves
+            recipe_law = _out_of_scale(options, recipe_law, table, recipe_law.spec, step)
+        summary = recipe_law.summary(prob=options.prob)  # what the sensitivity refit compares
+    result = recipe_section(options, tmp, recipe_law, pricing, prices, prov, md, frame, note)
     if inputs.wide_spec is not None:
         wide_spec = inputs.wide_spec
         wide = LawFit(
@@ -275,6 +293,37 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     (tmp / REPORT_FILE).write_text(md.text())
 
 
+POWER_FIT = "law_power.nc"  # of a stacked law, the power law's own fit: the recipe's
+
+
+def _recipe_law(law: LawFit) -> tuple[LawFit, str | None]:
+    """The fit the recipe is solved on, and what the report says about it: the law itself, or,
+    of a stack whose other forms carry weight (:func:`bayesscale.law.stack.other_forms_weight`),
+    its power law's own fit, since the exact per-draw allocation solves power laws."""
+    from bayesscale.core.forms import POWER
+    from bayesscale.law.stack import other_forms_weight
+
+    others = other_forms_weight(law.tree)
+    if not others:
+        return law, None
+    forms = law.forms or {}
+    if POWER not in forms:
+        raise ReportError(
+            f"the law stacks the forms {list(forms)} without the power law, and the recipe "
+            "solves power laws only: stack it with the power law (--forms power,...)"
+        )
+    weight = (law.stack_weights or {}).get(POWER, 0.0)
+    listed = ", ".join(f"{form} {w:.2f}" for form, w in others.items())
+    note = (
+        f"**The recipe is the power law's alone.** The stack gives weight to forms whose "
+        f"allocation the package does not solve ({listed}; the exact per-draw solver handles "
+        f"the power law only). The recipe in this section is the power law's own fit (stack "
+        f"weight {weight:.2f}; `fits/{POWER_FIT}`), bounded at that fit's own reach: its "
+        "intervals leave out the uncertainty about the form. The held-out check is the stack's."
+    )
+    return forms[POWER], note
+
+
 @dataclass(frozen=True)
 class _Inputs:
     """The report's inputs, read and validated before anything slow runs."""
@@ -293,6 +342,8 @@ def _read_inputs(options: ReportOptions) -> _Inputs:
             f"got {list(options.budgets)}; `bayesscale recipe` answers for one budget"
         )
     spec = load_spec(options.spec)
+    if options.forms:
+        _check_forms(options.forms, spec)
     table = load_observations(options.observations, spec)
     wide_spec = None
     if options.sensitivity_fit is not None and options.sensitivity_scale is None:
@@ -310,6 +361,21 @@ def _read_inputs(options: ReportOptions) -> _Inputs:
         frame, _ = read_table(options.heldout)
         validate(frame, spec, str(options.heldout), for_fitting=False)
     return _Inputs(spec, table, wide_spec, priced)
+
+
+def _check_forms(forms: tuple[str, ...], spec: ModelSpec) -> None:
+    """A report's stack, checked before anything is sampled: the power law among its forms
+    (the recipe's), and each form one the spec lets the stack put on every axis
+    (:func:`bayesscale.data.spec.with_form` refuses a spec that names its axes' forms)."""
+    from bayesscale.core.forms import POWER
+
+    if POWER not in forms:
+        raise ReportError(
+            f"--forms {','.join(forms)}: the report's recipe solves the power law, so the "
+            "stack needs it among its forms (--forms power,...)"
+        )
+    for name in forms:
+        with_form(spec, name)
 
 
 def _fit_pricing(

@@ -25,9 +25,13 @@ class ReportOptions:
     """What to analyse and how. Paths are the user's files; ``law_fit``/``pricing_fit``/
     ``sensitivity_fit`` reuse saved fits instead of sampling. ``sensitivity_scale``: the
     exponent priors of the sensitivity refit are this many times wider (``None``: no refit,
-    no sensitivity section). ``out_of_scale``: check the law out of scale (one refit per axis,
-    :mod:`bayesscale.checks.out_of_scale`) where its fit does not store the check, so that the
-    recipe's headline is bounded at the reach measured."""
+    no sensitivity section). ``out_of_scale`` (default): check the law out of scale (one refit
+    per axis, :mod:`bayesscale.checks.out_of_scale`) where its fit does not store the check,
+    so that the recipe's headline is bounded at the reach measured; ``False`` assumes
+    ``warn_beyond`` on every axis. ``forms``: fit the law as a stack of these forms
+    (:meth:`bayesscale.fits.law.LawFit.stacked`; the power law among them): the report adds
+    the forms' section, and its recipe is the power law's own fit where the other forms
+    carry weight."""
 
     observations: Path
     pricing: Path | None = None
@@ -48,7 +52,8 @@ class ReportOptions:
     warn_beyond: float = WARN_FACTOR
     strict: bool = False
     new_groups: str | None = None  # held-out settings the fit does not know (check's option)
-    out_of_scale: bool = False
+    out_of_scale: bool = True
+    forms: tuple[str, ...] | None = None
 
     @property
     def middle_budget(self) -> float:

@@ -46,9 +46,11 @@ def recipe_section(
     prov: Provenance,
     md: Sections,
     heldout: pd.DataFrame | None = None,
+    note: str | None = None,
 ) -> RecipeResult:
     """Solve the recipe at the report's budgets and write its section (``recipe.json``, the
-    tables ``recipe*``, the figures ``allocation*`` and ``iso_budget``)."""
+    tables ``recipe*``, the figures ``allocation*`` and ``iso_budget``); ``note``: a
+    paragraph on which law the recipe is solved on, first in the section."""
     result = law.recipe_result(
         list(options.budgets),
         pricing=pricing,
@@ -73,13 +75,8 @@ def recipe_section(
         reach = None if extent is None else extent["largest_over_max"]
     outside = None if reach is None else mark_heldout_reach(results, reach)
     write_json(tmp / "recipe.json", summary)
-    md.add(
-        "## The budget recipe",
-        "",
-        _intro(summary, options),
-        "",
-        _extent_text(far or summary, options),
-    )
+    md.add("## The budget recipe", "", *([note, ""] if note else []))
+    md.add(_intro(summary, options), "", _extent_text(far or summary, options))
     settings = [str(s) for s in result.ds[names.SETTING_DIM].to_numpy()][:MAX_SETTINGS_SHOWN]
     shown = sorted({options.budgets[0], options.middle_budget, options.budgets[-1]})
     if result.unbounded is not None:

@@ -35,7 +35,8 @@ SENSITIVITY_FIT = "law_wider_prior.nc"
 
 def law_section(options: ReportOptions, law: LawFit, tmp: Path, md: Sections) -> dict[str, Any]:
     """The law's diagnostics, exponents (text, table, forest plot), what the data identify,
-    and the law along each axis; saves ``fits/law.nc``. Returns the law's summary."""
+    and the law along each axis (of a stacked law, each form's and the stack's:
+    :func:`forms_section`); saves ``fits/law.nc``. Returns the law's summary."""
     from bayesscale.report.figures import save_figure
     from bayesscale.report.tables import exponent_table, with_verdict
 
@@ -43,14 +44,46 @@ def law_section(options: ReportOptions, law: LawFit, tmp: Path, md: Sections) ->
     law.save(tmp / "fits" / "law.nc")  # with its diagnostics and identification, now known
     md.add("## The law", "", diagnostics_line("law fit", law.diagnostics, law.tree))
     figures = [("exponents", law.plot_exponents())]
-    figures += [(f"law_{a}", law.plot_law(a)) for a in law.spec.axis_names]
+    if summary.get("stack") is None:  # a stack's law along each axis: its forms' figures
+        figures += [(f"law_{a}", law.plot_law(a)) for a in law.spec.axis_names]
     md.add(exponent_text(summary, options.prob))
     md.add(identification_text(summary))
     exponents = with_verdict(exponent_table(summary), law.diagnostics.headline())
     md.add(*write_tables(tmp, "exponents", [("", exponents)]))
     for name, fig in figures:
         md.add(write_figure(tmp, name, fig, save_figure))
+    if summary.get("stack") is not None:
+        forms_section(summary["stack"], law, tmp, md)
     return summary
+
+
+def forms_section(stack: dict[str, Any], law: LawFit, tmp: Path, md: Sections) -> None:
+    """A stacked fit's forms (``bayesscale fit --forms``, ``report --forms``): what each form
+    weighs and scores (the table ``forms``), and each form's law and the stack's with its band
+    beyond the sweep, per axis (the figures ``forms_<axis>``, in place of ``law_<axis>``)."""
+    from bayesscale.report.figures import save_figure
+    from bayesscale.report.tables import forms_table
+
+    weights = ", ".join(f"{form} {row['weight']:.2f}" for form, row in stack["forms"].items())
+    md.add(
+        "### The law's form",
+        "",
+        f"The law is a stack of the forms {', '.join(stack['forms'])}, each fitted to every run "
+        f"and weighted by how well it predicted the runs its out-of-scale refits left out "
+        f"(weights {weights}). The exponents above are the {stack['root_form']} fit's, the "
+        "form with the largest weight; predictions, the figures below and the held-out check "
+        "are the mixture. "
+        + (
+            "The data separate the forms."
+            if stack["separated"]
+            else "The data do not separate the forms: the weights' intervals say how little "
+            "they decide, and the mixture carries that uncertainty beyond the sweep."
+        ),
+        "",
+    )
+    md.add(*write_tables(tmp, "forms", [("", forms_table(stack))]))
+    for axis in law.spec.axis_names:
+        md.add(write_figure(tmp, f"forms_{axis}", law.plot_forms(axis), save_figure))
 
 
 def exponent_text(summary: dict[str, Any], prob: float) -> str:

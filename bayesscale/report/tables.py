@@ -725,6 +725,52 @@ def _beyond_text(s: xr.Dataset, j: int, setting: str, axes: Sequence[str], warn:
     return ", ".join(text for _, text in sorted(parts, reverse=True)) or "-"
 
 
+def forms_table(
+    stack: Mapping[str, Any], label: str = "tab:forms", provenance: Provenance | None = None
+) -> PaperTable:
+    """A stacked fit's forms (:func:`bayesscale.law.stack.stack_report`): per form its stacking
+    weight with its interval, PSIS-LOO elpd (se), summed out-of-scale log score and whether
+    its fit's diagnostics passed.
+
+    >>> stack = {"prob": 0.9, "root_form": "power", "separated": False, "out_of_scale_points": 63,
+    ...          "forms": {"power": {"weight": 0.6, "interval": [0.1, 0.9], "loo_elpd": -1.0,
+    ...                              "loo_se": 2.0, "out_of_scale_elpd": -3.0,
+    ...                              "diagnostics": {"ok": True}}}}
+    >>> print(forms_table(stack).to_markdown().splitlines()[2])
+    | power | 0.60 [0.10, 0.90] | -1.0 (2.0) | -3.0 | ok |
+    """
+    try:
+        forms = stack["forms"]
+        prob = float(stack["prob"])
+        points = int(stack["out_of_scale_points"])
+    except (KeyError, TypeError) as exc:
+        raise TableError(f"not a stack_report result: missing {exc}") from exc
+    header: list[Cell | str] = ["form", f"weight [{_pct(prob)}]", "LOO elpd (se)"]
+    header += ["out-of-scale log score", "diagnostics"]
+    rows: list[list[Cell | str | int | float]] = []
+    for form, row in forms.items():
+        lo, hi = row["interval"]
+        rows.append(
+            [
+                str(form),
+                Interval(row["weight"], lo, hi),
+                Text(f"{row['loo_elpd']:.1f} ({row['loo_se']:.1f})"),
+                Number(row["out_of_scale_elpd"], digits=1),
+                "ok" if row["diagnostics"]["ok"] else "FAILED",
+            ]
+        )
+    verdict = (
+        "the data separate the forms"
+        if stack["separated"]
+        else "the data do not separate the forms: predictions are the mixture"
+    )
+    caption = (
+        f"Law forms stacked on their out-of-scale log scores ({points} left-out points): "
+        f"weight [{_pct(prob)} Bayesian-bootstrap interval]; {verdict}."
+    )
+    return PaperTable(header, rows, caption, label, provenance=provenance)
+
+
 def with_verdict(table: PaperTable, headline: str | None) -> PaperTable:
     """The table with a fit's failed-diagnostics or preview headline as its first note (a
     table pasted into a paper carries the verdict with it); unchanged when the fit converged."""

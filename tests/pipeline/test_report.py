@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
-from testdata import PRICING, REFERENCE, small_reference_frame
+from testdata import PRICING, REFERENCE, small_reference_frame, stacked_synthetic_fit
 
 import bayesscale as bs
 from bayesscale import names
@@ -41,7 +41,7 @@ def _args(out: Path, fits: tuple[Path, Path], *extra: str, full: bool = True) ->
     Without the wider-prior refit (``--sensitivity-scale 0``: it samples; the sampling test
     below covers that section)."""
     args = ["report", str(OBS), "--fit", str(fits[0]), "--budget", "1e3:1e5:3", "--out", str(out)]
-    args += ["--sensitivity-scale", "0"]
+    args += ["--sensitivity-scale", "0", "--no-out-of-scale"]  # the check: its own test below
     if full:
         args += ["--pricing", str(PRICING / "pricing.csv"), "--pricing-fit", str(fits[1])]
         args += ["--heldout", str(REFERENCE / "heldout.csv")]
@@ -302,3 +302,31 @@ def test_the_pricing_step_names_the_acceptance_it_samples_at() -> None:
     assert "target_accept 0.95," in _sampling(pricing_config(FitConfig()))
     assert "target_accept 0.95," in _sampling(pricing_config(FitConfig(sampler="nuts")))
     assert "target_accept 0.9," in _sampling(pricing_config(FitConfig(target_accept=0.9)))
+
+
+def test_a_stacked_law_gets_its_forms_section_and_the_power_laws_recipe(
+    law_fit: xr.DataTree, saved_fits, tmp_path: Path, capsys
+) -> None:
+    """A stacked law fit (reused here; `report --forms` fits one): the law's section adds the
+    forms' weights and figures, the held-out check reads the mixture, and the recipe, which
+    solves power laws, is the power law's own fit, saying so."""
+    stack = save_fit(stacked_synthetic_fit(0.3, root=law_fit), tmp_path / "stack.nc")
+    out = tmp_path / "r"
+    args = _args(out, (stack, saved_fits[1]), full=False)
+    assert main([*args, "--heldout", str(REFERENCE / "heldout.csv")]) == 0
+    text = (out / "report.md").read_text()
+    assert "### The law's form" in text and "weights power 0.70, offset_power 0.30" in text
+    assert "**The recipe is the power law's alone.**" in text and "offset_power 0.30" in text
+    assert (out / "tables" / "forms.md").is_file() and (out / "tables" / "forms.tex").is_file()
+    for axis in ("env", "task", "traj"):
+        assert (out / "figures" / f"forms_{axis}.png").is_file()
+    power = bs.load(out / "fits" / "law_power.nc")
+    assert power.forms is None and power.spec.axes[1].form == "power"
+    assert bs.load(out / "fits" / "law.nc").stack_weights == {"power": 0.7, "offset_power": 0.3}
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert recipe["results"]  # solved on the power law's own fit
+    # a stack without the power law has no recipe to give: refused before anything is sampled
+    argv = ["report", str(OBS), "--forms", "offset_power,saturating", "--out", str(tmp_path / "n")]
+    assert main(argv) == 2
+    assert "needs it among its forms" in capsys.readouterr().err
+    assert not (tmp_path / "n").exists()
