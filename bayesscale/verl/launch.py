@@ -99,6 +99,14 @@ class RayBackend:
                 self._client = JobSubmissionClient(self.address, headers=self.headers or None)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise LaunchError(f"cannot reach the Ray job API at {self.address}: {exc}") from exc
+            except Exception as exc:
+                if type(exc).__name__ != "AuthenticationError":  # ray.exceptions' (Ray >= 2.5x)
+                    raise
+                raise LaunchError(
+                    f"the Ray cluster at {self.address} requires an authentication token and "
+                    "none was found: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the "
+                    "cluster's token, or start a local head with RAY_AUTH_MODE=disabled"
+                ) from exc
         return self._client
 
     def states(self, job_ids: list[str]) -> dict[str, str]:

@@ -203,6 +203,23 @@ def test_unreachable_cluster(small_sweep: Path) -> None:
     assert time.monotonic() - start < 60
 
 
+def test_a_cluster_that_wants_a_token_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's own AuthenticationError (a head started with token authentication, Ray's default
+    since 2.5x) becomes one line that says what to set, not a traceback."""
+    import ray.exceptions
+    import ray.job_submission
+
+    def refuse(address: str, headers: dict[str, str] | None = None) -> None:
+        raise ray.exceptions.AuthenticationError("Missing authentication token")
+
+    monkeypatch.setattr(ray.job_submission, "JobSubmissionClient", refuse)
+    with pytest.raises(LaunchError) as refused:
+        RayBackend("http://127.0.0.1:8265").client()
+    said = str(refused.value)
+    assert "127.0.0.1:8265 requires an authentication token" in said
+    assert "set RAY_AUTH_TOKEN" in said and "RAY_AUTH_MODE=disabled" in said
+
+
 def test_local_interrupt_marks_stopped(small_sweep: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = mf.read_manifest(small_sweep)[names.RUN_ID][0]
 
