@@ -88,5 +88,5 @@ def test_the_command_scores_the_lab_held_out_runs(
     data = json.loads(out.read_text())
     for form in ("power", "offset_power"):
         (fold,) = data["out_of_scale"][form]["folds"]
-        assert fold["leave_out"] == "held-out rows" and fold["rows"] == 24
-    assert "stacking weights on the 24 out-of-scale points" in capsys.readouterr().out
+        assert fold["leave_out"] == "held-out rows" and fold["rows"] == 48
+    assert "stacking weights on the 48 out-of-scale points" in capsys.readouterr().out

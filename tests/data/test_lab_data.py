@@ -36,7 +36,7 @@ def test_the_heldout_runs_lie_2x_to_4x_beyond_the_sweep() -> None:
     sweep = load_observations(LAB / "observations.csv", load_spec()).frame
     held = load_observations(LAB / "heldout.csv", load_spec()).frame
     spec = load_sweep_spec(REPO / "lab" / "heldout.toml")
-    assert len(held) == len(spec.explicit_points) * len(spec.models) * len(spec.seeds) == 24
+    assert len(held) == len(spec.explicit_points) * len(spec.models) * len(spec.seeds) == 48
     columns = [names.N_ENVS, names.N_TASKS, names.ROLLOUTS]
     beyond = (held[columns] / sweep[columns].max()).max(axis=1)
     assert set(beyond.round(6)) == {2.0, 4.0}

@@ -305,15 +305,24 @@ def test_the_pricing_step_names_the_acceptance_it_samples_at() -> None:
 
 
 def test_a_stacked_law_gets_its_forms_section_and_the_power_laws_recipe(
-    law_fit: xr.DataTree, saved_fits, tmp_path: Path, capsys
+    law_fit: xr.DataTree, tmp_path: Path, capsys
 ) -> None:
     """A stacked law fit (reused here; `report --forms` fits one): the law's section adds the
     forms' weights and figures, the held-out check reads the mixture, and the recipe, which
     solves power laws, is the power law's own fit, saying so."""
     stack = save_fit(stacked_synthetic_fit(0.3, root=law_fit), tmp_path / "stack.nc")
     out = tmp_path / "r"
-    args = _args(out, (stack, saved_fits[1]), full=False)
-    assert main([*args, "--heldout", str(REFERENCE / "heldout.csv")]) == 0
+    options = ReportOptions(
+        observations=OBS,
+        heldout=REFERENCE / "heldout.csv",
+        law_fit=stack,
+        sensitivity_scale=None,
+        budgets=(1e3, 1e5),
+        max_recipe_draws=50,
+        out_of_scale=False,
+    )
+    with contextlib.redirect_stderr(io.StringIO()):
+        build_report(options, out)
     text = (out / "report.md").read_text()
     assert "### The law's form" in text and "weights power 0.70, offset_power 0.30" in text
     assert "**The recipe is the power law's alone.**" in text and "offset_power 0.30" in text
