@@ -29,8 +29,8 @@ A stacked fit (``bayesscale fit --forms ...``) is checked as a stack: each form
 with weight is refitted, and the left-out rows are predicted by the forms' mixture at the
 stack's weights.
 
-``bayesscale fit`` (unless given ``--no-out-of-scale``) stores the result in the fit file (group ``out_of_scale``) and
-the recipe's headline is bounded per axis at that reach
+``bayesscale fit`` (unless given ``--no-out-of-scale``) stores the result in the fit file
+(group ``out_of_scale``) and the recipe's headline is bounded per axis at that reach
 (:meth:`bayesscale.fits.law.LawFit.reach`). Each refit is one job of
 :func:`bayesscale.jobs.run_jobs` (serially, on local Ray workers or on a Ray cluster), seeded
 by the fit configuration's seed.
@@ -241,8 +241,8 @@ def bucket_verdict(
     where the rule decides differently at ``k - BORDERLINE_Z mcse`` and ``k + BORDERLINE_Z
     mcse`` (rounded outward, within ``0 .. n``) the bucket is ``"borderline"`` and does not
     hold either (reach is vouched for only where the check decides it). The reference's
-    rollouts at 4x: 51 of 63 (p = 0.032) with one seed, 52 (p = 0.057) with another; each
-    with a Monte Carlo error of about one row, borderline with both.
+    rollouts at 4x: 52 of 63 (p = 0.057) with errors of 0.2-0.5 rows over three seeds; two
+    errors below reach 51 (p = 0.032), so the bucket is borderline with each.
 
     >>> bucket_verdict(52, 63, 0.9, 1.0, "within chance")
     (False, 'borderline')

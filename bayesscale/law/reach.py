@@ -1,7 +1,7 @@
 """The reach a law fit's out-of-scale check vouches for, read from the fit.
 
-``bayesscale fit`` (:mod:`bayesscale.checks.out_of_scale`; not with ``--no-out-of-scale``) refits the law
-without each axis's largest scales and stores, per axis and ratio bucket of the left-out rows
+``bayesscale fit`` (:mod:`bayesscale.checks.out_of_scale`; not with ``--no-out-of-scale``)
+refits the law without each axis's largest scales and stores, per axis and ratio bucket of the left-out rows
 (``<=2x``, ``2-4x``, ``4-8x``, ``>8x`` beyond the refit's data), how many rows fell inside
 their central ``prob`` interval (with that count's Monte Carlo error) and whether that
 coverage *holds*: not below ``prob`` at a two-sided binomial ``p < 0.05``, and not

@@ -226,9 +226,10 @@ def _out_of_scale_lines(check: dict[str, Any] | None) -> list[str]:
     if check is None:
         return [
             "",
-            "Out of scale: not checked (the fit was made with --no-out-of-scale; `bayesscale "
-            "fit` refits without each axis's largest scales by default, and the recipe then "
-            "bounds its headline at the reach measured)",
+            "Out of scale: not checked (the fit stores no out-of-scale check: made with "
+            "--no-out-of-scale, or by a bayesscale without it; `bayesscale fit` refits without "
+            "each axis's largest scales by default, and the recipe then bounds its headline at "
+            "the reach measured)",
         ]
     head = "Out of scale (refit without the largest scales; reach = how far coverage holds):"
     return ["", head, *("  " + line for line in check["text"].splitlines())]
