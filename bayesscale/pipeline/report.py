@@ -39,6 +39,7 @@ import xarray as xr
 
 from bayesscale import names
 from bayesscale._version import __version__
+from bayesscale.core.forms import POWER
 from bayesscale.core.prices import default_prices, load_prices
 from bayesscale.data.fitfile import DiagnosticsRefusedError, FitFileError, load_fit
 from bayesscale.data.observations import Table, load_observations, read_table, validate
@@ -300,7 +301,6 @@ def _recipe_law(law: LawFit) -> tuple[LawFit, str | None]:
     """The fit the recipe is solved on, and what the report says about it: the law itself, or,
     of a stack whose other forms carry weight (:func:`bayesscale.law.stack.other_forms_weight`),
     its power law's own fit, since the exact per-draw allocation solves power laws."""
-    from bayesscale.core.forms import POWER
     from bayesscale.law.stack import other_forms_weight
 
     others = other_forms_weight(law.tree)
@@ -367,8 +367,6 @@ def _check_forms(forms: tuple[str, ...], spec: ModelSpec) -> None:
     """A report's stack, checked before anything is sampled: the power law among its forms
     (the recipe's), and each form one the spec lets the stack put on every axis
     (:func:`bayesscale.data.spec.with_form` refuses a spec that names its axes' forms)."""
-    from bayesscale.core.forms import POWER
-
     if POWER not in forms:
         raise ReportError(
             f"--forms {','.join(forms)}: the report's recipe solves the power law, so the "

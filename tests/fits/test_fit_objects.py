@@ -352,7 +352,7 @@ def test_compare_forms_takes_paths_frames_and_tables(monkeypatch: pytest.MonkeyP
     )
     (by_path, kw_path), (by_frame, kw_frame) = seen
     assert by_path.source.endswith("observations.csv") and len(by_path.frame) == len(by_frame.frame)
-    assert kw_path["heldout"].source.endswith("heldout.csv") and len(kw_path["heldout"].frame) == 24
+    assert kw_path["heldout"].source.endswith("heldout.csv") and len(kw_path["heldout"].frame) == 48
     assert kw_frame["heldout"].source == "<DataFrame>"
     assert len(kw_frame["heldout"].sha256) == 64  # the rows digested (frame_sha256)
     bad = pd.read_csv(lab / "heldout.csv").drop(columns=[names.SUCCESSES])
