@@ -5,9 +5,11 @@ quantiles of its ``M`` predictive draws (:func:`bayesscale.checks.heldout.predic
 Another run of the sampler gives other draws, and rows near an end of their interval move
 across it: the count of rows inside a group (a ratio bucket of the out-of-scale check) carries
 a Monte Carlo error of its own. It is estimated by a moving-block bootstrap over the draws
-(Künsch 1989): ``B`` times, draw ``ceil(M / b)`` blocks of ``b = ceil(M^(1/3))`` consecutive
-draws with replacement (consecutive draws of one chain are correlated; a block keeps that),
-recompute each row's interval from them and count the rows inside per group. The count's Monte
+(Künsch 1989): ``B`` times, within each segment of the draws (a chain; of a stack's mixture,
+each form's draws, so that the forms keep their shares), draw ``ceil(m / b)`` blocks of
+``b = ceil(m^(1/3))`` consecutive draws with replacement (consecutive draws of one chain are
+correlated; a block keeps that), recompute each row's interval from them and count the rows
+inside per group. The count's Monte
 Carlo standard error is the spread of those counts,
 
 .. math::
@@ -33,6 +35,7 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
@@ -53,14 +56,27 @@ def block_length(draws: int) -> int:
     return max(1, int(np.ceil(draws ** (1.0 / 3.0) - 1e-9)))
 
 
-def resampled_draws(draws: int, rng: np.random.Generator, replicates: int) -> NDArray[np.int64]:
+def resampled_draws(
+    draws: int,
+    rng: np.random.Generator,
+    replicates: int,
+    segments: Sequence[int] | None = None,
+) -> NDArray[np.int64]:
     """``replicates`` moving-block resamples of ``range(draws)`` (``(replicates, draws)``):
-    blocks of :func:`block_length` consecutive indices from uniform starts, cut to ``draws``."""
-    size = block_length(draws)
-    blocks = -(-draws // size)
-    starts = rng.integers(0, draws - size + 1, size=(replicates, blocks))
-    index = (starts[:, :, None] + np.arange(size)[None, None, :]).reshape(replicates, -1)
-    return np.asarray(index[:, :draws], dtype=np.int64)
+    within each of ``segments`` (consecutive lengths summing to ``draws``; default one), blocks
+    of :func:`block_length` consecutive indices from uniform starts, cut to its length."""
+    lengths = [draws] if segments is None else [int(m) for m in segments]
+    if sum(lengths) != draws or min(lengths) < 1:
+        raise ValueError(f"segments {lengths} do not split {draws} draws")
+    parts, start = [], 0
+    for m in lengths:
+        size = block_length(m)
+        blocks = -(-m // size)
+        starts = rng.integers(0, m - size + 1, size=(replicates, blocks))
+        index = (starts[:, :, None] + np.arange(size)[None, None, :]).reshape(replicates, -1)
+        parts.append(start + index[:, :m])
+        start += m
+    return np.asarray(np.concatenate(parts, axis=1), dtype=np.int64)
 
 
 def count_mcse(
@@ -72,12 +88,14 @@ def count_mcse(
     seed: int | list[int] = 0,
     replicates: int = BOOTSTRAP_REPLICATES,
     per_draw: int = 1,
+    segments: Sequence[int] | None = None,
 ) -> Array:
     """The Monte Carlo standard error ``(groups,)`` of the count of rows inside their central
     ``prob`` intervals, per group (module docstring). ``rates`` are the predictive draws
     ``(per_draw x M, R)`` (``per_draw`` replicate-major blocks of the ``M`` posterior draws,
     as :meth:`bayesscale.law.predict.Prediction.sample` returns them); ``group`` gives each
-    row's group in ``0 .. groups - 1`` (another value: in none)."""
+    row's group in ``0 .. groups - 1`` (another value: in none); ``segments``: the lengths of
+    the runs of the ``M`` draws resampled apart (:func:`resampled_draws`)."""
     total, rows = rates.shape
     if observed.shape != (rows,) or group.shape != (rows,):
         raise ValueError(f"observed and group need one entry per row of the {rows} rows")
@@ -88,7 +106,7 @@ def count_mcse(
     tail, head = tail_quantiles(prob)
     counts = np.zeros((replicates, groups))
     member = [group == g for g in range(groups)]
-    for b, index in enumerate(resampled_draws(draws, rng, replicates)):
+    for b, index in enumerate(resampled_draws(draws, rng, replicates, segments)):
         picked = np.concatenate([index + r * draws for r in range(per_draw)])
         lower, upper = quantiles(rates[picked], [tail, head], axis=0)
         inside = (lower <= observed) & (observed <= upper)

@@ -71,7 +71,7 @@ from bayesscale.data.extrapolation import BUCKET_EDGES, BUCKETS
 from bayesscale.data.observations import ObservationError, Table
 from bayesscale.data.spec import ModelSpec, SpecError, with_axes, with_form
 from bayesscale.jobs import run_jobs
-from bayesscale.law.predict import Prediction, mixture, predict
+from bayesscale.law.predict import Prediction, draw_shares, mixture, predict
 from bayesscale.law.reach import (
     ATTR_FORMS,
     ATTR_UNTESTED,
@@ -239,10 +239,11 @@ def bucket_verdict(
     check's *over-confident*, :func:`bayesscale.checks.heldout.calibration`). The count
     carries the refit's Monte Carlo error ``mcse`` (:mod:`bayesscale.checks.coverage_noise`):
     where the rule decides differently at ``k - BORDERLINE_Z mcse`` and ``k + BORDERLINE_Z
-    mcse`` (rounded outward, within ``0 .. n``) the bucket is ``"borderline"`` and does not
-    hold either (reach is vouched for only where the check decides it). The reference's
-    rollouts at 4x: 52 of 63 (p = 0.057) with errors of 0.2-0.5 rows over three seeds; two
-    errors below reach 51 (p = 0.032), so the bucket is borderline with each.
+    mcse``, rounded outward to whole rows (so any error above 0 moves the count at least one
+    row; within ``0 .. n``), the bucket is ``"borderline"`` and does not hold either (reach is
+    vouched for only where the check decides it). Refits of the reference data have given 52
+    and 51 of 63 at the rollouts' 4x (p = 0.057 and 0.032), with errors of 0.2-0.5 rows;
+    rounded outward, 52 reaches 51, so the bucket is borderline with each.
 
     >>> bucket_verdict(52, 63, 0.9, 1.0, "within chance")
     (False, 'borderline')
@@ -306,9 +307,17 @@ def bucket_records(
     return pd.DataFrame.from_records(records)
 
 
-def _count_mcse(pred: Prediction, table: pd.DataFrame, axis: str, prob: float, seed: int) -> Array:
+def _count_mcse(
+    pred: Prediction,
+    table: pd.DataFrame,
+    axis: str,
+    prob: float,
+    seed: int,
+    segments: Sequence[int],
+) -> Array:
     """Per bucket of ``BUCKETS``, the Monte Carlo error of the count of rows inside, from the
-    check's own predictive draws (:func:`bayesscale.checks.heldout.predictive_rates`)."""
+    check's own predictive draws (:func:`bayesscale.checks.heldout.predictive_rates`),
+    resampled within ``segments`` (chains, or a mixture's forms)."""
     rng = np.random.default_rng(check_seed(seed))
     _, rates, observed = predictive_rates(pred, rng, DEFAULT_REPLICATES)
     return count_mcse(
@@ -319,6 +328,7 @@ def _count_mcse(pred: Prediction, table: pd.DataFrame, axis: str, prob: float, s
         prob,
         seed=[seed, 2],
         per_draw=DEFAULT_REPLICATES,
+        segments=segments,
     )
 
 
@@ -356,12 +366,14 @@ def out_of_scale(
     for axis, rule in usable.items():
         found = [done[(rule, form)] for form in members]
         first_fit, first = found[0]
-        pred = first
+        pred, segments = first, [first.draws] * first.chains
         if len(found) > 1:
             total = sum(weighted.values())
-            pred = mixture([p for _, p in found], [weighted[f] / total for f in weighted])
+            shares = [weighted[f] / total for f in weighted]
+            pred = mixture([p for _, p in found], shares)
+            segments = [int(n) for n in draw_shares(shares, pred.draws) if n]  # one per form
         checked = check_prediction(first_fit, pred, prob, seed=config.seed)
-        mcse = _count_mcse(pred, checked, axis, prob, config.seed)
+        mcse = _count_mcse(pred, checked, axis, prob, config.seed, segments)
         parts.append(bucket_records(checked, axis, str(rule), prob, mcse))
     columns = [AXIS, BUCKET, RULE, ROWS, INSIDE, INSIDE_MCSE, names.COVERAGE, P_VALUE, HOLDS]
     columns += [VERDICT, MAX_RATIO]

@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also refit without each axis's largest scales and check them (one refit per "
         "axis that can be tested), and store the result: the recipe's headline is bounded "
         "per axis at the reach that check measured (the default; --no-out-of-scale skips the "
-        "refits, and the recipe then assumes --warn-beyond on every axis)",
+        "refits, and the recipe then assumes its --warn-beyond, default 4x, on every axis)",
     )
     parser.add_argument(
         "--forms",

@@ -116,9 +116,10 @@ def evidence_text(evidence: xr.Dataset) -> str:
 
 
 def _error(row: Any) -> str:
-    """`` ± e``, a count's Monte Carlo error where the evidence stores one of 0.05 or more."""
+    """`` ± e``, a count's Monte Carlo error where the evidence stores one above 0 (two
+    significant digits: an error of 0.01 still moves the verdict's rounded count a row)."""
     error = float(getattr(row, INSIDE_MCSE, 0.0))
-    return f" ± {error:.1f}" if error >= 0.05 else ""
+    return f" ± {error:.2g}" if error > 0 else ""
 
 
 def reach_report(tree: xr.DataTree) -> dict[str, Any] | None:

@@ -59,7 +59,9 @@ def stack_summary(tree: xr.DataTree) -> xr.Dataset | None:
 
 def members(tree: xr.DataTree) -> list[Member] | None:
     """The forms of a stacked fit with their weights and fits, the root's form first; ``None``
-    for a fit of one form."""
+    for a fit of one form. The root's form's own fit is the root without the group ``stack``
+    and without the stack's out-of-scale check (``out_of_scale``: the mixture's, not the
+    form's)."""
     table = stack_summary(tree)
     if table is None:
         return None
@@ -70,6 +72,8 @@ def members(tree: xr.DataTree) -> list[Member] | None:
         raise StackError(f"the stack's root form {root_form!r} is not among its forms {forms}")
     root = tree.copy()
     del root[names.STACK_GROUP]
+    if names.OUT_OF_SCALE_GROUP in root.children:
+        del root[names.OUT_OF_SCALE_GROUP]
     out = []
     for form in [root_form, *(f for f in forms if f != root_form)]:
         weight = float(table[WEIGHT].sel({names.FORM_DIM: form}))

@@ -103,7 +103,7 @@ def fingerprint(options: ReportOptions) -> dict[str, Any]:
         "max_recipe_draws": options.max_recipe_draws,
         "within_data": options.within_data,
         "warn_beyond": options.warn_beyond,
-        # only when given, so that reports written before the option keep their fingerprint
+        # only when set, so that reports written before these options keep their fingerprint
         **({"new_groups": options.new_groups} if options.new_groups else {}),
         **({"out_of_scale": True} if options.out_of_scale else {}),
         **({"forms": list(options.forms)} if options.forms else {}),
@@ -127,7 +127,7 @@ class _Progress:
 
     def __call__(self, what: str) -> None:
         self.step += 1
-        self.total = max(self.total, self.step)  # a stacked fit reused: its power law's check
+        self.total = max(self.total, self.step)  # a reused stack: its power law's own check
         elapsed = time.perf_counter() - self.start
         print(f"[{self.step}/{self.total} {elapsed:6.1f} s] {what}", file=self.stream, flush=True)
 
@@ -210,6 +210,7 @@ def _step_count(options: ReportOptions) -> int:
     return (
         4
         + options.out_of_scale
+        + (options.out_of_scale and options.forms is not None)  # the power law's own check
         + (options.pricing is not None)
         + (options.heldout is not None)
         + (options.sensitivity_scale is not None)
@@ -248,6 +249,7 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
         ),
         table=table,
     )
+    _check_reused_stack(options, law)
     _verdict(md, "law fit", law.diagnostics, options.strict)
     if options.out_of_scale:
         law = _out_of_scale(options, law, table, spec, step)
@@ -265,9 +267,9 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     frame = None if heldout is None else heldout[1]
     recipe_law, note = _recipe_law(law)
     if recipe_law is not law:
-        recipe_law.save(tmp / "fits" / POWER_FIT)
         if options.out_of_scale:  # the reach of the law the recipe solves
             recipe_law = _out_of_scale(options, recipe_law, table, recipe_law.spec, step)
+        recipe_law.save(tmp / "fits" / POWER_FIT)
         summary = recipe_law.summary(prob=options.prob)  # what the sensitivity refit compares
     result = recipe_section(options, tmp, recipe_law, pricing, prices, prov, md, frame, note)
     if inputs.wide_spec is not None:
@@ -290,7 +292,7 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
         step(f"held-out check on {options.heldout}")
         heldout_section(options, heldout, tmp, law, md)
     step("writing report.md")
-    md.add(*_files_text(pricing is not None, inputs.wide_spec is not None))
+    md.add(*_files_text(pricing is not None, inputs.wide_spec is not None, recipe_law is not law))
     (tmp / REPORT_FILE).write_text(md.text())
 
 
@@ -318,8 +320,9 @@ def _recipe_law(law: LawFit) -> tuple[LawFit, str | None]:
         f"**The recipe is the power law's alone.** The stack gives weight to forms whose "
         f"allocation the package does not solve ({listed}; the exact per-draw solver handles "
         f"the power law only). The recipe in this section is the power law's own fit (stack "
-        f"weight {weight:.2f}; `fits/{POWER_FIT}`), bounded at that fit's own reach: its "
-        "intervals leave out the uncertainty about the form. The held-out check is the stack's."
+        f"weight {weight:.2f}; `fits/{POWER_FIT}`), its headline bounded at that fit's reach, "
+        "not the stack's: its intervals leave out the uncertainty about the form. The held-out "
+        "check is the stack's."
     )
     return forms[POWER], note
 
@@ -363,6 +366,19 @@ def _read_inputs(options: ReportOptions) -> _Inputs:
     return _Inputs(spec, table, wide_spec, priced)
 
 
+def _check_reused_stack(options: ReportOptions, law: LawFit) -> None:
+    """``--forms`` with ``--fit``: the reused fit must be a stack of those forms."""
+    if not options.forms or options.law_fit is None:
+        return
+    if law.forms is not None and set(law.forms) == set(options.forms):
+        return
+    found = "not a stacked fit" if law.forms is None else f"a stack of {list(law.forms)}"
+    raise ReportError(
+        f"--forms {','.join(options.forms)}: the reused fit {options.law_fit} is {found}; "
+        "reuse a stack of those forms (`bayesscale fit --forms`), or leave out --fit"
+    )
+
+
 def _check_forms(forms: tuple[str, ...], spec: ModelSpec) -> None:
     """A report's stack, checked before anything is sampled: the power law among its forms
     (the recipe's), and each form one the spec lets the stack put on every axis
@@ -394,12 +410,14 @@ def _fit_pricing(
     )
 
 
-def _files_text(pricing: bool, wide: bool) -> tuple[str, ...]:
-    """The report's last section: what else the folder holds."""
+def _files_text(pricing: bool, wide: bool, power: bool = False) -> tuple[str, ...]:
+    """The report's last section: what else the folder holds (``power``: the power law's own
+    fit of a stacked law, the recipe's)."""
     return (
         "## Files",
         "",
         "* `fits/law.nc`"
+        + (f", `fits/{POWER_FIT}`" if power else "")
         + (", `fits/pricing.nc`" if pricing else "")
         + (f", `fits/{SENSITIVITY_FIT}`" if wide else "")
         + ": posteriors (ArviZ DataTree, netCDF; `bayesscale.data.fitfile.load_fit`)",

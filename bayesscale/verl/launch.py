@@ -103,9 +103,10 @@ class RayBackend:
                 if type(exc).__name__ != "AuthenticationError":  # ray.exceptions' (Ray >= 2.5x)
                     raise
                 raise LaunchError(
-                    f"the Ray cluster at {self.address} requires an authentication token and "
-                    "none was found: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the "
-                    "cluster's token, or start a local head with RAY_AUTH_MODE=disabled"
+                    f"the Ray cluster at {self.address} requires an authentication token, and "
+                    "none was found or it was not accepted: set RAY_AUTH_TOKEN (or "
+                    "RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token, or start "
+                    "a local head with RAY_AUTH_MODE=disabled"
                 ) from exc
         return self._client
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from bayesscale.checks.coverage_noise import block_length, count_mcse, resampled_draws
 
@@ -48,12 +49,29 @@ def test_correlated_draws_carry_more_monte_carlo_error() -> None:
 
 
 def test_replicates_of_one_draw_move_together() -> None:
-    rates = np.random.default_rng(5).normal(size=(2 * 500, 4))
-    mcse = count_mcse(rates, np.zeros(4), np.zeros(4, dtype=np.int64), 1, 0.9, per_draw=2)
-    assert mcse.shape == (1,)
-    try:
-        count_mcse(rates[:-1], np.zeros(4), np.zeros(4, dtype=np.int64), 1, 0.9, per_draw=2)
-    except ValueError as err:
-        assert "999 draws are not 2 replicates" in str(err)
-    else:
-        raise AssertionError("an odd number of draws was split into 2 replicates")
+    """A draw's ``per_draw`` predictive samples (replicate-major blocks) are resampled with the
+    same draw indices: the error is the spread of counts over exactly those resamples."""
+    rng = np.random.default_rng(5)
+    rates = rng.normal(size=(2 * 500, 6))
+    observed, group = np.full(6, 1.6), np.zeros(6, dtype=np.int64)
+    mcse = count_mcse(rates, observed, group, 1, 0.9, seed=7, replicates=30, per_draw=2)
+    counts = []
+    for index in resampled_draws(500, np.random.default_rng(7), 30):
+        picked = rates[np.concatenate([index, index + 500])]
+        lower, upper = np.quantile(picked, [0.05, 0.95], axis=0)
+        counts.append(np.count_nonzero((lower <= observed) & (observed <= upper)))
+    assert mcse[0] == pytest.approx(np.std(counts, ddof=1)) and mcse[0] > 0
+    with pytest.raises(ValueError, match="999 draws are not 2 replicates"):
+        count_mcse(rates[:-1], observed, group, 1, 0.9, per_draw=2)
+
+
+def test_segments_are_resampled_apart() -> None:
+    """Each chain (or each form of a stack's mixture) is resampled within its own draws, so a
+    mixture keeps its forms' shares and no block runs across two chains."""
+    index = resampled_draws(1000, np.random.default_rng(8), 40, segments=[500, 300, 200])
+    assert index.shape == (40, 1000)
+    assert ((index[:, :500] >= 0) & (index[:, :500] < 500)).all()
+    assert ((index[:, 500:800] >= 500) & (index[:, 500:800] < 800)).all()
+    assert ((index[:, 800:] >= 800) & (index[:, 800:] < 1000)).all()
+    with pytest.raises(ValueError, match="do not split 1000 draws"):
+        resampled_draws(1000, np.random.default_rng(8), 40, segments=[500, 400])

@@ -1,5 +1,5 @@
 """The out-of-scale check (bayesscale.checks.out_of_scale): which axes a design lets it test,
-its per-bucket coverage test, and the fit that stores it (``bayesscale fit --out-of-scale``):
+its per-bucket coverage test, and the fit that stores it (``bayesscale fit``, by default):
 the reach it reads back, the summary that shows it, the recipe bounded there."""
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def test_bucket_records_count_the_rows_inside_per_ratio_bucket() -> None:
     assert frame[MAX_RATIO].tolist() == [2.0, 4.0, 6.0]
     # 2 of 3 is within chance of 90% (two-sided binomial, p = 0.27), 3 of 3 and 1 of 1 too
     assert frame[HOLDS].tolist() == [1, 1, 1]
-    # 52 of 63 is below nominal at p = 0.057: it holds as counted, but a Monte Carlo error of
-    # one row reaches 50 (p = 0.016): borderline, and it does not hold
+    # 52 of 63 is below nominal at p = 0.057: it holds as counted, but with a Monte Carlo
+    # error of one row, two errors below is 50 (p = 0.010): borderline, and it does not hold
     many = check.iloc[[1] * 63].assign(**{names.COVERED: [True] * 52 + [False] * 11})
     (held,) = bucket_records(many, "traj", "r", 0.9).itertuples(index=False)
     assert (held.inside, held.holds, held.verdict, held.inside_mcse) == (52, 1, "within chance", 0)

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import xarray as xr
 from testdata import KNEE_SIZES, KNEE_SPEC, knee_curves, stacked_synthetic_fit
 
 import bayesscale as bs
@@ -84,6 +85,18 @@ def test_the_recipe_refuses_a_stack_whose_other_forms_carry_weight() -> None:
     plain = law_draws(synthetic_fit(draws=10, spread=0.02))
     np.testing.assert_array_equal(law_draws(stacked_synthetic_fit(0.0)).alpha, plain.alpha)
     assert [m.form for m in members(stacked_synthetic_fit(0.3)) or []] == ["power", "offset_power"]
+
+
+def test_the_root_forms_own_fit_leaves_the_stacks_check_behind() -> None:
+    """A stack's out-of-scale check is the mixture's: the root form's own fit (a member) does
+    not carry it, so its reach is not taken for the form's."""
+    tree = stacked_synthetic_fit(0.3)
+    tree[names.OUT_OF_SCALE_GROUP] = xr.DataTree(xr.Dataset(attrs={"prob": 0.9}))
+    root, other = members(tree) or []
+    assert names.OUT_OF_SCALE_GROUP not in root.tree.children
+    assert names.STACK_GROUP not in root.tree.children
+    assert names.OUT_OF_SCALE_GROUP in tree.children  # the stack keeps its own
+    assert other.form == "offset_power"
 
 
 def test_the_recipe_command_takes_one_form_of_a_stack(tmp_path, capsys) -> None:

@@ -304,14 +304,51 @@ def test_the_pricing_step_names_the_acceptance_it_samples_at() -> None:
     assert "target_accept 0.9," in _sampling(pricing_config(FitConfig(target_accept=0.9)))
 
 
+def _stack_with_its_own_check(law_fit: xr.DataTree) -> xr.DataTree:
+    """The synthetic stack on the session's law fit, storing an out-of-scale check of the
+    mixture that vouches for nothing (every axis 1x: rule ``mixture``)."""
+    from bayesscale.law.reach import (
+        AXIS,
+        BUCKET,
+        HOLDS,
+        INSIDE,
+        MAX_RATIO,
+        P_VALUE,
+        ROWS,
+        RULE,
+        VERDICT,
+    )
+
+    tree = stacked_synthetic_fit(0.3, root=law_fit)
+    axes = ["env", "task", "traj"]
+    evidence = xr.Dataset(
+        {
+            AXIS: ("c", axes),
+            BUCKET: ("c", ["<=2x"] * 3),
+            RULE: ("c", ["mixture"] * 3),
+            ROWS: ("c", [20.0] * 3),
+            INSIDE: ("c", [10.0] * 3),
+            P_VALUE: ("c", [1e-6] * 3),
+            HOLDS: ("c", [0.0] * 3),
+            VERDICT: ("c", ["over-confident"] * 3),
+            MAX_RATIO: ("c", [2.0] * 3),
+        },
+        attrs={names.ATTR_PROB: 0.9},
+    ).rename({"c": names.OUT_OF_SCALE_DIM})
+    tree[names.OUT_OF_SCALE_GROUP] = xr.DataTree(evidence)
+    return tree
+
+
 def test_a_stacked_law_gets_its_forms_section_and_the_power_laws_recipe(
-    law_fit: xr.DataTree, tmp_path: Path, capsys
+    law_fit: xr.DataTree, saved_fits, tmp_path: Path, capsys
 ) -> None:
     """A stacked law fit (reused here; `report --forms` fits one): the law's section adds the
     forms' weights and figures, the held-out check reads the mixture, and the recipe, which
-    solves power laws, is the power law's own fit, saying so."""
-    stack = save_fit(stacked_synthetic_fit(0.3, root=law_fit), tmp_path / "stack.nc")
+    solves power laws, is the power law's own fit, bounded at that fit's own reach (the
+    stack's check is the mixture's), saying so."""
+    stack = save_fit(_stack_with_its_own_check(law_fit), tmp_path / "stack.nc")
     out = tmp_path / "r"
+    short = FitConfig(chains=2, draws=100, tune=100, ess_target=0, seed=1, progress=False)
     options = ReportOptions(
         observations=OBS,
         heldout=REFERENCE / "heldout.csv",
@@ -319,22 +356,33 @@ def test_a_stacked_law_gets_its_forms_section_and_the_power_laws_recipe(
         sensitivity_scale=None,
         budgets=(1e3, 1e5),
         max_recipe_draws=50,
-        out_of_scale=False,
+        config=short,
     )
     with contextlib.redirect_stderr(io.StringIO()):
         build_report(options, out)
     text = (out / "report.md").read_text()
     assert "### The law's form" in text and "weights power 0.70, offset_power 0.30" in text
     assert "**The recipe is the power law's alone.**" in text and "offset_power 0.30" in text
+    assert "`fits/law_power.nc`" in text.split("## Files")[1]
     assert (out / "tables" / "forms.md").is_file() and (out / "tables" / "forms.tex").is_file()
     for axis in ("env", "task", "traj"):
         assert (out / "figures" / f"forms_{axis}.png").is_file()
+    saved = bs.load(out / "fits" / "law.nc")
+    assert saved.stack_weights == {"power": 0.7, "offset_power": 0.3}
+    assert saved.reach == {"env": 1.0, "task": 1.0, "traj": 1.0}  # the mixture's, as stored
     power = bs.load(out / "fits" / "law_power.nc")
     assert power.forms is None and power.spec.axes[1].form == "power"
-    assert bs.load(out / "fits" / "law.nc").stack_weights == {"power": 0.7, "offset_power": 0.3}
+    checked = power.out_of_scale  # its own check, made by the report, stored with it
+    assert checked is not None and "mixture" not in set(checked["leave_out"].to_numpy())
+    assert power.reach is not None and set(power.reach) == {"env", "task", "traj"}
     recipe = json.loads((out / "recipe.json").read_text())
-    assert recipe["results"]  # solved on the power law's own fit
-    # a stack without the power law has no recipe to give: refused before anything is sampled
+    assert recipe["results"] and recipe["reach"]["measured"]  # at the power law's own reach
+    # --forms with a reused fit that is not that stack, and a stack without the power law,
+    # are refused before anything is sampled
+    single = ["report", str(OBS), "--fit", str(saved_fits[0]), "--forms", "power,offset_power"]
+    assert main([*single, "--out", str(tmp_path / "m")]) == 2
+    assert "is not a stacked fit" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
     argv = ["report", str(OBS), "--forms", "offset_power,saturating", "--out", str(tmp_path / "n")]
     assert main(argv) == 2
     assert "needs it among its forms" in capsys.readouterr().err
