@@ -340,15 +340,29 @@ def _stack_with_its_own_check(law_fit: xr.DataTree) -> xr.DataTree:
 
 
 def test_a_stacked_law_gets_its_forms_section_and_the_power_laws_recipe(
-    law_fit: xr.DataTree, saved_fits, tmp_path: Path, capsys
+    law_fit: xr.DataTree, saved_fits, tmp_path: Path, capsys, monkeypatch
 ) -> None:
     """A stacked law fit (reused here; `report --forms` fits one): the law's section adds the
     forms' weights and figures, the held-out check reads the mixture, and the recipe, which
     solves power laws, is the power law's own fit, bounded at that fit's own reach (the
     stack's check is the mixture's), saying so."""
+    from bayesscale.law.reach import HOLDS, RULE
+
     stack = save_fit(_stack_with_its_own_check(law_fit), tmp_path / "stack.nc")
     out = tmp_path / "r"
-    short = FitConfig(chains=2, draws=100, tune=100, ess_target=0, seed=1, progress=False)
+    checked_as = []
+
+    def own_check(self, table, spec, config, prob=0.9, workers=None, ray_address=None):
+        """The power law's own check, as the report asks for it: the stored mixture's
+        evidence relabelled as the power law's and vouching 2x on env (no refits here; the
+        check itself is tests/checks/test_out_of_scale.py)."""
+        checked_as.append((spec.axes[1].form, self.forms is None, self.out_of_scale is None))
+        mine = xr.open_datatree(stack)[names.OUT_OF_SCALE_GROUP].to_dataset()
+        mine = mine.assign({RULE: mine[RULE].str.replace("mixture", "own")})
+        mine[HOLDS][0] = 1.0
+        return self.with_out_of_scale(mine)
+
+    monkeypatch.setattr(bs.LawFit, "checked_out_of_scale", own_check)
     options = ReportOptions(
         observations=OBS,
         heldout=REFERENCE / "heldout.csv",
@@ -356,10 +370,11 @@ def test_a_stacked_law_gets_its_forms_section_and_the_power_laws_recipe(
         sensitivity_scale=None,
         budgets=(1e3, 1e5),
         max_recipe_draws=50,
-        config=short,
     )
     with contextlib.redirect_stderr(io.StringIO()):
         build_report(options, out)
+    # asked once, of the power law's own fit, which carries no check of its own
+    assert checked_as == [("power", True, True)]
     text = (out / "report.md").read_text()
     assert "### The law's form" in text and "weights power 0.70, offset_power 0.30" in text
     assert "**The recipe is the power law's alone.**" in text and "offset_power 0.30" in text
@@ -373,10 +388,11 @@ def test_a_stacked_law_gets_its_forms_section_and_the_power_laws_recipe(
     power = bs.load(out / "fits" / "law_power.nc")
     assert power.forms is None and power.spec.axes[1].form == "power"
     checked = power.out_of_scale  # its own check, made by the report, stored with it
-    assert checked is not None and "mixture" not in set(checked["leave_out"].to_numpy())
-    assert power.reach is not None and set(power.reach) == {"env", "task", "traj"}
+    assert checked is not None and set(checked[RULE].to_numpy()) == {"own"}
+    assert power.reach == {"env": 2.0, "task": 1.0, "traj": 1.0}
     recipe = json.loads((out / "recipe.json").read_text())
     assert recipe["results"] and recipe["reach"]["measured"]  # at the power law's own reach
+    assert recipe["reach"]["factor"] == {"env": 2.0, "task": 1.0, "traj": 1.0}
     # --forms with a reused fit that is not that stack, and a stack without the power law,
     # are refused before anything is sampled
     single = ["report", str(OBS), "--fit", str(saved_fits[0]), "--forms", "power,offset_power"]
