@@ -15,7 +15,6 @@ import xarray as xr
 from bayesscale import names
 from bayesscale.core import forms
 from bayesscale.law.stack import (
-    ATTR_ROOT_FORM,
     ATTR_SEPARATED,
     LOO_ELPD,
     LOO_SE,
@@ -23,6 +22,7 @@ from bayesscale.law.stack import (
     WEIGHT,
     WEIGHT_LOWER,
     WEIGHT_UPPER,
+    stack_tree,
 )
 from bayesscale.recipe.synthetic import synthetic_fit
 
@@ -147,26 +147,16 @@ def stacked_synthetic_fit(offset_weight: float, root: xr.DataTree | None = None)
     )
     other["posterior"] = xr.DataTree(post)
     weights = [1 - offset_weight, offset_weight]
-    table = xr.Dataset(
-        {
-            WEIGHT: (names.FORM_DIM, weights),
-            WEIGHT_LOWER: (names.FORM_DIM, [max(0.0, w - 0.2) for w in weights]),
-            WEIGHT_UPPER: (names.FORM_DIM, [min(1.0, w + 0.2) for w in weights]),
-            LOO_ELPD: (names.FORM_DIM, [0.0, 0.0]),
-            LOO_SE: (names.FORM_DIM, [1.0, 1.0]),
-            OUT_OF_SCALE_ELPD: (names.FORM_DIM, [0.0, 0.0]),
-        },
-        coords={names.FORM_DIM: ["power", "offset_power"]},
-        attrs={
-            ATTR_ROOT_FORM: "power",
-            ATTR_SEPARATED: 0,
-            names.ATTR_PROB: 0.9,
-            "out_of_scale_points": 12,
-        },
-    )
-    tree = root.copy()
-    tree[names.STACK_GROUP] = xr.DataTree(table)
-    tree[f"{names.STACK_GROUP}/offset_power"] = other
+    scores = {
+        WEIGHT: weights,
+        WEIGHT_LOWER: [max(0.0, w - 0.2) for w in weights],
+        WEIGHT_UPPER: [min(1.0, w + 0.2) for w in weights],
+        LOO_ELPD: [0.0, 0.0],
+        LOO_SE: [1.0, 1.0],
+        OUT_OF_SCALE_ELPD: [0.0, 0.0],
+    }
+    attrs = {ATTR_SEPARATED: 0, names.ATTR_PROB: 0.9, "out_of_scale_points": 12}
+    tree = stack_tree({"power": root, "offset_power": other}, "power", scores, attrs)
     if synthetic:
         tree.attrs[names.ATTR_DATA_SOURCE] = "synthetic"  # what a figure's provenance names
         tree.attrs[names.ATTR_DATA_HASH] = "0" * 64

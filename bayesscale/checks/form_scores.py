@@ -49,7 +49,6 @@ from bayesscale.data.spec import ModelSpec, with_form
 from bayesscale.jobs import run_jobs
 from bayesscale.law.predict import predict
 from bayesscale.law.stack import (
-    ATTR_ROOT_FORM,
     ATTR_SEPARATED,
     LOO_ELPD,
     LOO_SE,
@@ -57,6 +56,7 @@ from bayesscale.law.stack import (
     WEIGHT,
     WEIGHT_LOWER,
     WEIGHT_UPPER,
+    stack_tree,
 )
 from bayesscale.sampling.config import FitConfig
 
@@ -142,31 +142,21 @@ class FormScores:
             raise ValueError(f"the comparison kept no fit of {missing} to stack")
         stack = self.stack
         root_form = self.forms[stack.leader]
-        dim = names.FORM_DIM
-        table = xr.Dataset(
-            {
-                WEIGHT: (dim, stack.weights),
-                WEIGHT_LOWER: (dim, stack.lower),
-                WEIGHT_UPPER: (dim, stack.upper),
-                LOO_ELPD: (dim, [self.loo[f]["elpd"] for f in self.forms]),
-                LOO_SE: (dim, [self.loo[f]["se"] for f in self.forms]),
-                OUT_OF_SCALE_ELPD: (dim, [float(np.sum(self.lpd[f])) for f in self.forms]),
-            },
-            coords={dim: list(self.forms)},
-            attrs={
-                ATTR_ROOT_FORM: root_form,
-                ATTR_SEPARATED: int(stack.separated),
-                names.ATTR_PROB: stack.prob,
-                "out_of_scale_points": int(self.lpd[root_form].size),
-                "leave_out": json.dumps(list(self.rules)),
-            },
-        )
-        tree = self.fits[root_form].copy()
-        tree[names.STACK_GROUP] = xr.DataTree(table)
-        for form in self.forms:
-            if form != root_form:
-                tree[f"{names.STACK_GROUP}/{form}"] = self.fits[form].copy()
-        return tree
+        scores: dict[str, list[float]] = {
+            WEIGHT: [float(w) for w in stack.weights],
+            WEIGHT_LOWER: [float(w) for w in stack.lower],
+            WEIGHT_UPPER: [float(w) for w in stack.upper],
+            LOO_ELPD: [self.loo[f]["elpd"] for f in self.forms],
+            LOO_SE: [self.loo[f]["se"] for f in self.forms],
+            OUT_OF_SCALE_ELPD: [float(np.sum(self.lpd[f])) for f in self.forms],
+        }
+        attrs = {
+            ATTR_SEPARATED: int(stack.separated),
+            names.ATTR_PROB: stack.prob,
+            "out_of_scale_points": int(self.lpd[root_form].size),
+            "leave_out": json.dumps(list(self.rules)),
+        }
+        return stack_tree({f: self.fits[f] for f in self.forms}, root_form, scores, attrs)
 
 
 @dataclass(frozen=True)

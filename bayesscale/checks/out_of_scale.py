@@ -281,13 +281,14 @@ def bucket_records(
     ratio."""
     ratio = table[axis + names.OVER_MAX_SUFFIX].to_numpy(float)
     index = bucket_index(table, axis)
+    errors = np.zeros(len(BUCKETS)) if mcse is None else np.asarray(mcse, dtype=float)
     records = []
     for b, label in enumerate(BUCKETS):
         part = table.loc[index == b]
         if part.empty:
             continue
         test = calibration(part, prob)
-        error = 0.0 if mcse is None else float(np.asarray(mcse, dtype=float)[b])
+        error = float(errors[b])
         holds, verdict = bucket_verdict(test["inside"], len(part), prob, error, test["verdict"])
         records.append(
             {

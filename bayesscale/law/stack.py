@@ -21,6 +21,7 @@ held-out check, ``predict`` and the pointwise scores read the stack.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -48,6 +49,39 @@ class Member:
     form: str
     weight: float
     tree: xr.DataTree
+
+
+SCORES: Final = (WEIGHT, WEIGHT_LOWER, WEIGHT_UPPER, LOO_ELPD, LOO_SE, OUT_OF_SCALE_ELPD)
+
+
+def stack_tree(
+    fits: Mapping[str, xr.DataTree],
+    root_form: str,
+    scores: Mapping[str, Sequence[float]],
+    attrs: Mapping[str, Any],
+) -> xr.DataTree:
+    """The stacked fit file that :func:`members` and :func:`stack_summary` read: the fit of
+    ``root_form`` at the root, the group ``stack`` with one entry per form of ``fits`` (in
+    their order) holding every column of ``SCORES`` (``scores``), the attrs ``attrs`` and
+    ``ATTR_ROOT_FORM``, and every other form's fit under ``stack/<form>``."""
+    forms = list(fits)
+    if root_form not in forms:
+        raise StackError(f"the stack's root form {root_form!r} is not among its forms {forms}")
+    missing = [c for c in SCORES if c not in scores]
+    if missing:
+        raise StackError(f"a stack's table needs the columns {missing}")
+    dim = names.FORM_DIM
+    table = xr.Dataset(
+        {column: (dim, [float(v) for v in scores[column]]) for column in SCORES},
+        coords={dim: forms},
+        attrs={**attrs, ATTR_ROOT_FORM: root_form},
+    )
+    tree = fits[root_form].copy()
+    tree[names.STACK_GROUP] = xr.DataTree(table)
+    for form in forms:
+        if form != root_form:
+            tree[f"{names.STACK_GROUP}/{form}"] = fits[form].copy()
+    return tree
 
 
 def stack_summary(tree: xr.DataTree) -> xr.Dataset | None:
