@@ -3,7 +3,7 @@
 The law is ``L = L_inf + sum_a T_a(D_a)`` (:mod:`bayesscale.core.laws`). Each form gives one
 axis's term ``T`` as a function of ``x = log(D / D_ref)`` (``D_ref`` the axis's reference
 scale inside the sweep), and its first and second derivatives in ``x``, which the exact
-per-draw allocation needs (KKT with Newton, :func:`solve_linear_budget`). Every form is
+per-draw allocation needs (:mod:`bayesscale.core.form_allocation`). Every form is
 non-increasing in size, positive, and equals its amplitude ``A`` at ``D = D_ref``:
 
 .. math::
@@ -35,7 +35,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -191,67 +191,3 @@ def evaluate_term(
     """
     x = np.log(_a(sizes) / _a(reference))
     return form(name).term(x, **params)
-
-
-# --- the allocation on a sum of terms --------------------------------------------------------
-
-
-def solve_linear_budget(
-    terms: Sequence[tuple[str, Mapping[str, ArrayLike]]],
-    prices: ArrayLike,
-    budget: float,
-    reference: ArrayLike,
-    start: ArrayLike | None = None,
-    tol: float = 1e-12,
-    max_iter: int = 100,
-) -> Array:
-    """Sizes ``D`` minimising ``sum_a T_a(D_a)`` subject to ``sum_a p_a D_a = B`` (no box):
-    damped Newton on the KKT system in ``y = log D`` and ``log lambda``,
-
-    .. math::
-
-        F_a = \\log(-T_a'(x_a)) - y_a - \\log\\lambda - \\log p_a = 0, \\qquad
-        F_{n} = \\log \\textstyle\\sum_a p_a e^{y_a} - \\log B = 0,
-
-    with ``dF_a/dy_a = T_a''/T_a' - 1`` from the forms' second derivatives. Starts at equal
-    spend (or ``start``). For the power and offset-power forms the optimum is unique (convex in
-    ``D``); a saturating term is not convex at sizes below its midpoint, where KKT may hold at
-    a worse point: compare starts there.
-
-    >>> d = solve_linear_budget([("power", {"amplitude": 1.0, "alpha": 0.5})] * 2,
-    ...                         [1.0, 1.0], 200.0, [1.0, 1.0])
-    >>> d.round(6).tolist()
-    [100.0, 100.0]
-    """
-    p, ref = _a(prices), _a(reference)
-    n = len(terms)
-    y = np.log(budget / (n * p)) if start is None else np.log(_a(start))
-    forms = [(form(name), params) for name, params in terms]
-
-    def residual(y: Array, log_lam: float) -> tuple[Array, Array]:
-        f, jac = np.zeros(n + 1), np.zeros((n + 1, n + 1))
-        for i, (fm, params) in enumerate(forms):
-            _, t1, t2 = fm.curve(y[i] - np.log(ref[i]), **params)
-            f[i] = np.log(-t1) - y[i] - log_lam - np.log(p[i])
-            jac[i, i], jac[i, n] = t2 / t1 - 1.0, -1.0
-        spend = p * np.exp(y)
-        f[n] = np.log(spend.sum()) - np.log(budget)
-        jac[n, :n] = spend / spend.sum()
-        return f, jac
-
-    grads = [-fm.d1(y[i] - np.log(ref[i]), **params) for i, (fm, params) in enumerate(forms)]
-    log_lam = float(np.mean(np.log(grads) - y - np.log(p)))
-    for _ in range(max_iter):
-        f, jac = residual(y, log_lam)
-        norm = np.max(np.abs(f))
-        if norm < tol:
-            return np.exp(y)
-        step = np.linalg.solve(jac, -f)
-        scale = 1.0
-        while scale > 1e-8:  # halve until the residual falls
-            trial = residual(y + scale * step[:n], log_lam + scale * step[n])[0]
-            if np.all(np.isfinite(trial)) and np.max(np.abs(trial)) < norm:
-                break
-            scale /= 2
-        y, log_lam = y + scale * step[:n], log_lam + scale * step[n]
-    raise RuntimeError(f"Newton on the KKT system did not converge in {max_iter} steps")

@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 
 from bayesscale.core import forms, laws
-from bayesscale.core.forms import FORMS, evaluate_term, solve_linear_budget
+from bayesscale.core.form_allocation import solve_forms
+from bayesscale.core.form_law import FormLaw
+from bayesscale.core.forms import FORMS, evaluate_term
+from bayesscale.core.geometric import Posynomial
 
 # a few parameter sets per form, from gentle to sharp
 PARAMS = {
@@ -141,6 +144,23 @@ def _brute_force_2d(
     return np.array([d1[i], d2[i]]), float(loss[i])
 
 
+def _solve(terms: Terms, prices: np.ndarray, budget: float, reference: np.ndarray) -> np.ndarray:
+    """The allocation of a sum of terms under a linear budget, no box to speak of
+    (:func:`~bayesscale.core.form_allocation.solve_forms`; a power term is the offset power
+    without a knee, a saturating term's steepness its ``alpha``)."""
+    n = len(terms)
+    amplitude, alpha, knee, midpoint = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+    saturating = np.zeros(n, dtype=bool)
+    for i, (name, p) in enumerate(terms):
+        amplitude[i] = p["amplitude"]
+        alpha[i] = p.get("alpha", p.get("steepness", 0.0))
+        knee[i] = p.get("knee", 0.0)
+        midpoint[i] = p.get("midpoint", 0.0)
+        saturating[i] = name == forms.SATURATING
+    law = FormLaw(amplitude, alpha, reference, 0.0, knee, midpoint, saturating)
+    return solve_forms(law, Posynomial.linear(prices), budget, lower=1e-9).sizes
+
+
 TWO_AXES = [
     [(forms.POWER, PARAMS[forms.POWER][0]), (forms.POWER, PARAMS[forms.POWER][1])],
     [(forms.OFFSET_POWER, PARAMS[forms.OFFSET_POWER][1]), (forms.POWER, PARAMS[forms.POWER][0])],
@@ -154,9 +174,9 @@ TWO_AXES = [
 
 @pytest.mark.parametrize("terms", TWO_AXES)
 @pytest.mark.parametrize("budget", [50.0, 400.0, 5000.0])
-def test_newton_kkt_finds_the_brute_force_optimum(terms: Terms, budget: float) -> None:
+def test_the_allocation_finds_the_brute_force_optimum(terms: Terms, budget: float) -> None:
     prices, reference = np.array([1.0, 3.0]), np.array([20.0, 5.0])
-    sizes = solve_linear_budget(terms, prices, budget, reference)
+    sizes = _solve(terms, prices, budget, reference)
     assert float(prices @ sizes) == pytest.approx(budget, rel=1e-12)
     best, best_loss = _brute_force_2d(terms, prices, budget, reference)
     loss = float(_loss(terms, list(sizes), reference))
@@ -164,14 +184,14 @@ def test_newton_kkt_finds_the_brute_force_optimum(terms: Terms, budget: float) -
     np.testing.assert_allclose(sizes, best, rtol=2e-4)
 
 
-def test_newton_kkt_on_three_axes_matches_a_brute_force_grid() -> None:
+def test_the_allocation_on_three_axes_matches_a_brute_force_grid() -> None:
     terms: Terms = [
         (forms.POWER, {"amplitude": 0.3, "alpha": 0.4}),
         (forms.OFFSET_POWER, {"amplitude": 0.2, "alpha": 0.8, "knee": 2.0}),
         (forms.SATURATING, {"amplitude": 0.15, "steepness": 0.6, "midpoint": 0.5}),
     ]
     prices, reference, budget = np.array([1.0, 0.5, 2.0]), np.array([10.0, 30.0, 8.0]), 600.0
-    sizes = solve_linear_budget(terms, prices, budget, reference)
+    sizes = _solve(terms, prices, budget, reference)
     shares = np.linspace(1e-4, 1 - 1e-4, 1500)
     s1, s2 = np.meshgrid(shares, shares, indexing="ij")
     ok = s1 + s2 < 1
