@@ -250,6 +250,7 @@ ATTR_FIXED_CELLS: Final = "fixed_cells"  # cells per run of [cost] trajectories 
 ATTR_CURRENCY: Final = "currency"
 ATTR_PRICES: Final = "unit_prices_json"
 ATTR_KAPPA_SOURCE: Final = "kappa_source"
+ATTR_LAW_FORMS: Final = "law_forms"  # a recipe of a stack: JSON {form: weight} of its mixture
 
 # --- pricing fits: further variables, constant data and attributes (bayesscale.pricing) --------
 KAPPA0_SPREAD: Final = "kappa0_spread"  # () sd of method logit-kappa0 within an axis

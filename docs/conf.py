@@ -74,6 +74,8 @@ nitpick_ignore = [
     ("py:class", "Perturbation"),
     # a type alias (a factor, or one per axis: bayesscale.data.extrapolation) shown by name
     ("py:class", "Reach"),
+    # a type alias (PowerLaw | FormLaw: bayesscale.core.form_law) shown by its full name
+    ("py:class", "bayesscale.core.form_law.Law"),
     # annotations of the fit objects name types imported for type checking only (matplotlib's
     # Figure) or as ``Path``; autodoc cannot qualify them
     ("py:class", "Path"),

@@ -130,9 +130,11 @@ def assert_jax_density_is_pymcs(model: Any, points: int, atol: float = 0.0) -> N
 # --- a stacked fit without sampling: the synthetic power law and its offset-power twin ------
 
 
-def stacked_synthetic_fit(offset_weight: float, root: xr.DataTree | None = None) -> xr.DataTree:
+def stacked_synthetic_fit(
+    offset_weight: float, root: xr.DataTree | None = None, knee: float = 0.5
+) -> xr.DataTree:
     """A power-law fit (``root``, else the synthetic one) as the root of a stack whose other
-    member is the same fit with the task axis given the offset power (knee 0.5), at
+    member is the same fit with the task axis given the offset power (``knee`` D0 / D_ref), at
     ``offset_weight``; the stack's scores are made up (LOO and out-of-scale elpd 0)."""
     synthetic = root is None
     root = synthetic_fit(draws=10, spread=0.02) if root is None else root.copy()
@@ -141,7 +143,7 @@ def stacked_synthetic_fit(offset_weight: float, root: xr.DataTree | None = None)
         'column = "n_tasks"\n', 'column = "n_tasks"\nform = "offset_power"\n'
     )
     post = other["posterior"].to_dataset()
-    knee = xr.full_like(post[names.ALPHA].isel({names.SETTING_DIM: 0, names.AXIS_DIM: [0]}), 0.5)
+    knee = xr.full_like(post[names.ALPHA].isel({names.SETTING_DIM: 0, names.AXIS_DIM: [0]}), knee)
     post[names.KNEE] = knee.rename({names.AXIS_DIM: names.KNEE_AXIS_DIM}).assign_coords(
         {names.KNEE_AXIS_DIM: ["task"]}
     )

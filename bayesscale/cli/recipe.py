@@ -128,7 +128,7 @@ def _add_scope_options(p: argparse.ArgumentParser) -> None:
         "--form",
         metavar="F",
         help="of a stacked fit (`bayesscale fit --forms`), the recipe of form F's own fit alone "
-        "(the recipe solves power laws: a stack whose other forms carry weight is refused)",
+        "(default: the stack's mixture, every draw under its own form, mixed by weight)",
     )
     p.add_argument(
         "--grow-axis", help="the trajectory-heavy baseline's growing axis (default traj)"

@@ -53,7 +53,7 @@ import xarray as xr
 from numpy.typing import NDArray
 
 from bayesscale import names
-from bayesscale.core import allocate, laws
+from bayesscale.core import laws
 from bayesscale.core.prices import Prices
 from bayesscale.data.extrapolation import SweptRange
 from bayesscale.design.candidates import candidate_grid, default_anchors, posterior_variable
@@ -439,13 +439,6 @@ def _decision_regrets(
         opt = per_draw.sel({names.SETTING_DIM: s}).transpose(..., names.AXIS_DIM).to_numpy()
         opt = opt.reshape(-1, len(draws.axes))[pick]
         act = np.vstack([decision.sel({names.SETTING_DIM: s}).to_numpy()[None, :], opt])
-        law = allocate.PowerLaw(
-            draws.coef[:, g, None],
-            draws.alpha[:, g, None],
-            draws.floor[:, g, None],
-            None if draws.gamma is None else draws.gamma[:, g, None],
-            None if draws.beta is None else draws.beta,
-            draws.pair,
-        )
+        law = draws.law(setting=g, extra=1)
         out.append(regret(laws.success_from_loss(law.loss(act[None]))))
     return out

@@ -15,8 +15,8 @@ scales ``D_ref`` and the settings' model sizes. This module reads it, once and i
 held-out check and the design of the next runs:
 
 * :func:`law_layout` / :func:`fit_layout`: axes, settings, reference scales, groups (checked);
-* :func:`law_draws`: the law per draw and setting in raw counts, ``K = A D_ref^alpha`` (power
-  axes only: what the recipe's solvers take);
+* :func:`law_draws`: the law per draw and setting in raw counts, ``K = A D_ref^alpha``, with
+  the other forms' shapes where asked (what the recipe's solvers take);
 * :func:`axis_knees`: the offset-power axes' knees per draw;
 * :func:`read_population`: the population-level draws a new setting is drawn from;
 * :func:`axis_columns`, :func:`setting_keys`: the observation column each axis counts, and
@@ -44,6 +44,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
+from bayesscale.core.form_law import FormLaw
 from bayesscale.core.forms import OFFSET_POWER, SATURATING
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import SETTING_SEPARATOR
@@ -114,25 +115,28 @@ def law_layout(fit: xr.DataTree) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _check_power(fit: xr.DataTree) -> None:
-    """Refuse a fit whose axes are not all power laws where the reader needs one (the recipe's
-    solvers and the next runs take ``K D^-alpha`` per axis); prediction, the held-out check,
-    cross-validation and LOO read every form (:func:`axis_knees`)."""
+    """Refuse a fit whose axes are not all power laws where the reader needs one (the next
+    runs' value, the law figure's per-draw curves and the compute-cost recipe take
+    ``K D^-alpha`` per axis); the money recipe
+    (``law_draws(forms=True)``, a stack's mixture by
+    :func:`bayesscale.law.mixed_draws.recipe_draws`), prediction, the held-out check,
+    cross-validation and LOO read every form."""
     other = fit_spec(fit).other_forms if fit.attrs.get(names.ATTR_SPEC) else {}
     stacked = other_forms_weight(fit)
     if stacked:
         raise PosteriorError(
             "the fit is a stack whose forms other than the power law carry weight ("
             + ", ".join(f"{f} {w:.2f}" for f, w in stacked.items())
-            + "); the recipe and the next runs solve power laws per axis and cannot mix them "
-            "in yet (predict and check read the stack); the power law's recipe alone is "
-            "`bayesscale recipe FIT --form power`, or `fit.forms['power']` in Python"
+            + "); the next runs, the law figure and the compute-cost recipe value power laws "
+            "per axis and cannot mix them in yet (the money recipe, predict and check read the "
+            "stack); the power law's own fit is `fit.forms['power']` in Python"
         )
     if other:
         raise PosteriorError(
-            f"the fit's spec gives axes other forms than a power law ({other}); the recipe "
-            "and the next runs solve power laws per axis and cannot read this fit yet "
-            "(predict, check, crossval and loo can); refit with form = 'power' on those "
-            "axes for a recipe"
+            f"the fit's spec gives axes other forms than a power law ({other}); the next runs, "
+            "the law figure and the compute-cost recipe value power laws per axis and cannot "
+            "read this fit yet (the money recipe, predict, check, crossval and loo can); refit "
+            "with form = 'power' on those axes for them"
         )
 
 
@@ -313,6 +317,12 @@ class LawDraws:
     setting's model size; ``gamma`` (S, G) and ``beta`` (S, 1) with ``pair`` the interaction's
     axis positions, or ``None``. ``left_out``: posterior samples of the fit (after thinning)
     not in these draws, because a law of theirs is not finite (:func:`law_draws`).
+
+    Axes of other forms than the power law (read with ``forms=True``) carry their shape per
+    sample and axis: ``knee`` (S, n), the offset power's ``D_0 / D_ref`` (0: the power law),
+    ``midpoint`` (S, n) and ``saturating`` (S, n), the saturating form's; ``alpha`` is then a
+    term's exponent or steepness, and ``coef`` stays ``A D_ref^alpha`` (``A`` the amplitude at
+    ``D_ref``). A stack's mixture mixes forms across samples.
     """
 
     axes: tuple[str, ...]
@@ -327,15 +337,63 @@ class LawDraws:
     beta: Array | None = None
     pair: tuple[int, int] | None = None
     left_out: int = 0
+    knee: Array | None = None
+    midpoint: Array | None = None
+    saturating: NDArray[np.bool_] | None = None
 
     @property
     def samples(self) -> int:
         return int(self.coef.shape[0])
 
-    def law(self) -> allocate.PowerLaw:
-        """The (S, G) batch of laws."""
-        return allocate.PowerLaw(
-            self.coef, self.alpha, self.floor, self.gamma, self.beta, self.pair
+    @property
+    def has_forms(self) -> bool:
+        """Whether some sample's term is not a power law (a knee, or a saturating axis)."""
+        knee = self.knee is not None and bool(np.any(self.knee > 0))
+        return knee or (self.saturating is not None and bool(self.saturating.any()))
+
+    def law(self, setting: int | None = None, extra: int = 0) -> allocate.PowerLaw | FormLaw:
+        """The batch of laws: (S, G) for every setting, (S,) for ``setting`` alone, each with
+        ``extra`` more unit dims before the axes (to broadcast over budgets or a grid). A
+        :class:`~bayesscale.core.allocate.PowerLaw` where every term is a power law, else a
+        :class:`~bayesscale.core.form_law.FormLaw`."""
+
+        def sg(x: Array) -> Array:  # (S, G[, n]) -> (S[, G], 1 x extra[, n])
+            y = x if setting is None else x[:, setting]
+            lead = 2 if setting is None else 1
+            return y.reshape(*y.shape[:lead], *(1,) * extra, *y.shape[lead:])
+
+        def per_axis(x: NDArray[Any]) -> NDArray[Any]:  # (S, n) -> (S[, 1], 1 x extra, n)
+            mid = (1,) * (extra + (setting is None))
+            return x.reshape(x.shape[0], *mid, x.shape[1])
+
+        if not self.has_forms:
+            beta = None
+            if self.beta is not None:
+                beta = self.beta if setting is None else self.beta[:, 0]
+                beta = beta.reshape(*beta.shape, *(1,) * extra)
+            return allocate.PowerLaw(
+                sg(self.coef),
+                sg(self.alpha),
+                sg(self.floor),
+                None if self.gamma is None else sg(self.gamma),
+                beta,
+                self.pair,
+            )
+        if self.pair is not None:
+            raise PosteriorError("a law with an interaction term has power-law axes only")
+        alpha = sg(self.alpha)
+        n = len(self.axes)
+        zeros = np.zeros((self.samples, n))
+        return FormLaw(
+            amplitude=sg(self.coef) * self.reference ** (-alpha),
+            alpha=alpha,
+            reference=self.reference,
+            floor=sg(self.floor),
+            knee=per_axis(zeros if self.knee is None else self.knee),
+            midpoint=per_axis(zeros if self.midpoint is None else self.midpoint),
+            saturating=per_axis(
+                zeros.astype(bool) if self.saturating is None else self.saturating
+            ).astype(bool),
         )
 
 
@@ -344,6 +402,7 @@ def law_draws(
     settings: Sequence[str] | None = None,
     max_draws: int | None = None,
     size_axis: bool = False,
+    forms: bool = False,
 ) -> LawDraws:
     """Extract per-draw law parameters from a law fit (see the fit contract in
     ``docs/recipe.md``). ``max_draws`` thins each chain evenly to at most that many draws.
@@ -356,9 +415,15 @@ def law_draws(
     saying how many, and at the same draw index in every chain (the draws stay a chain x draw
     grid). The coefficient ``K = A D_ref^alpha`` overflows for exponents in the hundreds, which
     a preview's Laplace draws reach in their far tails (a spread of 7 on the log exponents);
-    a sampled posterior has none."""
+    a sampled posterior has none.
+
+    With ``forms`` a fit whose spec gives axes other forms reads their shapes too
+    (``LawDraws.knee``, ``midpoint``, ``saturating``); without it such a fit, or a stack
+    whose other forms carry weight, is refused (the readers that solve power laws only). A
+    stack's mixture is :func:`bayesscale.law.mixed_draws.recipe_draws`."""
     axes, all_settings = law_layout(fit)
-    _check_power(fit)
+    if not forms:
+        _check_power(fit)
     post = fit["posterior"].to_dataset()
     const = fit["constant_data"].to_dataset()
     chosen = tuple(settings) if settings else all_settings
@@ -388,6 +453,8 @@ def law_draws(
     )
     law = _with_size_term(law, post, const, chains, draws, size_axis)
     law = _with_interaction(law, fit, post, chains, draws)
+    if forms:
+        law = _with_forms(law, fit, post, chains, draws)
     return _finite_draws(law, len(chains), preview=bool(int(fit.attrs.get(names.ATTR_PREVIEW, 0))))
 
 
@@ -471,11 +538,46 @@ def _with_interaction(
     )
 
 
+def _with_forms(
+    law: LawDraws, fit: xr.DataTree, post: xr.Dataset, chains: list[int], draws: list[int]
+) -> LawDraws:
+    """The shapes of the axes whose spec form is not the power law: the offset power's knee,
+    the saturating form's midpoint (per sample and axis; 0 elsewhere, and on ``params_b``)."""
+    if not fit.attrs.get(names.ATTR_SPEC):
+        return law
+    spec = fit_spec(fit)
+    shapes = {}
+    for form, var, dim in (
+        (OFFSET_POWER, names.KNEE, names.KNEE_AXIS_DIM),
+        (SATURATING, names.MIDPOINT, names.MIDPOINT_AXIS_DIM),
+    ):
+        axes = [a.name for a in spec.axes if a.form == form]
+        out = np.zeros((law.samples, len(law.axes)))
+        if axes and var not in post:
+            raise PosteriorError(f"the spec has {form} axes but the posterior has no {var!r}")
+        for name in axes:
+            if name in law.axes:
+                one = post[var].sel({dim: name})
+                out[:, law.axes.index(name)] = _stack_at(one, chains, draws)
+        shapes[form] = (out, axes)
+    saturating = np.zeros((law.samples, len(law.axes)), dtype=bool)
+    for name in shapes[SATURATING][1]:
+        if name in law.axes:
+            saturating[:, law.axes.index(name)] = True
+    if law.pair is not None and (shapes[OFFSET_POWER][1] or shapes[SATURATING][1]):
+        raise PosteriorError("the fit has an interaction term on axes other than power laws")
+    return replace(
+        law, knee=shapes[OFFSET_POWER][0], midpoint=shapes[SATURATING][0], saturating=saturating
+    )
+
+
 def _finite_draws(law: LawDraws, n_chain: int, preview: bool) -> LawDraws:
     """``law`` without the draw indices whose law is not finite in some setting and chain
     (the draws stay a chain x draw grid), with a :class:`PosteriorWarning` saying how many."""
     n_draw = law.samples // n_chain
-    parts = [law.coef, law.alpha, law.floor] + [p for p in (law.gamma, law.beta) if p is not None]
+    parts = [law.coef, law.alpha, law.floor] + [
+        p for p in (law.gamma, law.beta, law.knee, law.midpoint) if p is not None
+    ]
     finite = np.all([np.isfinite(p).reshape(len(p), -1).all(axis=1) for p in parts], axis=0)
     kept = finite.reshape(n_chain, n_draw).all(axis=0)  # a draw index kept in every chain
     if kept.all():
@@ -508,6 +610,9 @@ def _finite_draws(law: LawDraws, n_chain: int, preview: bool) -> LawDraws:
         gamma=None if law.gamma is None else law.gamma[rows],
         beta=None if law.beta is None else law.beta[rows],
         left_out=left_out,
+        knee=None if law.knee is None else law.knee[rows],
+        midpoint=None if law.midpoint is None else law.midpoint[rows],
+        saturating=None if law.saturating is None else law.saturating[rows],
     )
 
 

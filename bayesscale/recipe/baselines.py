@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from bayesscale import names
-from bayesscale.core import allocate
+from bayesscale.core.form_law import Law
 from bayesscale.core.geometric import Posynomial
 from bayesscale.recipe.draws import _MULTIPLIER_RANGE, Array
 
@@ -80,7 +80,7 @@ def baseline_units(
 
 
 def budget_multiplier(
-    law: allocate.PowerLaw,
+    law: Law,
     kappa: Array,
     target_loss: Array,
     kind: str,

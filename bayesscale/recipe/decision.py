@@ -9,7 +9,7 @@ In purchased units ``u = exp(y)`` (the law sees ``D_d = kappa_d u`` in draw ``d`
     \\log lo \\le y \\le \\log hi.
 
 ``F`` is smooth where no draw sits at ``L = 0``; with ``L_y`` and ``L_yy`` the law's
-derivatives in ``y`` (:meth:`~bayesscale.core.allocate.PowerLaw.log_derivatives`),
+derivatives in ``y`` (:meth:`~bayesscale.core.allocate.PowerLaw.log_derivatives`, or a form law's),
 ``F_y = -mean_d p_d L_y`` and ``F_yy = mean_d p_d (L_y L_y^T - L_yy)`` over the draws with
 ``L > 0``. :func:`decide` solves the KKT system of all problems at once by Newton's method
 with an active set (the budget and the box), from the median of the per-draw optima:
@@ -36,7 +36,8 @@ import contextlib
 
 import numpy as np
 
-from bayesscale.core.allocate import Array, BoolArray, PowerLaw
+from bayesscale.core.allocate import Array, BoolArray
+from bayesscale.core.form_law import Law
 from bayesscale.core.geometric import Posynomial
 
 _MAX_ITER = 60
@@ -44,7 +45,7 @@ _STEP_TOL = 1e-11  # max |dy| of the last Newton step at convergence
 _GRAD_TOL = 1e-12  # first-order residual, relative to the gradient's scale
 
 
-def objective(law: PowerLaw, kappa: Array, y: Array) -> tuple[Array, Array, Array]:
+def objective(law: Law, kappa: Array, y: Array) -> tuple[Array, Array, Array]:
     """``1 - F``, its gradient and Hessian in ``y`` (problems..., n): ``law`` (S, problems...,
     n) per draw, ``kappa`` (S, n)."""
     lead = (slice(None),) + (None,) * (y.ndim - 1)
@@ -58,7 +59,7 @@ def objective(law: PowerLaw, kappa: Array, y: Array) -> tuple[Array, Array, Arra
     return f, g, h
 
 
-def _value(law: PowerLaw, kappa: Array, y: Array) -> Array:
+def _value(law: Law, kappa: Array, y: Array) -> Array:
     """``1 - F`` alone (the line search's)."""
     lead = (slice(None),) + (None,) * (y.ndim - 1)
     return np.asarray(
@@ -143,7 +144,7 @@ def _reduced_curvature_ok(w: Array, s: Array, free: BoolArray, on: BoolArray) ->
 
 
 def decide(
-    law: PowerLaw,
+    law: Law,
     kappa: Array,
     cost: Posynomial,
     budgets: Array,

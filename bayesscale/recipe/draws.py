@@ -17,11 +17,13 @@ import xarray as xr
 from numpy.typing import NDArray
 
 from bayesscale import names
-from bayesscale.core import allocate, laws
+from bayesscale.core import laws
+from bayesscale.core.form_law import Law
 from bayesscale.core.geometric import Posynomial
 from bayesscale.core.prices import Prices, check_kappa, default_prices, money_cost
 from bayesscale.data.extrapolation import Reach, SweptRange, check_reach, reach_factor, reach_text
-from bayesscale.law.posterior import LawDraws, axis_columns, law_draws
+from bayesscale.law.mixed_draws import recipe_draws
+from bayesscale.law.posterior import LawDraws, axis_columns
 
 Array = NDArray[np.float64]
 KAPPA_FROM_PRICING_FIT = "pricing fit"  # the discount source an axis names (kappa_source)
@@ -40,7 +42,7 @@ class RecipeError(ValueError):
     """Inputs that the recipe cannot use (missing variables, unknown axes, bad bounds)."""
 
 
-def success_of(law: allocate.PowerLaw, sizes: Array) -> Array:
+def success_of(law: Law, sizes: Array) -> Array:
     """Success ``exp(-L)`` of a batch of laws at effective sizes ``sizes``."""
     return np.asarray(laws.success_from_loss(law.loss(sizes)), dtype=float)
 
@@ -81,7 +83,7 @@ def recipe_inputs(
     size_axis = names.PARAMS_B in prices.explicit
     if within_data is not None:
         bounds = bounds_within_data(fit, within_data, bounds, settings, size_axis)
-    draws = law_draws(fit, settings, max_draws, size_axis=size_axis)
+    draws = recipe_draws(fit, settings, max_draws, size_axis=size_axis)
     kap, source = kappa_draws(draws.axes, draws.samples, pricing, kappa, seed)
     lo, hi = bounds_arrays(draws.axes, bounds)
     columns = axis_columns(fit, draws.axes)

@@ -12,7 +12,8 @@ they are shown:
 2. each fit's verdict where its diagnostics failed (or it is a preview);
 3. how far rows lie beyond the swept range (:func:`extrapolation_warning`);
 4. exponents the data barely identify (:func:`exponent_flags_note`);
-5. settings where the expected-success optimiser failed (:func:`solver_failures_note`).
+5. a stack's forms and their weights, which the draws mix (:func:`forms_note`);
+6. settings where the expected-success optimiser failed (:func:`solver_failures_note`).
 
 :func:`price_unit_note` and :func:`discount_note` explain the units and discounts; the recipe's
 text prints them beside its table.
@@ -80,6 +81,7 @@ def recipe_notes(
         for line in (
             extrapolation_warning(summary, within),
             exponent_flags_note(summary),
+            forms_note(summary),
             solver_failures_note(solver_failures),
         )
         if line is not None
@@ -165,6 +167,25 @@ def exponent_flags_note(summary: Mapping[str, Any]) -> str | None:
         f"{'; '.join(parts)}. Where the decision leans on such an axis it says as much about "
         "the prior as about the data: refit with `bayesscale fit --prior-scale 2` (in Python, "
         "`bs.fit(..., prior_scale=2)`) and compare (docs/identification.md)"
+    )
+
+
+def forms_note(summary: Mapping[str, Any]) -> str | None:
+    """One note when the recipe mixes a stack's forms: their weights, and what that means.
+
+    >>> forms_note({"law_forms": {"power": 0.7, "offset_power": 0.3}})[:45]
+    'note: the law is a stack of forms (power 0.70'
+    >>> forms_note({"law_forms": {}}) is None
+    True
+    """
+    forms = summary.get("law_forms") or {}
+    if len(forms) < 2:
+        return None
+    listed = ", ".join(f"{form} {float(w):.2f}" for form, w in forms.items())
+    return (
+        f"note: the law is a stack of forms ({listed}); every draw's allocation is solved "
+        "under its own form and the draws are mixed by weight, so the intervals include the "
+        "uncertainty about the form"
     )
 
 

@@ -102,6 +102,7 @@ def to_json(
         "anchors": json.loads(ds.attrs.get("anchors", "{}")),
         "decision_solver_failures": int(ds.attrs.get("decision_solver_failures", 0)),
         "draws_left_out": int(ds.attrs.get("draws_left_out", 0)),
+        "law_forms": json.loads(ds.attrs.get(names.ATTR_LAW_FORMS, "{}")),
         "units": json.loads(ds.attrs.get("units_json", "{}")),
         "within_data": _json_attr(ds.attrs.get("within_data", "none")),
         "extrapolation_warn_factor": warn_factor,

@@ -48,6 +48,8 @@ from numpy.typing import ArrayLike
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
+from bayesscale.core.form_allocation import solve_forms
+from bayesscale.core.form_law import FormLaw, Law
 from bayesscale.core.geometric import (
     Posynomial,
     local_exponents_posynomial,
@@ -56,6 +58,7 @@ from bayesscale.core.geometric import (
 from bayesscale.core.prices import Prices
 from bayesscale.data.extrapolation import Reach, reach_attr
 from bayesscale.data.fitfile import fit_spec
+from bayesscale.law.mixed_draws import mixture_weights
 from bayesscale.law.posterior import LawDraws
 from bayesscale.recipe.baselines import baseline_units, budget_multiplier
 from bayesscale.recipe.decision import decide
@@ -77,7 +80,7 @@ from bayesscale.recipe.draws import (
 
 
 def _decision(
-    law: allocate.PowerLaw,
+    law: Law,
     kappa: Array,
     cost: Posynomial,
     budget: float,
@@ -245,6 +248,8 @@ def recipe(
             draws, solved.batched, law, inputs, budgets_arr, purchased, anchor, grow, multipliers
         )
     switch = list(switch_axes) if switch_axes is not None else _world_axes(fit, draws.axes)
+    if isinstance(law, FormLaw):
+        switch = []  # the switch price's fixed point solves power laws
     ds = _recipe_dataset(
         draws, inputs, budgets_arr, solved, purchased, base_success, base_units, decided, switch
     )
@@ -257,6 +262,7 @@ def recipe(
         anchor,
         within_data,
     )
+    ds.attrs[names.ATTR_LAW_FORMS] = json.dumps(mixture_weights(fit))
     return add_data_extent(ds, fit)
 
 
@@ -289,7 +295,7 @@ def _check_fundable(budgets_arr: Array, inputs: RecipeInputs) -> None:
 class _PerDraw(NamedTuple):
     """The per-draw problem in effective units, batched (S, G, B, ...), and its solution."""
 
-    batched: allocate.PowerLaw
+    batched: Law
     eff_cost: Posynomial
     eff_lo: Array
     eff_hi: Array
@@ -315,16 +321,20 @@ def _allocate_per_draw(
     eff_cost = Posynomial(eff.weights[:, None, None, :], cost.powers)  # (S, 1, 1, M)
     eff_lo = (kap * lo)[:, None, None, :]
     eff_hi = (kap * hi)[:, None, None, :]
-    batched = allocate.PowerLaw(
-        draws.coef[:, :, None, :],
-        draws.alpha[:, :, None, :],
-        draws.floor[:, :, None],
-        None if draws.gamma is None else draws.gamma[:, :, None],
-        None if draws.beta is None else draws.beta[:, :, None],
-        draws.pair,
-    )
+    batched = draws.law(extra=1)
     linear = bool(np.array_equal(cost.powers, np.eye(n)))
-    if cost_model == COST_LINEARISED:
+    if isinstance(batched, FormLaw):
+        if cost_model == COST_LINEARISED:
+            raise RecipeError(
+                "the linearised convention is the paper's, for power laws; the fit's laws have "
+                "other forms (a knee or a plateau): use the exact cost"
+            )
+        sol = solve_forms(batched, eff_cost, budgets_arr, eff_lo, eff_hi)
+        expo = _central_exponents(
+            lambda b: solve_forms(batched, eff_cost, b, eff_lo, eff_hi, starts=[sol.sizes]),
+            budgets_arr,
+        )
+    elif cost_model == COST_LINEARISED:
         start = (kap * anchor)[:, None, None, :]
         sol, _ = linearised_allocation(batched, eff_cost, budgets_arr, eff_lo, eff_hi, start)
         expo = _central_exponents(
@@ -342,7 +352,7 @@ def _allocate_per_draw(
 
 
 def _baselines(
-    law: allocate.PowerLaw,
+    law: Law,
     kap: Array,
     cost: Posynomial,
     anchor: Array,
@@ -353,7 +363,7 @@ def _baselines(
 ) -> tuple[Array, Array]:
     """Per draw, the success (S, G, B, baseline) of the trajectory-heavy and Chinchilla-style
     allocations, and their purchased units (B, baseline, n); NaN where unfundable."""
-    S, G, n = kap.shape[0], law.coef.shape[1], anchor.size
+    S, G, n = kap.shape[0], np.shape(law.floor)[1], anchor.size
     B = budgets_arr.size
     base_success = np.full((S, G, B, len(_BASELINES)), np.nan)
     base_units = np.full((B, len(_BASELINES), n), np.nan)
@@ -379,8 +389,8 @@ class _Decided(NamedTuple):
 
 def _decide_all(
     draws: LawDraws,
-    batched: allocate.PowerLaw,
-    law: allocate.PowerLaw,
+    batched: Law,
+    law: Law,
     inputs: RecipeInputs,
     budgets_arr: Array,
     purchased: Array,
@@ -398,14 +408,7 @@ def _decide_all(
     starts = np.median(purchased, axis=0)  # (G, B, n): the per-draw optima's median
     dec[:], settled = decide(batched, kap, cost, budgets_arr, lo, hi, starts)
     for g, j in zip(*np.nonzero(~settled), strict=True):  # Newton did not settle: SLSQP
-        law_g = allocate.PowerLaw(
-            draws.coef[:, g],
-            draws.alpha[:, g],
-            draws.floor[:, g],
-            None if draws.gamma is None else draws.gamma[:, g],
-            None if draws.beta is None else draws.beta[:, 0],
-            draws.pair,
-        )
+        law_g = draws.law(setting=g)
         dec[g, j], converged = _decision(law_g, kap, cost, budgets_arr[j], lo, hi, starts[g, j])
         failures += not converged
     dec_success[:] = success_of(batched, kap[:, None, None, :] * dec[None])
@@ -481,6 +484,7 @@ def _recipe_dataset(
     for axis in switch:
         if axis not in axes:
             raise RecipeError(f"switch axis {axis!r} is not an axis of the fit: {list(axes)}")
+        assert isinstance(solved.batched, allocate.PowerLaw)  # recipe() asks none of a form law
         price = _switch_price(
             solved.batched,
             solved.eff_cost,

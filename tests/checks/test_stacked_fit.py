@@ -78,10 +78,12 @@ def _write(tmp_path, frame):
     return out
 
 
-def test_the_recipe_refuses_a_stack_whose_other_forms_carry_weight() -> None:
+def test_the_power_law_readers_refuse_a_stack_whose_other_forms_carry_weight() -> None:
+    """The next runs and the law figure read power laws (the recipe reads the mixture,
+    tests/recipe/test_recipe_forms.py)."""
     with pytest.raises(PosteriorError, match=r"stack whose forms .* \(offset_power 0\.30\)"):
         law_draws(stacked_synthetic_fit(0.3))
-    # with no weight on them, the stack is its power law: the recipe reads the root
+    # with no weight on them, the stack is its power law: they read the root
     plain = law_draws(synthetic_fit(draws=10, spread=0.02))
     np.testing.assert_array_equal(law_draws(stacked_synthetic_fit(0.0)).alpha, plain.alpha)
     assert [m.form for m in members(stacked_synthetic_fit(0.3)) or []] == ["power", "offset_power"]
@@ -100,16 +102,17 @@ def test_the_root_forms_own_fit_leaves_the_stacks_check_behind() -> None:
 
 
 def test_the_recipe_command_takes_one_form_of_a_stack(tmp_path, capsys) -> None:
-    """`recipe FIT --form power`: the recipe of the power law's own fit, what the refusal
-    of the stack points to; a form the stack lacks, or --form on a fit of one form, is named."""
+    """`recipe FIT --form power`: the recipe of the power law's own fit alone (without it, the
+    stack's mixture); a form the stack lacks, or --form on a fit of one form, is named."""
     tree = stacked_synthetic_fit(0.3)
     tree.attrs[ATTR_FORMAT] = FORMAT_VERSION  # a synthetic tree, saved as a fit is
     path = save_fit(tree, tmp_path / "stack.nc")
     args = ["recipe", str(path), "--budget", "1e3", "--max-draws", "5", "--json"]
-    assert main(args) != 0
-    assert "`bayesscale recipe FIT --form power`" in capsys.readouterr().err
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["law_forms"] == {"power": 0.7, "offset_power": 0.3}
     assert main([*args, "--form", "power"]) == 0
-    assert json.loads(capsys.readouterr().out)["results"]
+    alone = json.loads(capsys.readouterr().out)
+    assert alone["results"] and alone["law_forms"] == {}
     assert main([*args, "--form", "saturating"]) != 0
     assert "stacks the forms ['power', 'offset_power']" in capsys.readouterr().err
     one = synthetic_fit(draws=10, spread=0.02)

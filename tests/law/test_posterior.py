@@ -13,8 +13,8 @@ from bayesscale.recipe.synthetic import synthetic_fit
 
 
 def test_a_fit_of_another_form_is_read_by_its_form_or_refused_not_misread() -> None:
-    """Prediction reads an offset-power axis by its form (and needs the knee); the recipe's
-    reader solves power laws only and refuses the fit, so no recipe reads it wrong."""
+    """Prediction and the recipe read an offset-power axis by its form (and need the knee);
+    the readers that value power laws only refuse the fit, so none reads it wrong."""
     fit = synthetic_fit(draws=4, spread=0.0)
     spec = fit.attrs[names.ATTR_SPEC].replace(
         'name = "task"\n', 'name = "task"\nform = "offset_power"\n'
@@ -22,15 +22,15 @@ def test_a_fit_of_another_form_is_read_by_its_form_or_refused_not_misread() -> N
     assert spec != fit.attrs[names.ATTR_SPEC]
     fit.attrs[names.ATTR_SPEC] = spec
     assert law_layout(fit)[0] == ("env", "task", "traj")
-    for read in (law_draws, lambda f: recipe(f, [1e4])):
-        with pytest.raises(PosteriorError, match=r"other forms than a power law \({'task'.*recipe"):
-            read(fit)
+    with pytest.raises(PosteriorError, match=r"other forms than a power law \({'task'.*next runs"):
+        law_draws(fit)
     rows = pd.DataFrame(
         {"model": ["S0"], "algorithm": ["grpo"], "domain": ["math"], "n_envs": [8],
          "n_tasks": [100], "rollouts": [4], "trials": [10]}
     )  # fmt: skip
-    with pytest.raises(PosteriorError, match="posterior has no 'knee'"):
-        predict(fit, rows)
+    for read in (lambda f: predict(f, rows), lambda f: recipe(f, [1e4])):
+        with pytest.raises(PosteriorError, match="posterior has no 'knee'"):
+            read(fit)
 
 
 def test_the_one_axis_column_rule() -> None:

@@ -41,7 +41,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from bayesscale import names
-from bayesscale.core import allocate, laws
+from bayesscale.core import laws
+from bayesscale.core.form_law import Law
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import Table, axis_sizes, setting_labels
 from bayesscale.data.spec import ModelSpec
@@ -142,16 +143,9 @@ def _observed(frame: pd.DataFrame, rows: pd.Index, x: Array, spec: ModelSpec) ->
     return pd.DataFrame({"mean": grouped.mean(), "low": grouped.min(), "high": grouped.max()})
 
 
-def _law(draws: LawDraws, g: int) -> allocate.PowerLaw:
+def _law(draws: LawDraws, g: int) -> Law:
     """Setting ``g``'s laws, one per draw, shaped to broadcast over a grid: (S, 1, n)."""
-    return allocate.PowerLaw(
-        draws.coef[:, g, None, :],
-        draws.alpha[:, g, None, :],
-        draws.floor[:, g, None],
-        None if draws.gamma is None else draws.gamma[:, g, None],
-        None if draws.beta is None else draws.beta[:, 0, None],
-        draws.pair,
-    )
+    return draws.law(setting=g, extra=1)
 
 
 def law_curve_draws(

@@ -1,0 +1,108 @@
+"""The law per draw of any fit the recipe takes, a stack's mixture included.
+
+A stacked fit (:mod:`bayesscale.law.stack`) predicts with the mixture ``sum_k w_k p_k`` of its
+forms' posteriors. Its draws for the recipe are that mixture too: in every chain, each form
+gives its share ``w_k n`` of the ``n`` draws (largest-remainder rounding,
+:func:`~bayesscale.law.predict.draw_shares`), evenly spaced through its own chain, so every
+number the recipe derives from the draws (the per-draw allocations and their intervals, the
+decision's expected success) includes the uncertainty about the form. A fit of one form reads
+as :func:`~bayesscale.law.posterior.law_draws` reads it, with its axes' shapes.
+
+>>> from bayesscale.recipe.synthetic import synthetic_fit
+>>> recipe_draws(synthetic_fit(draws=10, spread=0.0)).has_forms
+False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import xarray as xr
+
+from bayesscale.law.posterior import LawDraws, PosteriorError, law_draws
+from bayesscale.law.predict import draw_shares
+from bayesscale.law.stack import members
+
+
+def recipe_draws(
+    fit: xr.DataTree,
+    settings: Sequence[str] | None = None,
+    max_draws: int | None = None,
+    size_axis: bool = False,
+) -> LawDraws:
+    """The law's draws for the recipe: a stack's mixture of its forms (module docstring), or
+    one fit's draws with the shapes of its forms; arguments as
+    :func:`~bayesscale.law.posterior.law_draws`."""
+    stacked = members(fit)
+    if stacked is None:
+        return law_draws(fit, settings, max_draws, size_axis, forms=True)
+    weights = np.array([m.weight for m in stacked])  # as mixture_weights
+    parts = [
+        law_draws(m.tree, settings, max_draws, size_axis, forms=True)
+        for m, w in zip(stacked, weights, strict=True)
+        if w > 0
+    ]
+    return mix(parts, weights[weights > 0] / weights[weights > 0].sum())
+
+
+def mixture_weights(fit: xr.DataTree) -> dict[str, float]:
+    """The forms a stack's recipe mixes, with their weights (those above 0); ``{}`` for a fit
+    of one form.
+
+    >>> from bayesscale.recipe.synthetic import synthetic_fit
+    >>> mixture_weights(synthetic_fit(draws=10, spread=0.0))
+    {}
+    """
+    return {m.form: m.weight for m in members(fit) or [] if m.weight > 0}
+
+
+def _shape(part: LawDraws, name: str) -> np.ndarray:
+    value = getattr(part, name)
+    if value is not None:
+        return np.asarray(value)
+    return np.zeros((part.samples, len(part.axes)), dtype=bool if name == "saturating" else float)
+
+
+def mix(parts: Sequence[LawDraws], weights: Sequence[float] | np.ndarray) -> LawDraws:
+    """The mixture of ``parts`` (one form's draws each, the same axes and settings) with
+    ``weights`` summing to 1: in every chain the parts' shares of the fewest draws any part
+    has in a chain, evenly spaced through each part's chain; draws renumbered from 0."""
+    first = parts[0]
+    for part in parts[1:]:
+        if part.axes != first.axes or part.settings != first.settings:
+            raise PosteriorError("the stack's forms differ in their axes or settings")
+    if any(p.pair is not None for p in parts):
+        raise PosteriorError("a stack's recipe takes laws without an interaction term")
+    chains = [np.unique(p.chain) for p in parts]
+    if any(not np.array_equal(c, chains[0]) for c in chains[1:]):
+        raise PosteriorError("the stack's forms were sampled with different chains")
+    n_chain = chains[0].size
+    n_draw = min(p.samples // n_chain for p in parts)
+    shares = draw_shares(np.asarray(weights, dtype=float), n_draw)
+    rows = []
+    for c in chains[0]:
+        for k, part in enumerate(parts):
+            mine = np.flatnonzero(part.chain == c)
+            if shares[k]:
+                pick = np.linspace(0, mine.size - 1, shares[k]).round().astype(int)
+                rows.append((k, mine[pick]))
+
+    def stacked(name: str) -> np.ndarray:
+        if name in ("knee", "midpoint", "saturating"):
+            return np.concatenate([_shape(parts[k], name)[r] for k, r in rows])
+        return np.concatenate([np.asarray(getattr(parts[k], name))[r] for k, r in rows])
+
+    return replace(
+        first,
+        chain=np.repeat(chains[0], n_draw).astype(float),
+        draw=np.tile(np.arange(n_draw), n_chain).astype(float),
+        coef=stacked("coef"),
+        alpha=stacked("alpha"),
+        floor=stacked("floor"),
+        knee=stacked("knee"),
+        midpoint=stacked("midpoint"),
+        saturating=stacked("saturating"),
+        left_out=sum(p.left_out for p in parts),
+    )
