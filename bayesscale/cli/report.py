@@ -86,9 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--forms",
         default=None,
         metavar="F1,F2",
-        help="fit the law as a stack of these forms (power among them), as `bayesscale fit "
-        "--forms`: the report adds the forms' weights and figures, and solves its recipe on "
-        "the power law's own fit where the other forms carry weight",
+        help="fit the law as a stack of these forms, as `bayesscale fit --forms`: the report "
+        "adds the forms' weights and figures, and its recipe mixes the forms' draws by weight "
+        "(with the prior's sensitivity, whose refit is the power law's, power among them)",
     )
     add_strict(parser)
     add_sampling_arguments(parser)

@@ -44,6 +44,7 @@ from bayesscale.core.prices import default_prices, load_prices
 from bayesscale.data.fitfile import DiagnosticsRefusedError, FitFileError, load_fit
 from bayesscale.data.observations import Table, load_observations, read_table, validate
 from bayesscale.data.spec import ModelSpec, load_spec, with_exponent_prior_scale, with_form
+from bayesscale.law.mixed_draws import mixture_weights
 from bayesscale.pipeline.report_options import ReportOptions
 from bayesscale.pipeline.report_recipe import recipe_section
 from bayesscale.pipeline.report_sections import (
@@ -53,6 +54,7 @@ from bayesscale.pipeline.report_sections import (
     pricing_section,
     sensitivity_section,
 )
+from bayesscale.recipe.notes import forms_note
 from bayesscale.report.folder import building, prepare
 from bayesscale.report.markdown import Sections
 from bayesscale.sampling.config import FitConfig
@@ -127,7 +129,7 @@ class _Progress:
 
     def __call__(self, what: str) -> None:
         self.step += 1
-        self.total = max(self.total, self.step)  # a reused stack: its power law's own check
+        self.total = max(self.total, self.step)  # a step the count did not foresee
         elapsed = time.perf_counter() - self.start
         print(f"[{self.step}/{self.total} {elapsed:6.1f} s] {what}", file=self.stream, flush=True)
 
@@ -210,7 +212,6 @@ def _step_count(options: ReportOptions) -> int:
     return (
         4
         + options.out_of_scale
-        + (options.out_of_scale and options.forms is not None)  # the power law's own check
         + (options.pricing is not None)
         + (options.heldout is not None)
         + (options.sensitivity_scale is not None)
@@ -265,14 +266,11 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
     prov = provenance(law.tree) if pricing is None else provenance(law.tree, pricing.tree)
     prices = load_prices(str(options.prices)) if options.prices else default_prices()
     frame = None if heldout is None else heldout[1]
-    recipe_law, note = _recipe_law(law)
-    if recipe_law is not law:
-        if options.out_of_scale:  # the reach of the law the recipe solves
-            recipe_law = _out_of_scale(options, recipe_law, table, recipe_law.spec, step)
-        recipe_law.save(tmp / "fits" / POWER_FIT)
-        summary = recipe_law.summary(prob=options.prob)  # what the sensitivity refit compares
-    result = recipe_section(options, tmp, recipe_law, pricing, prices, prov, md, frame, note)
+    note = forms_note({"law_forms": mixture_weights(law.tree)})
+    result = recipe_section(options, tmp, law, pricing, prices, prov, md, frame, note)
     if inputs.wide_spec is not None:
+        # a stack: the wider-prior refit is of the power law alone, and compared with it
+        base = _power_member(law) if law.forms is not None else None
         wide_spec = inputs.wide_spec
         wide = LawFit(
             _fit_or_reuse(
@@ -287,44 +285,28 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
             table=table,
         )
         wide.save(tmp / "fits" / SENSITIVITY_FIT)
-        sensitivity_section(options, tmp, summary, result.ds, wide, pricing, prices, md)
+        if base is not None:
+            summary = base.summary(prob=options.prob)
+        sensitivity_section(options, tmp, summary, result.ds, wide, pricing, prices, md, base)
     if heldout is not None:
         step(f"held-out check on {options.heldout}")
         heldout_section(options, heldout, tmp, law, md)
     step("writing report.md")
-    md.add(*_files_text(pricing is not None, inputs.wide_spec is not None, recipe_law is not law))
+    md.add(*_files_text(pricing is not None, inputs.wide_spec is not None))
     (tmp / REPORT_FILE).write_text(md.text())
 
 
-POWER_FIT = "law_power.nc"  # of a stacked law, the power law's own fit: the recipe's
-
-
-def _recipe_law(law: LawFit) -> tuple[LawFit, str | None]:
-    """The fit the recipe is solved on, and what the report says about it: the law itself, or,
-    of a stack whose other forms carry weight (:func:`bayesscale.law.stack.other_forms_weight`),
-    its power law's own fit, since the exact per-draw allocation solves power laws."""
-    from bayesscale.law.stack import other_forms_weight
-
-    others = other_forms_weight(law.tree)
-    if not others:
-        return law, None
+def _power_member(law: LawFit) -> LawFit:
+    """Of a stacked law, the power law's own fit: what the wider-prior refit is compared
+    with (the refit is of one form)."""
     forms = law.forms or {}
     if POWER not in forms:
         raise ReportError(
-            f"the law stacks the forms {list(forms)} without the power law, and the recipe "
-            "solves power laws only: stack it with the power law (--forms power,...)"
+            f"the law stacks the forms {list(forms)} without the power law, and the prior's "
+            "sensitivity refits the power law: stack it with the power law (--forms power,...) "
+            "or leave the sensitivity out (--sensitivity-scale 0)"
         )
-    weight = (law.stack_weights or {}).get(POWER, 0.0)
-    listed = ", ".join(f"{form} {w:.2f}" for form, w in others.items())
-    note = (
-        f"**The recipe is the power law's alone.** The stack gives weight to forms whose "
-        f"allocation the package does not solve ({listed}; the exact per-draw solver handles "
-        f"the power law only). The recipe in this section is the power law's own fit (stack "
-        f"weight {weight:.2f}; `fits/{POWER_FIT}`), its headline bounded at that fit's reach, "
-        "not the stack's: its intervals leave out the uncertainty about the form. The held-out "
-        "check is the stack's."
-    )
-    return forms[POWER], note
+    return forms[POWER]
 
 
 @dataclass(frozen=True)
@@ -346,7 +328,7 @@ def _read_inputs(options: ReportOptions) -> _Inputs:
         )
     spec = load_spec(options.spec)
     if options.forms:
-        _check_forms(options.forms, spec)
+        _check_forms(options.forms, spec, options.sensitivity_scale is not None)
     table = load_observations(options.observations, spec)
     wide_spec = None
     if options.sensitivity_fit is not None and options.sensitivity_scale is None:
@@ -379,14 +361,16 @@ def _check_reused_stack(options: ReportOptions, law: LawFit) -> None:
     )
 
 
-def _check_forms(forms: tuple[str, ...], spec: ModelSpec) -> None:
+def _check_forms(forms: tuple[str, ...], spec: ModelSpec, sensitivity: bool) -> None:
     """A report's stack, checked before anything is sampled: the power law among its forms
-    (the recipe's), and each form one the spec lets the stack put on every axis
-    (:func:`bayesscale.data.spec.with_form` refuses a spec that names its axes' forms)."""
-    if POWER not in forms:
+    where the prior's sensitivity is asked (its refit is the power law's), and each form one
+    the spec lets the stack put on every axis (:func:`bayesscale.data.spec.with_form` refuses
+    a spec that names its axes' forms)."""
+    if sensitivity and POWER not in forms:
         raise ReportError(
-            f"--forms {','.join(forms)}: the report's recipe solves the power law, so the "
-            "stack needs it among its forms (--forms power,...)"
+            f"--forms {','.join(forms)}: the prior's sensitivity refits the power law, so the "
+            "stack needs it among its forms (--forms power,...), or leave the sensitivity out "
+            "(--sensitivity-scale 0)"
         )
     for name in forms:
         with_form(spec, name)
@@ -410,14 +394,12 @@ def _fit_pricing(
     )
 
 
-def _files_text(pricing: bool, wide: bool, power: bool = False) -> tuple[str, ...]:
-    """The report's last section: what else the folder holds (``power``: the power law's own
-    fit of a stacked law, the recipe's)."""
+def _files_text(pricing: bool, wide: bool) -> tuple[str, ...]:
+    """The report's last section: what else the folder holds."""
     return (
         "## Files",
         "",
         "* `fits/law.nc`"
-        + (f", `fits/{POWER_FIT}`" if power else "")
         + (", `fits/pricing.nc`" if pricing else "")
         + (f", `fits/{SENSITIVITY_FIT}`" if wide else "")
         + ": posteriors (ArviZ DataTree, netCDF; `bayesscale.data.fitfile.load_fit`)",

@@ -29,9 +29,9 @@ class ReportOptions:
     per axis, :mod:`bayesscale.checks.out_of_scale`) where its fit does not store the check,
     so that the recipe's headline is bounded at the reach measured; ``False`` assumes
     ``warn_beyond`` on every axis. ``forms``: fit the law as a stack of these forms
-    (:meth:`bayesscale.fits.law.LawFit.stacked`; the power law among them): the report adds
-    the forms' section, and its recipe is the power law's own fit where the other forms
-    carry weight."""
+    (:meth:`bayesscale.fits.law.LawFit.stacked`; the power law among them where the prior's
+    sensitivity is asked): the report adds the forms' section, and its recipe mixes the
+    forms' draws by weight."""
 
     observations: Path
     pricing: Path | None = None

@@ -230,8 +230,11 @@ def sensitivity_section(
     pricing: PricingFit | None,
     prices: Prices,
     md: Sections,
+    base: LawFit | None = None,
 ) -> None:
-    """The ordering and the recipe under the default and the wider exponent prior."""
+    """The ordering and the recipe under the default and the wider exponent prior. ``base``:
+    of a stacked law, its power law's own fit, which the (one-form) wider-prior refit is
+    compared with: its recipe is solved here at the middle budget, in ``ds``'s place."""
     from bayesscale.report.tables import Interval, Number, PaperTable
 
     scale = options.sensitivity_scale
@@ -240,16 +243,22 @@ def sensitivity_section(
     middle = options.middle_budget
     settings = [str(s) for s in ds[names.SETTING_DIM].to_numpy()][:MAX_SETTINGS_SHOWN]
     bound = reach_from_attr(ds.attrs.get("within_data", "none"))  # the headline's, alike
-    wide_ds = wide.recipe_result(
-        [middle],
-        vouched=False,
-        prices=prices,
-        pricing=pricing,
-        settings=settings,
-        max_draws=options.max_recipe_draws,
-        multipliers=False,
-        within_data=bound,
-    ).ds
+
+    def middle_recipe(fit: LawFit) -> xr.Dataset:
+        return fit.recipe_result(
+            [middle],
+            vouched=False,
+            prices=prices,
+            pricing=pricing,
+            settings=settings,
+            max_draws=options.max_recipe_draws,
+            multipliers=False,
+            within_data=bound,
+        ).ds
+
+    wide_ds = middle_recipe(wide)
+    if base is not None:
+        ds = middle_recipe(base)
     rows: list[list[Any]] = []
     for a in axes:
         rows.append(
@@ -302,6 +311,12 @@ def sensitivity_section(
         "much was set by the prior. One that barely moves is not thereby identified: a wider "
         "prior with the same median can still pull it toward that median, which the "
         "contraction figures of the law section (and † / ‡) measure. Full fit: "
-        f"`fits/{SENSITIVITY_FIT}`.",
+        f"`fits/{SENSITIVITY_FIT}`."
+        + (
+            " The law is a stack: the refit is of its power law alone, and compared with the "
+            "power law's own fit, not with the stack."
+            if base is not None
+            else ""
+        ),
     )
     md.add(*write_tables(tmp, "prior_sensitivity", [("", table)]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -339,30 +340,17 @@ def _stack_with_its_own_check(law_fit: xr.DataTree) -> xr.DataTree:
     return tree
 
 
-def test_a_stacked_law_gets_its_forms_section_and_the_power_laws_recipe(
+def test_a_stacked_law_gets_its_forms_section_and_the_stacks_recipe(
     law_fit: xr.DataTree, saved_fits, tmp_path: Path, capsys, monkeypatch
 ) -> None:
     """A stacked law fit (reused here; `report --forms` fits one): the law's section adds the
-    forms' weights and figures, the held-out check reads the mixture, and the recipe, which
-    solves power laws, is the power law's own fit, bounded at that fit's own reach (the
-    stack's check is the mixture's), saying so."""
-    from bayesscale.law.reach import HOLDS, RULE
-
+    forms' weights and figures, the held-out check reads the mixture, and the recipe is the
+    stack's: every draw under its own form, mixed by weight, bounded at the stack's own reach
+    (its stored check, the mixture's; nothing is refitted), saying so."""
     stack = save_fit(_stack_with_its_own_check(law_fit), tmp_path / "stack.nc")
     out = tmp_path / "r"
-    checked_as = []
-
-    def own_check(self, table, spec, config, prob=0.9, workers=None, ray_address=None):
-        """The power law's own check, as the report asks for it: the stored mixture's
-        evidence relabelled as the power law's and vouching 2x on env (no refits here; the
-        check itself is tests/checks/test_out_of_scale.py)."""
-        checked_as.append((spec.axes[1].form, self.forms is None, self.out_of_scale is None))
-        mine = xr.open_datatree(stack)[names.OUT_OF_SCALE_GROUP].to_dataset()
-        mine = mine.assign({RULE: mine[RULE].str.replace("mixture", "own")})
-        mine[HOLDS][0] = 1.0
-        return self.with_out_of_scale(mine)
-
-    monkeypatch.setattr(bs.LawFit, "checked_out_of_scale", own_check)
+    checked = []
+    monkeypatch.setattr(bs.LawFit, "checked_out_of_scale", lambda *a, **k: checked.append(a))
     options = ReportOptions(
         observations=OBS,
         heldout=REFERENCE / "heldout.csv",
@@ -373,26 +361,22 @@ def test_a_stacked_law_gets_its_forms_section_and_the_power_laws_recipe(
     )
     with contextlib.redirect_stderr(io.StringIO()):
         build_report(options, out)
-    # asked once, of the power law's own fit, which carries no check of its own
-    assert checked_as == [("power", True, True)]
+    assert checked == []  # the stack's stored check is its reach
     text = (out / "report.md").read_text()
     assert "### The law's form" in text and "weights power 0.70, offset_power 0.30" in text
-    assert "**The recipe is the power law's alone.**" in text and "offset_power 0.30" in text
-    assert "`fits/law_power.nc`" in text.split("## Files")[1]
+    recipe_part = text.split("## The budget recipe")[1]
+    assert "the law is a stack of forms (power 0.70, offset_power 0.30)" in recipe_part
+    assert not (out / "fits" / "law_power.nc").exists()
     assert (out / "tables" / "forms.md").is_file() and (out / "tables" / "forms.tex").is_file()
     for axis in ("env", "task", "traj"):
         assert (out / "figures" / f"forms_{axis}.png").is_file()
     saved = bs.load(out / "fits" / "law.nc")
     assert saved.stack_weights == {"power": 0.7, "offset_power": 0.3}
     assert saved.reach == {"env": 1.0, "task": 1.0, "traj": 1.0}  # the mixture's, as stored
-    power = bs.load(out / "fits" / "law_power.nc")
-    assert power.forms is None and power.spec.axes[1].form == "power"
-    checked = power.out_of_scale  # its own check, made by the report, stored with it
-    assert checked is not None and set(checked[RULE].to_numpy()) == {"own"}
-    assert power.reach == {"env": 2.0, "task": 1.0, "traj": 1.0}
     recipe = json.loads((out / "recipe.json").read_text())
-    assert recipe["results"] and recipe["reach"]["measured"]  # at the power law's own reach
-    assert recipe["reach"]["factor"] == {"env": 2.0, "task": 1.0, "traj": 1.0}
+    assert recipe["law_forms"] == {"power": 0.7, "offset_power": 0.3}
+    assert recipe["results"] and recipe["reach"]["measured"]  # at the stack's reach
+    assert recipe["reach"]["factor"] == {"env": 1.0, "task": 1.0, "traj": 1.0}
     # --forms with a reused fit that is not that stack, and a stack without the power law,
     # are refused before anything is sampled
     single = ["report", str(OBS), "--fit", str(saved_fits[0]), "--forms", "power,offset_power"]
@@ -400,6 +384,35 @@ def test_a_stacked_law_gets_its_forms_section_and_the_power_laws_recipe(
     assert "is not a stacked fit" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
     argv = ["report", str(OBS), "--forms", "offset_power,saturating", "--out", str(tmp_path / "n")]
-    assert main(argv) == 2
+    assert main(argv) == 2  # the prior's sensitivity (on by default) refits the power law
     assert "needs it among its forms" in capsys.readouterr().err
     assert not (tmp_path / "n").exists()
+
+
+def test_a_stacks_prior_sensitivity_is_its_power_laws(law_fit: xr.DataTree, tmp_path) -> None:
+    """The wider-prior refit is of one form, the power law: with a stack it is compared with
+    the stack's power law (its exponents and its recipe), and the section says so. The
+    refit here is the power law itself (sampling one is the sampling test's)."""
+    from bayesscale.core.prices import default_prices
+    from bayesscale.pipeline.report import _power_member
+    from bayesscale.pipeline.report_sections import sensitivity_section
+    from bayesscale.report.markdown import Sections
+
+    law = bs.LawFit(stacked_synthetic_fit(0.3, root=law_fit))
+    power = _power_member(law)
+    assert power.forms is None and power.spec.axes[1].form == "power"
+    ds = law.recipe_result([1e3, 1e4], vouched=False, max_draws=20, multipliers=False).ds
+    options = ReportOptions(observations=OBS, budgets=(1e3, 1e4), sensitivity_scale=2.0)
+    md = Sections()
+    (tmp_path / "tables").mkdir()
+    summary = power.summary()
+    sensitivity_section(options, tmp_path, summary, ds, power, None, default_prices(), md, power)
+    text = md.text()
+    assert "The law is a stack: the refit is of its power law alone" in text
+    # the default and the refit are the same fit here, so the two columns agree
+    table = (tmp_path / "tables" / "prior_sensitivity.md").read_text()
+    cells = [
+        re.split(r"(?<!\\)\|", r) for r in table.splitlines() if r.startswith("|") and "spend" in r
+    ]
+    rows = [c[2:4] for c in cells]
+    assert rows and all(a.strip() == b.strip() for a, b in rows)
