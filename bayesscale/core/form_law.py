@@ -74,11 +74,6 @@ class FormLaw:
         if np.any(np.asarray(self.knee) < 0):
             raise ValueError("a knee D0 / D_ref must be >= 0")
 
-    @property
-    def pair(self) -> None:
-        """No interaction term (the solvers ask)."""
-        return None
-
     def terms(self, sizes: ArrayLike) -> tuple[Array, Array, Array]:
         """Each axis's ``T``, ``dT/dx`` and ``d2T/dx2`` at ``x = log(D / D_ref)`` (..., n)."""
         x = np.log(_float(sizes) / self.reference)
