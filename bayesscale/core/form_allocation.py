@@ -16,9 +16,13 @@ program of that bound exactly (:func:`~bayesscale.core.geometric.solve_posynomia
 so the loss never rises, and where the rounds stop moving the bound's KKT conditions, whose
 gradient is the law's at ``y_k``, are the law's: a KKT point of the true problem (its
 multiplier is the bound's). Power terms are their own bound, so a power law settles in one
-round. A non-convex problem may have more than one KKT point, so the rounds start from two
-points, the reference scales and the optimum of each term's large-size power law (its tail),
-and keep the lower loss per problem; the tests compare it with a brute-force search.
+round. Where the bound is far more curved than the law the rounds converge slowly, so every
+``_POLISH_EVERY`` rounds Newton's method on the law's own KKT system settles the problems it
+can certify (:func:`_polish`). A non-convex problem may have more than one KKT point, so the
+rounds start from five points (the reference scales; the optimum of each term's large-size
+power law, its tail; that optimum with each axis in turn held at its lower bound) and keep
+the lowest loss per problem; the tests compare it with a brute-force search, and show that
+one start is not enough.
 
 Example
 -------
