@@ -203,6 +203,10 @@ def decide(
             if better.all():
                 break
             step = np.where(better, step, 0.5 * step)
+        # no step along Newton's direction lowers the merit (a non-convex objective, as a
+        # stack's forms give): left where it is, for SLSQP, not searched again every round
+        stuck = ~better & ~done
+        broken, done = broken | stuck, done | stuck
         small = np.max(np.abs(dy), axis=-1) < _STEP_TOL
         blocked = step >= room.min(axis=-1) * (1 - 1e-12)
         y = np.where(done[..., None], y, trial_y)
