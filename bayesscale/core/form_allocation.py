@@ -18,7 +18,7 @@ gradient is the law's at ``y_k``, are the law's: a KKT point of the true problem
 multiplier is the bound's). Power terms are their own bound, so a power law settles in one
 round. Where the bound is far more curved than the law the rounds converge slowly, so every
 ``_POLISH_EVERY`` rounds Newton's method on the law's own KKT system settles the problems it
-can certify (:func:`_polish`). A non-convex problem may have more than one KKT point, so the
+can certify (``_polish``). A non-convex problem may have more than one KKT point, so the
 rounds start from five points (the reference scales; the optimum of each term's large-size
 power law, its tail; that optimum with each axis in turn held at its lower bound) and keep
 the lowest loss per problem; the tests compare it with a brute-force search, and show that
