@@ -64,9 +64,7 @@ def tail_law(law: FormLaw) -> PowerLaw:
     sat = np.asarray(law.saturating, dtype=bool)
     a, k, m = law.alpha, np.asarray(law.knee), np.asarray(law.midpoint)
     with np.errstate(over="ignore"):
-        scale = np.where(
-            sat, (1.0 + np.exp(-a * m)) * np.exp(a * m), (1.0 + np.where(sat, 0.0, k)) ** a
-        )
+        scale = np.where(sat, (1.0 + np.exp(-a * m)) * np.exp(a * m), (1.0 + k) ** a)
         coef = law.amplitude * scale * law.reference**a
     return PowerLaw(coef, a, law.floor)
 
@@ -128,7 +126,6 @@ class _Rounds:
 
     def __init__(self, law: FormLaw, cost: Posynomial, budget: Array, lo: Array, hi: Array):
         self.law, self.cost, self.budget, self.lo, self.hi = law, cost, budget, lo, hi
-        self.rounds = 0
         self.fallbacks = 0
 
     def solve(self, rows: IndexArray, sizes: Array) -> Allocation:
@@ -179,7 +176,6 @@ class _Rounds:
                 won = active[ok]
                 sizes[won], mult[won] = np.exp(y[ok]), nu[ok] / self.budget[won]
                 active = active[~ok]
-        self.rounds += done
         settled: BoolArray = np.ones(r, dtype=bool)
         settled[active] = False
         alloc = Allocation(sizes, mult, np.asarray(self.cost(sizes)), at_lo, at_hi, self.fallbacks)

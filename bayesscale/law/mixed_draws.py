@@ -38,13 +38,10 @@ def recipe_draws(
     stacked = members(fit)
     if stacked is None:
         return law_draws(fit, settings, max_draws, size_axis, forms=True)
-    weights = np.array([m.weight for m in stacked])  # as mixture_weights
-    parts = [
-        law_draws(m.tree, settings, max_draws, size_axis, forms=True)
-        for m, w in zip(stacked, weights, strict=True)
-        if w > 0
-    ]
-    return mix(parts, weights[weights > 0] / weights[weights > 0].sum())
+    chosen = [m for m in stacked if m.weight > 0]  # as mixture_weights
+    weights = np.array([m.weight for m in chosen])
+    parts = [law_draws(m.tree, settings, max_draws, size_axis, forms=True) for m in chosen]
+    return mix(parts, weights / weights.sum())
 
 
 def mixture_weights(fit: xr.DataTree) -> dict[str, float]:

@@ -143,6 +143,32 @@ def _reduced_curvature_ok(w: Array, s: Array, free: BoolArray, on: BoolArray) ->
     return out
 
 
+def _line_search(
+    law: Law,
+    kappa: Array,
+    cost: Posynomial,
+    log_b: Array,
+    box: tuple[Array, Array],
+    y: Array,
+    dy: Array,
+    step: Array,
+    merit: Array,
+    rho: Array,
+) -> tuple[Array, Array, BoolArray]:
+    """Backtracking along ``dy`` from ``step`` (halved up to 30 times) until the merit
+    ``1 - F + rho |c|`` does not rise: the trial point in the box, its step, and where it fell."""
+    trial_y, better = y, np.zeros(step.shape, dtype=bool)
+    for _ in range(30):
+        trial_y = np.clip(y + step[..., None] * dy, *box)
+        f_t = _value(law, kappa, trial_y)
+        c_t = _constraint(cost, trial_y, log_b)[0]
+        better = f_t + rho * np.abs(c_t) <= merit + 1e-15 * (1.0 + np.abs(merit))
+        if better.all():
+            break
+        step = np.where(better, step, 0.5 * step)
+    return trial_y, step, better
+
+
 def decide(
     law: Law,
     kappa: Array,
@@ -192,17 +218,9 @@ def decide(
         room = np.where(free, room, np.inf)
         t = np.minimum(1.0, room.min(axis=-1))
         rho = 2.0 * np.maximum(np.abs(mu_new), np.abs(mu)) + 1e-12
-        merit = f + rho * np.abs(c)
-        step = t.copy()
-        trial_y = y
-        for _ in range(30):
-            trial_y = np.clip(y + step[..., None] * dy, y_lo, y_hi)
-            f_t = _value(law, kappa, trial_y)
-            c_t = _constraint(cost, trial_y, log_b)[0]
-            better = f_t + rho * np.abs(c_t) <= merit + 1e-15 * (1.0 + np.abs(merit))
-            if better.all():
-                break
-            step = np.where(better, step, 0.5 * step)
+        trial_y, step, better = _line_search(
+            law, kappa, cost, log_b, (y_lo, y_hi), y, dy, t, f + rho * np.abs(c), rho
+        )
         # no step along Newton's direction lowers the merit (a non-convex objective, as a
         # stack's forms give): left where it is, for SLSQP, not searched again every round
         stuck = ~better & ~done
