@@ -220,6 +220,14 @@ def run(args: argparse.Namespace) -> int:
     law = LawFit.load(args.fit)
     refuse_failed(args.fit, law.diagnostics, args.strict)
     fit = law.tree
+    mixed = {f: w for f, w in (law.stack_weights or {}).items() if w > 0}
+    if args.refit_below is not None and len(mixed) > 1:
+        raise CommandError(
+            f"--refit-below refits one law, and {args.fit} is a stack whose forms carry weight "
+            f"({', '.join(f'{f} {w:.2f}' for f, w in mixed.items())}): the check would refit "
+            "and restack every form per simulated outcome; value the runs by reweighting "
+            "(drop --refit-below), or refit the observations with --forms power"
+        )
     prices = load_prices(args.prices)
     costs = load_costs(args.costs, Costs(data=dict(prices.unit), currency=prices.currency))
     axes, fit_settings = law_layout(fit)  # the settings and axes the recipe sees

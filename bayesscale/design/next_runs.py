@@ -14,6 +14,12 @@ decision at budget ``B`` (``success_at_optimum - success_at_decision``, here ove
 action set: the recipe's decision and the per-draw optima of ``J - 1`` draws), averaged over
 the target settings; ``exponents``, the summed posterior variance of the population exponents.
 
+A stacked fit's draws are its forms' mixture (:func:`bayesscale.law.mixed_draws.draws_with`):
+each draw is a law of its own form with its own form's concentration, so the weights of step 2
+move between the forms too, and a run whose outcome the forms predict differently is worth
+what telling them apart is worth to the decision. The ``exponents`` target, one form's
+population exponents, refuses a mixture.
+
 The **batch** is chosen greedily: each step adds the run with the largest value per cost,
 where the value is *marginal*, the batch's joint preposterior value with the run minus
 without it (the outcomes of the runs already chosen are simulated from the same outer draw and
@@ -56,7 +62,7 @@ from bayesscale import names
 from bayesscale.core import laws
 from bayesscale.core.prices import Prices
 from bayesscale.data.extrapolation import SweptRange
-from bayesscale.design.candidates import candidate_grid, default_anchors, posterior_variable
+from bayesscale.design.candidates import candidate_grid, default_anchors
 from bayesscale.design.costs import Costs
 from bayesscale.design.defaults import (
     ANCHORS_PAPER,
@@ -70,6 +76,7 @@ from bayesscale.design.defaults import (
     DEFAULT_STEP,
     DEFAULT_TRIALS,
     TARGET_DECISION,
+    TARGET_EXPONENTS,
     TARGETS,
 )
 from bayesscale.design.greedy import GreedyBatch, RunCosts, best_within_spend, owned_sizes
@@ -77,7 +84,8 @@ from bayesscale.design.next_text import batch_notes, why_text
 from bayesscale.design.preposterior import regret
 from bayesscale.design.results import Array, Candidate, ChosenRun, DesignError, NextRuns, Valued
 from bayesscale.design.run_value import ValueEngine
-from bayesscale.law.posterior import LawDraws, at_draws, axis_columns, law_draws, setting_keys
+from bayesscale.law.mixed_draws import draws_with, mixture_weights
+from bayesscale.law.posterior import LawDraws, axis_columns, setting_keys
 from bayesscale.recipe.solve import recipe
 
 
@@ -135,17 +143,25 @@ def next_runs(
         raise DesignError(f"first_picks must be >= 0, got {first_picks}")
     costs = costs or Costs()
     fitted = _read_fit(
-        fit, costs, target_settings, candidate_settings, anchors, anchor_rule, cells, max_draws
-    )
+        fit, costs, target, target_settings, candidate_settings, anchors, anchor_rule, cells,
+        max_draws,
+    )  # fmt: skip
     outer = _outer_draws(fitted.draws.samples, min_ess, simulations, seed)
     ds, recipe_gap = _recipe_at(fit, budget, prices, bounds, fitted.targets, max_draws, seed)
-    engine = _value_engine(fit, fitted, ds, outer, target, trials, actions, seed)
+    engine = _value_engine(fitted, ds, outer, target, trials, actions, seed)
     cands = _candidates(fitted, ds, beyond, step, max_sizes)
     batcher = _greedy_batch(fit, fitted, engine, cands, costs, cells, target, runs, spend, min_ess)
     chosen, first, ll_batch, stopped, notes = _choose(batcher, spend, first_picks)
     reduction, mcse_outcomes, mcse_draws = _batch_value(engine, ll_batch)
     now = engine.target_now()
     notes += batch_notes(chosen, first, min_ess, fitted.draws.samples, stopped, runs)
+    if len(fitted.forms) > 1:
+        notes.append(
+            f"the draws are the stack's mixture of its forms ({_weights_text(fitted.forms)}), "
+            "so a run's value includes what its outcome says about the form: runs at sizes "
+            "where the forms predict differently (beyond the sweep, or below it for a knee) "
+            "are worth more than under any one form"
+        )
     return NextRuns(
         target=target,
         budget=float(budget),
@@ -170,6 +186,7 @@ def next_runs(
         mcse_draws=mcse_draws,
         min_ess=float(min_ess),
         cost_model=costs.describe(),
+        forms=fitted.forms,
     )
 
 
@@ -186,11 +203,14 @@ class _FitInputs:
     anchor: Array  # (movers, axes): where one-axis candidates hold the other axes
     phi: Array  # (S,) the beta-binomial concentration at every draw
     contamination: Array | None  # (S,) the share of collapsed runs, where the fit models it
+    exponents: Array | None  # (S, n) the population exponents, for the exponents target
+    forms: dict[str, float]  # a stack's forms that the draws mix, with their weights
 
 
 def _read_fit(
     fit: xr.DataTree,
     costs: Costs,
+    target: str,
     target_settings: Sequence[str] | None,
     candidate_settings: Sequence[str] | None,
     anchors: Mapping[str, float] | None,
@@ -198,9 +218,28 @@ def _read_fit(
     cells: float | None,
     max_draws: int | None,
 ) -> _FitInputs:
-    """The fit's draws, settings, axis columns, swept range, anchors and concentration; a
+    """The fit's draws (a stack's mixture of its forms, each draw with its own form's
+    concentration), settings, axis columns, swept range and anchors; a
     :class:`~bayesscale.design.results.DesignError` for an argument the fit cannot serve."""
-    draws = law_draws(fit, None, max_draws)
+    forms = mixture_weights(fit)
+    if target == TARGET_EXPONENTS and len(forms) > 1:
+        raise DesignError(
+            "the exponents target is the variance of one form's population exponents, and this "
+            f"stack mixes forms ({_weights_text(forms)}) whose exponents mean different things: "
+            "value runs by the decision target, or use the power law's own fit "
+            "(fit.forms['power'] in Python)"
+        )
+    variables = [names.CONCENTRATION]
+    variables += [names.CONTAMINATION] if names.CONTAMINATION in fit["posterior"] else []
+    variables += [names.ALPHA_POP] if target == TARGET_EXPONENTS else []
+    if names.CONCENTRATION not in fit["posterior"]:
+        raise DesignError(
+            f"the fit's posterior has no {names.CONCENTRATION!r}: the value of a run needs the "
+            "beta-binomial likelihood of a success-count fit"
+        )
+    if target == TARGET_EXPONENTS and names.ALPHA_POP not in fit["posterior"]:
+        raise DesignError(f"the fit's posterior has no {names.ALPHA_POP!r}")
+    draws, values = draws_with(fit, variables, None, max_draws)
     all_settings = list(draws.settings)
     for label, named in (("target", target_settings), ("candidate", candidate_settings)):
         unknown = [s for s in named or () if s not in all_settings]
@@ -228,18 +267,17 @@ def _read_fit(
     anchor = default_anchors(swept.select(movers, list(axes)), axes, columns, anchor_rule)
     for a, v in (anchors or {}).items():
         anchor[:, list(axes).index(a)] = float(v)
-    if names.CONCENTRATION not in fit["posterior"]:
-        raise DesignError(
-            f"the fit's posterior has no {names.CONCENTRATION!r}: the value of a run needs the "
-            "beta-binomial likelihood of a success-count fit"
-        )
-    phi = at_draws(posterior_variable(fit, names.CONCENTRATION), draws)
-    eps = (
-        at_draws(posterior_variable(fit, names.CONTAMINATION), draws)
-        if names.CONTAMINATION in fit["posterior"]
-        else None
-    )
-    return _FitInputs(draws, all_settings, targets, movers, columns, swept, anchor, phi, eps)
+    return _FitInputs(
+        draws, all_settings, targets, movers, columns, swept, anchor,
+        phi=values[names.CONCENTRATION],
+        contamination=values.get(names.CONTAMINATION),
+        exponents=values.get(names.ALPHA_POP),
+        forms=forms,
+    )  # fmt: skip
+
+
+def _weights_text(forms: Mapping[str, float]) -> str:
+    return ", ".join(f"{f} {w:.2f}" for f, w in forms.items())
 
 
 def _outer_draws(S: int, min_ess: float, simulations: int, seed: int) -> NDArray[np.int64]:
@@ -279,7 +317,6 @@ def _recipe_at(
 
 
 def _value_engine(
-    fit: xr.DataTree,
     fitted: _FitInputs,
     ds: xr.Dataset,
     outer: NDArray[np.int64],
@@ -291,16 +328,10 @@ def _value_engine(
     """The preposterior engine of ``target``: the regret of every action (decision) or the
     draws of the population exponents (exponents)."""
     success: list[Array] = []
-    exponents = None
     if target == TARGET_DECISION:
         success = _decision_regrets(ds, fitted.draws, fitted.targets, actions)
-    else:
-        if names.ALPHA_POP not in fit["posterior"]:
-            raise DesignError(f"the fit's posterior has no {names.ALPHA_POP!r}")
-        alpha_pop = posterior_variable(fit, names.ALPHA_POP).transpose(..., names.AXIS_DIM)
-        exponents = at_draws(alpha_pop, fitted.draws)
     return ValueEngine(
-        fitted.draws, fitted.phi, int(trials), outer, seed, target, success, exponents,
+        fitted.draws, fitted.phi, int(trials), outer, seed, target, success, fitted.exponents,
         fitted.contamination,
     )  # fmt: skip
 

@@ -155,6 +155,7 @@ def to_json(result: NextRuns) -> dict[str, object]:
         "total_cost": sum(r.valued.cost.total for r in result.chosen),
         "total_gpu_hours": sum(r.valued.cost.gpu_hours for r in result.chosen),
         "cost_model": dict(result.cost_model),
+        "forms": dict(result.forms),
         "stopped_at_ess": _number(result.stopped_ess) if result.stopped_ess is not None else None,
         "anchor_rule": result.anchor_rule,
         "anchors": {s: dict(zip(result.axes, a, strict=True)) for s, a in result.anchors.items()},

@@ -118,6 +118,8 @@ class NextRuns:
     """Its Monte Carlo standard error from the posterior draws (jackknife over blocks)."""
     min_ess: float = 0.0
     cost_model: dict[str, float | str] = field(default_factory=dict)
+    forms: dict[str, float] = field(default_factory=dict)
+    """A stack's forms that the draws mix, with their weights (empty for a fit of one form)."""
 
     @property
     def mcse(self) -> float:

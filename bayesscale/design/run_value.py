@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from bayesscale.core import allocate, laws
+from bayesscale.core import laws
 from bayesscale.design.defaults import TARGET_DECISION
 from bayesscale.design.preposterior import (
     beta_binomial_logpmf,
@@ -55,16 +55,7 @@ class ValueEngine:
 
     def p_at(self, cand: Candidate) -> Array:
         """(S,): every draw's success rate at the candidate's sizes."""
-        g = self.draws.settings.index(cand.setting)
-        d = self.draws
-        law = allocate.PowerLaw(
-            d.coef[:, g],
-            d.alpha[:, g],
-            d.floor[:, g],
-            None if d.gamma is None else d.gamma[:, g],
-            None if d.beta is None else d.beta[:, 0],
-            d.pair,
-        )
+        law = self.draws.law(setting=self.draws.settings.index(cand.setting))
         loss = law.loss(np.asarray(cand.sizes, dtype=float)[None, :])
         return np.asarray(laws.success_from_loss(loss), dtype=float)
 

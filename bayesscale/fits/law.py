@@ -149,10 +149,12 @@ class LawFit:
 
     @cached_property
     def draws(self) -> LawDraws:
-        """The law's draws per setting in raw counts (what the recipe optimises)."""
-        from bayesscale.law.posterior import law_draws
+        """The law's draws per setting in raw counts, what the recipe optimises; a stack's
+        are the mixture of its forms, each draw with its form's shape
+        (:func:`~bayesscale.law.mixed_draws.recipe_draws`)."""
+        from bayesscale.law.mixed_draws import recipe_draws
 
-        return law_draws(self.tree)
+        return recipe_draws(self.tree)
 
     @cached_property
     def swept(self) -> SweptRange | None:

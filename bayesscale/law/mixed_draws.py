@@ -20,8 +20,10 @@ from dataclasses import replace
 
 import numpy as np
 import xarray as xr
+from numpy.typing import NDArray
 
-from bayesscale.law.posterior import LawDraws, PosteriorError, law_draws
+from bayesscale import names
+from bayesscale.law.posterior import Array, LawDraws, PosteriorError, at_draws, law_draws
 from bayesscale.law.predict import draw_shares
 from bayesscale.law.stack import members
 
@@ -35,13 +37,50 @@ def recipe_draws(
     """The law's draws for the recipe: a stack's mixture of its forms (module docstring), or
     one fit's draws with the shapes of its forms; arguments as
     :func:`~bayesscale.law.posterior.law_draws`."""
+    return draws_with(fit, (), settings, max_draws, size_axis)[0]
+
+
+def draws_with(
+    fit: xr.DataTree,
+    variables: Sequence[str],
+    settings: Sequence[str] | None = None,
+    max_draws: int | None = None,
+    size_axis: bool = False,
+) -> tuple[LawDraws, dict[str, Array]]:
+    """:func:`recipe_draws`, with the values ``(S, ...)`` of the posterior ``variables`` at
+    every draw, each taken from the fit of the form the draw came from (a stack's draws are
+    renumbered, so :func:`~bayesscale.law.posterior.at_draws` on the file's root would read
+    another form's values).
+
+    >>> from bayesscale.recipe.synthetic import synthetic_fit
+    >>> draws, values = draws_with(synthetic_fit(draws=10, spread=0.0), ["alpha_pop"])
+    >>> values["alpha_pop"].shape
+    (20, 3)
+    """
     stacked = members(fit)
     if stacked is None:
-        return law_draws(fit, settings, max_draws, size_axis, forms=True)
+        draws = law_draws(fit, settings, max_draws, size_axis, forms=True)
+        return draws, {v: at_draws(_variable(fit, v, ""), draws) for v in variables}
     chosen = [m for m in stacked if m.weight > 0]  # as mixture_weights
     weights = np.array([m.weight for m in chosen])
     parts = [law_draws(m.tree, settings, max_draws, size_axis, forms=True) for m in chosen]
-    return mix(parts, weights / weights.sum())
+    rows = _mixture_rows(parts, weights / weights.sum())
+    values = {
+        v: np.concatenate(
+            [at_draws(_variable(chosen[k].tree, v, chosen[k].form), parts[k])[r] for k, r in rows]
+        )
+        for v in variables
+    }
+    return _mix_rows(parts, rows), values
+
+
+def _variable(tree: xr.DataTree, name: str, form: str) -> xr.DataArray:
+    """The posterior variable ``name`` of one form's fit, or a :class:`PosteriorError`."""
+    value = tree["posterior"].to_dataset().get(name)
+    if value is None:
+        where = f"the stack's {form} fit" if form else "the fit"
+        raise PosteriorError(f"{where} has no posterior variable {name!r}")
+    return value.transpose(names.CHAIN_DIM, names.DRAW_DIM, ...)
 
 
 def mixture_weights(fit: xr.DataTree) -> dict[str, float]:
@@ -66,6 +105,14 @@ def mix(parts: Sequence[LawDraws], weights: Sequence[float] | np.ndarray) -> Law
     """The mixture of ``parts`` (one form's draws each, the same axes and settings) with
     ``weights`` summing to 1: in every chain the parts' shares of the fewest draws any part
     has in a chain, evenly spaced through each part's chain; draws renumbered from 0."""
+    return _mix_rows(parts, _mixture_rows(parts, weights))
+
+
+def _mixture_rows(
+    parts: Sequence[LawDraws], weights: Sequence[float] | np.ndarray
+) -> list[tuple[int, NDArray[np.int64]]]:
+    """The mixture's draws, chain by chain: ``(part, rows of that part)`` in order (see
+    :func:`mix`)."""
     first = parts[0]
     for part in parts[1:]:
         if part.axes != first.axes or part.settings != first.settings:
@@ -75,8 +122,7 @@ def mix(parts: Sequence[LawDraws], weights: Sequence[float] | np.ndarray) -> Law
     chains = [np.unique(p.chain) for p in parts]
     if any(not np.array_equal(c, chains[0]) for c in chains[1:]):
         raise PosteriorError("the stack's forms were sampled with different chains")
-    n_chain = chains[0].size
-    n_draw = min(p.samples // n_chain for p in parts)
+    n_draw = min(p.samples // chains[0].size for p in parts)
     shares = draw_shares(np.asarray(weights, dtype=float), n_draw)
     rows = []
     for c in chains[0]:
@@ -85,6 +131,13 @@ def mix(parts: Sequence[LawDraws], weights: Sequence[float] | np.ndarray) -> Law
             if shares[k]:
                 pick = np.linspace(0, mine.size - 1, shares[k]).round().astype(int)
                 rows.append((k, mine[pick]))
+    return rows
+
+
+def _mix_rows(parts: Sequence[LawDraws], rows: Sequence[tuple[int, NDArray[np.int64]]]) -> LawDraws:
+    """The draws of ``parts`` at ``rows`` (:func:`_mixture_rows`), renumbered chain by chain."""
+    chains = np.unique(parts[0].chain)
+    n_draw = sum(r.size for _, r in rows) // chains.size
 
     def stacked(name: str) -> np.ndarray:
         if name in ("knee", "midpoint", "saturating"):
@@ -92,9 +145,9 @@ def mix(parts: Sequence[LawDraws], weights: Sequence[float] | np.ndarray) -> Law
         return np.concatenate([np.asarray(getattr(parts[k], name))[r] for k, r in rows])
 
     return replace(
-        first,
-        chain=np.repeat(chains[0], n_draw).astype(float),
-        draw=np.tile(np.arange(n_draw), n_chain).astype(float),
+        parts[0],
+        chain=np.repeat(chains, n_draw).astype(float),
+        draw=np.tile(np.arange(n_draw), chains.size).astype(float),
         coef=stacked("coef"),
         alpha=stacked("alpha"),
         floor=stacked("floor"),

@@ -115,28 +115,26 @@ def law_layout(fit: xr.DataTree) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _check_power(fit: xr.DataTree) -> None:
-    """Refuse a fit whose axes are not all power laws where the reader needs one (the next
-    runs' value, the law figure's per-draw curves and the compute-cost recipe take
-    ``K D^-alpha`` per axis); the money recipe
-    (``law_draws(forms=True)``, a stack's mixture by
-    :func:`bayesscale.law.mixed_draws.recipe_draws`), prediction, the held-out check,
-    cross-validation and LOO read every form."""
+    """Refuse a fit whose axes are not all power laws where the reader asked for power laws
+    (``law_draws(forms=False)``, which takes ``K D^-alpha`` per axis). Every reader in the
+    package reads the forms: the recipes, ``next`` and the law figure through
+    :func:`bayesscale.law.mixed_draws.recipe_draws` (a stack's mixture), and prediction, the
+    held-out check, cross-validation and LOO through their own readers."""
     other = fit_spec(fit).other_forms if fit.attrs.get(names.ATTR_SPEC) else {}
     stacked = other_forms_weight(fit)
     if stacked:
         raise PosteriorError(
             "the fit is a stack whose forms other than the power law carry weight ("
             + ", ".join(f"{f} {w:.2f}" for f, w in stacked.items())
-            + "); the next runs, the law figure and the compute-cost recipe value power laws "
-            "per axis and cannot mix them in yet (the money recipe, predict and check read the "
-            "stack); the power law's own fit is `fit.forms['power']` in Python"
+            + "), and these draws are read as power laws: read the stack's mixture with "
+            "bayesscale.law.mixed_draws.recipe_draws, or the power law's own fit, "
+            "`fit.forms['power']` in Python"
         )
     if other:
         raise PosteriorError(
-            f"the fit's spec gives axes other forms than a power law ({other}); the next runs, "
-            "the law figure and the compute-cost recipe value power laws per axis and cannot "
-            "read this fit yet (the money recipe, predict, check, crossval and loo can); refit "
-            "with form = 'power' on those axes for them"
+            f"the fit's spec gives axes other forms than a power law ({other}), and these "
+            "draws are read as power laws: read them with law_draws(..., forms=True) or "
+            "bayesscale.law.mixed_draws.recipe_draws"
         )
 
 
@@ -419,7 +417,7 @@ def law_draws(
 
     With ``forms`` a fit whose spec gives axes other forms reads their shapes too
     (``LawDraws.knee``, ``midpoint``, ``saturating``); without it such a fit, or a stack
-    whose other forms carry weight, is refused (the readers that solve power laws only). A
+    whose other forms carry weight, is refused (a reading of power laws). A
     stack's mixture is :func:`bayesscale.law.mixed_draws.recipe_draws`."""
     axes, all_settings = law_layout(fit)
     if not forms:

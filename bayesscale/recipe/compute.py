@@ -31,15 +31,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import xarray as xr
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
 from bayesscale.core import allocate, laws
+from bayesscale.core.form_allocation import solve_forms
+from bayesscale.core.form_law import FormLaw
+from bayesscale.core.geometric import Posynomial
 from bayesscale.data.extrapolation import Reach, reach_attr
-from bayesscale.law.posterior import law_draws
+from bayesscale.law.mixed_draws import mixture_weights, recipe_draws
 from bayesscale.recipe.draws import (
     RecipeError,
     add_data_extent,
@@ -48,6 +52,8 @@ from bayesscale.recipe.draws import (
 )
 
 COST_COMPUTE = "compute (product): c prod_i D_i^m_i"
+
+Array = NDArray[np.float64]
 
 
 def cost_powers(axes: Sequence[str], powers: Mapping[str, float] | None) -> np.ndarray:
@@ -96,7 +102,7 @@ def compute_recipe(
         bounds = bounds_within_data(
             fit, within_data, bounds, settings, names.PARAMS_B in (powers or {})
         )
-    draws = law_draws(fit, settings, max_draws, size_axis=names.PARAMS_B in (powers or {}))
+    draws = recipe_draws(fit, settings, max_draws, size_axis=names.PARAMS_B in (powers or {}))
     if draws.pair is not None:
         raise RecipeError(
             "the fit has an interaction term, which a product cost cannot separate; solve it "
@@ -117,20 +123,13 @@ def compute_recipe(
             f"({', '.join(f'{a} >= {v:g}' for a, v in zip(axes, lo, strict=True))}), which "
             f"need {need:g}"
         )
-    sol = allocate.solve_product(
-        draws.coef[:, :, None, :],
-        draws.alpha[:, :, None, :],
-        budgets_arr[None, None, :],
-        m,
-        unit_cost,
-        lo,
-        hi,
-    )
-    law = allocate.PowerLaw(
-        draws.coef[:, :, None, :], draws.alpha[:, :, None, :], draws.floor[:, :, None]
-    )
+    law = draws.law(extra=1)  # (S, G, 1[, n]): broadcast over the budgets
+    if isinstance(law, FormLaw):
+        sol, expo = solve_forms_product(law, m, unit_cost, budgets_arr, lo, hi)
+    else:
+        sol = allocate.solve_product(law.coef, law.alpha, budgets_arr, m, unit_cost, lo, hi)
+        expo = allocate.local_exponents_product(sol, law.alpha, m)
     success = laws.success_from_loss(law.loss(sol.sizes))
-    expo = allocate.local_exponents_product(sol, draws.alpha[:, :, None, :], m)
     chains = np.unique(draws.chain).astype(int)
     n_draw = draws.samples // chains.size
 
@@ -165,5 +164,59 @@ def compute_recipe(
             {a: [lo[i], None if np.isinf(hi[i]) else hi[i]] for i, a in enumerate(axes)}
         ),
         "within_data": reach_attr(within_data),
+        names.ATTR_LAW_FORMS: json.dumps(mixture_weights(fit)),
     }
     return add_data_extent(ds, fit)
+
+
+def solve_forms_product(
+    law: FormLaw, powers: Array, unit_cost: float, budgets: Array, lo: Array, hi: Array
+) -> tuple[allocate.Allocation, Array]:
+    """The compute recipe of laws of any form (a stack's mixture, or a fit whose axes have other
+    forms): the product cost ``c prod_i D_i^m_i`` is a one-term posynomial, solved by
+    :func:`~bayesscale.core.form_allocation.solve_forms` over the axes that cost compute; an
+    axis with ``m_i = 0`` costs nothing and every form's loss falls with its size, so it sits
+    at its (finite) upper bound, its term joining the floor. The multiplier is per unit of
+    ``log C``, as :func:`~bayesscale.core.allocate.solve_product`'s; the local exponents
+    ``d log D / d log C`` are central differences (step 1e-4 in ``log C``)."""
+    paid = powers > 0
+    fields = (law.amplitude, law.alpha, law.reference, law.knee, law.midpoint, law.saturating)
+    full = np.broadcast_shapes(*(np.shape(x) for x in fields))
+
+    def on(x: Any) -> Any:  # the paid axes of a per-axis field
+        return np.broadcast_to(x, full)[..., paid]
+
+    at_top = np.where(paid, law.reference, np.where(np.isfinite(hi), hi, 1.0))
+    unpaid = np.where(~paid, law.terms(np.broadcast_to(at_top, full))[0], 0.0).sum(axis=-1)
+    reduced = FormLaw(
+        amplitude=on(law.amplitude),
+        alpha=on(law.alpha),
+        reference=law.reference[paid],
+        floor=law.floor + unpaid,
+        knee=on(law.knee),
+        midpoint=on(law.midpoint),
+        saturating=on(np.asarray(law.saturating, dtype=bool)),
+    )
+    cost = Posynomial(np.array([unit_cost]), powers[paid][None, :])
+
+    def solve(b: Array) -> allocate.Allocation:
+        return solve_forms(reduced, cost, b, lo[paid], hi[paid])
+
+    part = solve(budgets)
+    h = 1e-4
+    up, down = solve(budgets * np.exp(h)), solve(budgets * np.exp(-h))
+    part_expo = (np.log(up.sizes) - np.log(down.sizes)) / (2 * h)
+    lead = part.sizes.shape[:-1]
+    sizes = np.broadcast_to(np.where(paid, 1.0, hi), (*lead, paid.size)).copy()
+    sizes[..., paid] = part.sizes
+    expo = np.zeros((*lead, paid.size))
+    expo[..., paid] = part_expo
+    at_lower = np.zeros((*lead, paid.size), dtype=bool)
+    at_lower[..., paid] = part.at_lower
+    at_lower[..., ~paid] = hi[~paid] <= lo[~paid]
+    at_upper = np.ones((*lead, paid.size), dtype=bool)
+    at_upper[..., paid] = part.at_upper
+    sol = allocate.Allocation(
+        sizes, part.multiplier * budgets, part.spent, at_lower, at_upper, part.fallbacks
+    )
+    return sol, expo

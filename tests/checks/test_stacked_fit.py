@@ -79,8 +79,9 @@ def _write(tmp_path, frame):
 
 
 def test_the_power_law_readers_refuse_a_stack_whose_other_forms_carry_weight() -> None:
-    """The next runs and the law figure read power laws (the recipe reads the mixture,
-    tests/recipe/test_recipe_forms.py)."""
+    """``law_draws`` reads power laws, for the compute-cost recipe (the money recipe, the
+    next runs and the law figure read the mixture: tests/recipe/test_recipe_forms.py,
+    tests/design/test_next_forms.py, tests/report/test_figures.py)."""
     with pytest.raises(PosteriorError, match=r"stack whose forms .* \(offset_power 0\.30\)"):
         law_draws(stacked_synthetic_fit(0.3))
     # with no weight on them, the stack is its power law: they read the root

@@ -152,6 +152,48 @@ def test_law_panels_draw_the_posterior_median_and_the_seed_means(
     assert chunks["bayesscale_version"] == __version__
 
 
+def test_a_stacks_law_panel_is_the_mixture_of_its_forms() -> None:
+    """Two point-mass forms at equal weight (the power law, and the offset power with a knee
+    on the task axis): the median over the mixture's draws is the two curves' mean, each
+    computed here from the posterior variables by its own formula."""
+    from testdata import stacked_synthetic_fit
+
+    from bayesscale.data.observations import validate
+    from bayesscale.data.spec import parse_spec
+    from bayesscale.recipe.synthetic import _SYNTH_SPEC
+
+    knee = 2.0
+    stack = stacked_synthetic_fit(0.5, synthetic_fit(draws=10, spread=0.0), knee)
+    stack.attrs.update({names.ATTR_DATA_SOURCE: "hand.csv", names.ATTR_DATA_HASH: "0" * 64})
+    anchor = {names.N_ENVS: 45, names.N_TASKS: 1810, names.ROLLOUTS: 11}
+    rows = [
+        {names.MODEL: "S0", names.ALGORITHM: "grpo", names.DOMAIN: "math", **anchor,
+         column: v, names.SEED: seed, names.SUCCESSES: 500, names.TRIALS: 1000}
+        for column, grid in ((names.N_ENVS, (8, 32, 128)), (names.N_TASKS, (320, 1280, 5120)),
+                             (names.ROLLOUTS, (2, 8, 32)))
+        for v in grid
+        for seed in range(2)
+    ]  # fmt: skip
+    frame = validate(pd.DataFrame(rows), parse_spec(_SYNTH_SPEC), "hand.csv")
+    table = Table(frame, "hand.csv", "0" * 64)
+    fig = plot_law(stack, table, names.TASK, settings=["S0 | grpo | math"], max_draws=None)
+    (median,) = _by_gid(fig.axes[0], "median")
+    x, y = median.get_xdata(), median.get_ydata()
+    post = stack["posterior"].to_dataset().isel({names.CHAIN_DIM: 0, names.DRAW_DIM: 0})
+    sel = {names.SETTING_DIM: "S0 | grpo | math"}
+    alpha = post[names.ALPHA].sel(sel).to_numpy()
+    amp = post[names.AMPLITUDE].sel(sel).to_numpy()
+    floor = float(post[names.LOSS_FLOOR].sel(sel))
+    ref = stack["constant_data"][names.REFERENCE_SCALE].to_numpy()
+    for k in (0, 30, len(x) - 1):
+        d = np.array([45.0, x[k], 11.0])
+        power = floor + np.sum(amp * (d / ref) ** (-alpha))
+        task = (d[1] + knee * ref[1]) / (ref[1] + knee * ref[1])
+        offset = power - amp[1] * (d[1] / ref[1]) ** (-alpha[1]) + amp[1] * task ** (-alpha[1])
+        assert abs(offset - power) > 1e-3  # the forms differ here
+        assert y[k] == pytest.approx((np.exp(-power) + np.exp(-offset)) / 2, rel=1e-10)
+
+
 def test_law_refuses_bad_input(
     law_fit: xr.DataTree, pricing_fit: xr.DataTree, table: Table
 ) -> None:

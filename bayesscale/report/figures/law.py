@@ -3,7 +3,8 @@
 For setting ``s`` and the plotted axis ``a``, the curve varies ``D_a`` and holds every other
 axis at the setting's *anchor*, the values at which axis ``a`` was swept in the data (the
 combination of the other axes' sizes under which ``D_a`` takes the most distinct values).
-For every posterior draw ``d`` (raw counts; :func:`bayesscale.recipe.draws`)
+For every posterior draw ``d`` (raw counts; a stack's draws are its forms' mixture,
+:func:`bayesscale.law.mixed_draws.draws_with`, each draw's terms of its own form)
 
 .. math::
 
@@ -11,8 +12,9 @@ For every posterior draw ``d`` (raw counts; :func:`bayesscale.recipe.draws`)
              + \\sum_i K_{d,i} D_i^{-\\alpha_{d,i}} - \\gamma_d (D_a D_b)^{-\\beta_d},
     \\qquad p_d = e^{-L_d},
 
-and the panel shows the median over draws of ``p_d`` (or ``L_d`` for a loss outcome) with
-nested credible bands (equal-tailed by default). The sizes outside the setting's swept range
+(each term ``K D^{-alpha}`` replaced by its own form's where the fit has other forms,
+:class:`bayesscale.core.form_law.FormLaw`), and the panel shows the median over draws of
+``p_d`` (or ``L_d`` for a loss outcome) with nested credible bands (equal-tailed by default). The sizes outside the setting's swept range
 of the axis (stored in the fit, :class:`bayesscale.data.extrapolation.SweptRange`) are shaded: the
 curve there is an extrapolation. Tick labels are the swept sizes (all of them up to
 ``MAX_TICKS``, always the smallest and largest). A fit whose diagnostics failed, or a
@@ -46,7 +48,8 @@ from bayesscale.core.form_law import Law
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import Table, axis_sizes, setting_labels
 from bayesscale.data.spec import ModelSpec
-from bayesscale.law.posterior import LawDraws, law_draws
+from bayesscale.law.mixed_draws import draws_with
+from bayesscale.law.posterior import LawDraws
 from bayesscale.report.figures.marks import (
     EXTRAPOLATED_TEXT,
     LINE_HEIGHT,
@@ -167,21 +170,12 @@ def law_curve_draws(
     return np.asarray(_law(draws, g).loss(full), dtype=float)
 
 
-def _dense_scale(fit: xr.DataTree, draws: LawDraws, spec: ModelSpec) -> Array:
-    """Per draw and axis: the dense multiplier on the dense axis, 1 elsewhere."""
+def _dense_scale(multiplier: Array, draws: LawDraws, spec: ModelSpec) -> Array:
+    """Per draw and axis: the dense ``multiplier`` (per draw) on the dense axis, 1 elsewhere."""
     if spec.dense_reward is None:
         raise FigureError("the spec has no [dense_reward]")
-    post = fit["posterior"]
-    if names.DENSE_MULTIPLIER not in post:
-        raise FigureError(f"the fit's posterior has no {names.DENSE_MULTIPLIER!r}")
-    m = post[names.DENSE_MULTIPLIER].sel(
-        {
-            names.CHAIN_DIM: xr.DataArray(draws.chain.astype(int), dims="_s"),
-            names.DRAW_DIM: xr.DataArray(draws.draw.astype(int), dims="_s"),
-        }
-    )
     scale = np.ones((draws.samples, len(draws.axes)))
-    scale[:, draws.axes.index(spec.dense_reward.axis)] = m.to_numpy().astype(float)
+    scale[:, draws.axes.index(spec.dense_reward.axis)] = multiplier
     return scale
 
 
@@ -298,7 +292,10 @@ def plot_law(
             f"plot_law needs a validated observations.Table, got {type(table).__name__}"
         )
     frame = table.frame
-    draws = law_draws(fit, settings, max_draws)
+    dense = spec.dense_reward is not None and names.REWARD in frame.columns
+    if dense and names.DENSE_MULTIPLIER not in fit["posterior"]:
+        raise FigureError(f"the fit's posterior has no {names.DENSE_MULTIPLIER!r}")
+    draws, values = draws_with(fit, [names.DENSE_MULTIPLIER] if dense else [], settings, max_draws)
     labels = setting_labels(frame, spec)
     swept = swept_range(fit)
     shaded = False
@@ -308,8 +305,7 @@ def plot_law(
             f"{table.source}: rows of setting(s) {unknown} that the fit does not have"
         )
     chosen = list(draws.settings)
-    dense = spec.dense_reward is not None and names.REWARD in frame.columns
-    dense_scale = _dense_scale(fit, draws, spec) if dense else None
+    dense_scale = _dense_scale(values[names.DENSE_MULTIPLIER], draws, spec) if dense else None
     sweeps = [find_sweep(frame, spec, s, axis, labels) for s in chosen]
     j = spec.axis_names.index(axis)
     all_x = axis_sizes(frame, spec)[:, j]
