@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from bayesscale import names
-from bayesscale.checks.form_scores import DEFAULT_FORMS, FormScores
+from bayesscale.checks.form_scores import FormScores
+from bayesscale.core.forms import DEFAULT_STACK
 from bayesscale.data.fitfile import load_fit
 from bayesscale.data.observations import Table, frame_sha256, load_observations, read_table
-from bayesscale.data.spec import ModelSpec, load_spec, with_exponent_prior_scale
+from bayesscale.data.spec import ModelSpec, forms_to_fit, load_spec, with_exponent_prior_scale
 from bayesscale.fits.caveats import announce, failed_fit, single_setting, verdict
 from bayesscale.fits.law import LawFit
 from bayesscale.fits.pricing import PricingFit
@@ -65,7 +66,10 @@ def fit(
     changes, the data do not identify. ``forms=["power", "offset_power"]`` fits each form on
     every axis, scores each on its out-of-scale refits and returns their stack
     (``bayesscale fit --forms``; :mod:`bayesscale.law.stack`): ``fit.forms``,
-    ``fit.stack_weights``, and predictions that are the mixture. By default the fit also
+    ``fit.stack_weights``, and predictions that are the mixture. That stack is the default
+    for a spec that names no axis's form (the bundled specs);
+    ``forms=["power"]`` fits the power law alone, and a spec that names its forms is fitted as
+    written (:func:`bayesscale.data.spec.forms_to_fit`). By default the fit also
     refits without each axis's largest scales and stores how far the law's coverage holds
     beyond the sweep (:func:`bayesscale.checks.out_of_scale.out_of_scale`; the refits are jobs
     on ``workers`` local Ray workers or the cluster at ``ray_address``): ``fit.reach``, and
@@ -77,12 +81,12 @@ def fit(
     from bayesscale.law.inference import fit as fit_law
 
     spec = spec if isinstance(spec, ModelSpec) else load_spec(spec)
-    spec = with_exponent_prior_scale(spec, prior_scale)
+    spec, stack = forms_to_fit(with_exponent_prior_scale(spec, prior_scale), forms)
     table = _table(data, spec)
     config = replace(config or FitConfig(), **sampling)
-    if forms is not None:
+    if stack:
         law, _ = LawFit.stacked(
-            table, spec, forms, config, workers=workers, ray_address=ray_address
+            table, spec, stack, config, workers=workers, ray_address=ray_address
         )
     else:
         law = LawFit(fit_law(table, spec, config), table=table)
@@ -99,7 +103,7 @@ def compare_forms(
     spec: str | Path | ModelSpec | None = None,
     config: FitConfig | None = None,
     *,
-    forms: Sequence[str] = DEFAULT_FORMS,
+    forms: Sequence[str] = DEFAULT_STACK,
     leave_out: Sequence[str] | None = None,
     heldout: str | Path | Table | pd.DataFrame | None = None,
     **options: Any,

@@ -36,7 +36,9 @@ def main() -> None:
     if args.fit is None:
         import bayesscale as bs
 
-        fit = bs.fit("data/reference/observations.csv", progress=False, out_of_scale=False)
+        fit = bs.fit(
+            "data/reference/observations.csv", progress=False, out_of_scale=False, forms=["power"]
+        )
         path = Path(tempfile.mkdtemp()) / "law.nc"
         fit.save(path)
         tree = fit.tree

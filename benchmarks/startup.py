@@ -53,6 +53,8 @@ def main() -> None:
                     "--seed",
                     "1",
                     "--quiet",
+                    "--forms",
+                    "power",
                 ],
                 check=True,
                 cwd=ROOT,

@@ -42,7 +42,7 @@ from bayesscale.checks.compare import loo
 from bayesscale.checks.crossval import CrossvalError, LeaveOut, split
 from bayesscale.checks.heldout import check_prediction, summarise_rows
 from bayesscale.checks.stacking import Stack, weight_spread
-from bayesscale.core.forms import OFFSET_POWER, POWER
+from bayesscale.core.forms import DEFAULT_STACK
 from bayesscale.core.intervals import DEFAULT_PROB
 from bayesscale.data.observations import Table
 from bayesscale.data.spec import ModelSpec, with_form
@@ -60,7 +60,6 @@ from bayesscale.law.stack import (
 )
 from bayesscale.sampling.config import FitConfig
 
-DEFAULT_FORMS = (POWER, OFFSET_POWER)
 FULL = "all rows"  # the job that fits the whole table (LOO)
 HELDOUT = "held-out rows"  # the fold of a held-out table, predicted by the fit to every row
 
@@ -215,7 +214,7 @@ def _form_job(jobs: _Jobs, item: tuple[str, str], _seed: int) -> dict[str, Any]:
 def compare_forms(
     table: Table,
     spec: ModelSpec,
-    forms: Sequence[str] = DEFAULT_FORMS,
+    forms: Sequence[str] = DEFAULT_STACK,
     rules: Sequence[str] | None = None,
     config: FitConfig | None = None,
     prob: float = DEFAULT_PROB,

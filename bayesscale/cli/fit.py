@@ -56,7 +56,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="F1,F2",
         help="fit each of these law forms (of power, offset_power, saturating) on every axis, "
         "score each on its out-of-scale refits and write their stack: predictions are the "
-        "mixture by weight (bayesscale forms shows the same comparison)",
+        "mixture by weight (bayesscale forms shows the same comparison). One form is fitted "
+        "alone (--forms power: the power law's single fit). Default: a spec that names no "
+        "axis's form is the stack of power,offset_power; one that names them is fitted as "
+        "written",
     )
     parser.add_argument(
         "--workers",
@@ -83,12 +86,12 @@ def run(args: argparse.Namespace) -> int:
     assert out is not None  # --out is required
 
     from bayesscale.data.observations import load_observations
-    from bayesscale.data.spec import load_spec
+    from bayesscale.data.spec import forms_to_fit, load_spec
     from bayesscale.fits.caveats import single_setting
     from bayesscale.fits.law import LawFit
 
-    forms = parse_forms(args.forms) if args.forms is not None else None
-    spec = spec_with_prior_scale(load_spec(args.spec), args.prior_scale)
+    forms = parse_forms(args.forms, least=1) if args.forms is not None else None
+    spec, stack = forms_to_fit(spec_with_prior_scale(load_spec(args.spec), args.prior_scale), forms)
     table = load_observations(args.observations, spec)
     config = config_from_args(args)
     # PyMC and JAX load only once the input is known to be good (bad input fails in a second)
@@ -105,15 +108,15 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     started = time.perf_counter()
-    if forms is not None:
-        law = _stacked(table, spec, config, forms, args)
+    if stack:
+        law = _stacked(table, spec, config, list(stack), args)
     else:
         law = LawFit(fit(table, spec, config), table=table)
     if args.out_of_scale:
         law = _with_out_of_scale(law, table, spec, config, args)
     law.save(out, overwrite=args.force)
     took = f"{law.tree.attrs['wall_seconds']:.1f} s"
-    if forms is not None or args.out_of_scale:
+    if stack or args.out_of_scale:
         took = f"the fit {took}; {time.perf_counter() - started:.1f} s with its refits"
     print(f"wrote {out} ({took})")
     for note in single_setting(len(law.settings)):
@@ -127,8 +130,13 @@ def _stacked(
     """The stack of ``--forms`` (:meth:`LawFit.stacked`), its comparison printed."""
     from bayesscale.fits.law import LawFit
 
-    print(f"stacking forms {forms}: each fitted to every row and refitted per leave-out rule",
-          file=sys.stderr)  # fmt: skip
+    default = (
+        ""
+        if args.forms
+        else " (the default for a spec that names no form; --forms power fits the power law alone)"
+    )
+    print(f"stacking forms {forms}{default}: each fitted to every row and refitted per "
+          "leave-out rule", file=sys.stderr)  # fmt: skip
     law, scores = LawFit.stacked(
         table, spec, forms, config, workers=args.workers, ray_address=args.ray_address
     )

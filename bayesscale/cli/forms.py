@@ -61,19 +61,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run, interruptible=True)
 
 
-def parse_forms(text: str) -> list[str]:
-    """``--forms power,offset_power``: two or more law forms, each named once.
+def parse_forms(text: str, least: int = 2) -> list[str]:
+    """``--forms power,offset_power``: at least ``least`` law forms, each named once.
 
     >>> parse_forms("power, saturating")
     ['power', 'saturating']
+    >>> parse_forms("power", least=1)
+    ['power']
     """
     from bayesscale.core.forms import FORM_NAMES
 
     forms = [f.strip() for f in str(text).split(",") if f.strip()]
     unknown = [f for f in forms if f not in FORM_NAMES]
-    if unknown or len(set(forms)) < 2 or len(set(forms)) != len(forms):
+    if unknown or len(set(forms)) < least or len(set(forms)) != len(forms):
+        many = "two or more" if least == 2 else "one or more"
         raise CommandError(
-            f"--forms {text!r}: name two or more of {list(FORM_NAMES)}, each once"
+            f"--forms {text!r}: name {many} of {list(FORM_NAMES)}, each once"
             + (f" (unknown: {unknown})" if unknown else "")
         )
     return forms

@@ -88,7 +88,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="F1,F2",
         help="fit the law as a stack of these forms, as `bayesscale fit --forms`: the report "
         "adds the forms' weights and figures, and its recipe mixes the forms' draws by weight "
-        "(with the prior's sensitivity, whose refit is the power law's, power among them)",
+        "(with the prior's sensitivity, whose refit is the power law's, power among them). One "
+        "form is fitted alone (--forms power). Default, as `bayesscale fit`: a spec that names "
+        "no axis's form is the stack of power,offset_power",
     )
     add_strict(parser)
     add_sampling_arguments(parser)
@@ -136,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         strict=args.strict,
         new_groups=args.new_groups,
         out_of_scale=args.out_of_scale,
-        forms=tuple(parse_forms(args.forms)) if args.forms is not None else None,
+        forms=tuple(parse_forms(args.forms, least=1)) if args.forms is not None else None,
     )
     try:
         print(build_report(options, Path(args.out), force=args.force))

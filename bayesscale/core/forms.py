@@ -47,6 +47,10 @@ Array = NDArray[np.float64]
 POWER: Final = "power"
 OFFSET_POWER: Final = "offset_power"
 SATURATING: Final = "saturating"
+#: The forms a fit stacks when its spec names no axis's form, the power law and the offset
+#: power, which contains it (on LCDB the saturating form never separated from the offset
+#: power, docs/extrapolation.md, and a third form is another fit per refit).
+DEFAULT_STACK: Final = (POWER, OFFSET_POWER)
 KNEE_PRIOR_SCALE: Final = 1.0  # the knee k = D0 / D_ref ~ HalfNormal(KNEE_PRIOR_SCALE)
 MIDPOINT_PRIOR_SCALE: Final = 2.0  # the midpoint m = log(D_mid / D_ref) ~ Normal(0, this)
 # parameter names (each form's term takes them as keyword arguments)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesscale import _bundled, names
-from bayesscale.core.forms import FORM_NAMES
+from bayesscale.core.forms import DEFAULT_STACK, FORM_NAMES
 from bayesscale.core.forms import POWER as POWER_FORM
 from bayesscale.tomlfile import non_finite, read_toml, type_name
 
@@ -74,7 +74,9 @@ class Axis:
 
     ``column`` holds the size; with ``divide_by`` the size is ``column / divide_by``
     (the structures-per-world axis is ``n_envs / n_worlds``). ``form`` is the term's shape in
-    size, one of ``bayesscale.core.forms.FORM_NAMES`` (default ``"power"``).
+    size, one of ``bayesscale.core.forms.FORM_NAMES`` (default ``"power"``); ``form_named``
+    says whether the spec wrote it (a spec that names no form is fitted as a stack of
+    :data:`bayesscale.core.forms.DEFAULT_STACK`, :func:`forms_to_fit`).
     """
 
     name: str
@@ -84,6 +86,7 @@ class Axis:
     exponent_spread: float
     divide_by: str | None = None
     form: str = POWER_FORM
+    form_named: bool = False
 
 
 def axis_form(reader: SpecReader) -> str:
@@ -160,7 +163,7 @@ class ModelSpec:
     @property
     def other_forms(self) -> dict[str, str]:
         """The axes whose term is not a power law, with their form (``{}`` for a power law on
-        every axis, the only kind of law the fit readers evaluate)."""
+        every axis)."""
         return {a.name: a.form for a in self.axes if a.form != POWER_FORM}
 
     @property
@@ -412,6 +415,7 @@ def _parse_axes(top: SpecReader, source: str) -> list[Axis]:
                 exponent_spread=r.positive("exponent_spread", 0.3),
                 divide_by=r.get("divide_by", str, None),
                 form=axis_form(r),
+                form_named="form" in r.table,
             )
         )
         r.finish()
@@ -528,6 +532,32 @@ def with_exponent_prior_scale(spec: ModelSpec, factor: float) -> ModelSpec:
 
 
 _AXES_HEADER = re.compile(r"^[ \t]*\[\[axes\]\][ \t]*(#.*)?$", re.MULTILINE)
+
+
+def forms_to_fit(
+    spec: ModelSpec, forms: Sequence[str] | None = None
+) -> tuple[ModelSpec, tuple[str, ...]]:
+    """What a fit of ``spec`` fits: the spec to fit, and the forms to stack (none: one fit).
+
+    Two or more ``forms`` are stacked; one form is fitted alone on every axis
+    (:func:`with_form`: ``forms=["power"]`` is the power law's single fit). Without ``forms``
+    a spec that names some axis's form is fitted as written, and a spec that names none (the
+    bundled ones, and any written before forms existed) is the stack of
+    :data:`~bayesscale.core.forms.DEFAULT_STACK`.
+
+    >>> forms_to_fit(load_spec())[1]
+    ('power', 'offset_power')
+    >>> forms_to_fit(load_spec(), ["power"])[1]
+    ()
+    """
+    if forms is not None:
+        chosen = tuple(forms)
+        if len(chosen) == 1:
+            return with_form(spec, chosen[0]), ()
+        return spec, chosen
+    if any(a.form_named for a in spec.axes):
+        return spec, ()
+    return spec, DEFAULT_STACK
 
 
 def with_form(spec: ModelSpec, form: str) -> ModelSpec:

@@ -43,7 +43,13 @@ from bayesscale.core.forms import POWER
 from bayesscale.core.prices import default_prices, load_prices
 from bayesscale.data.fitfile import DiagnosticsRefusedError, FitFileError, load_fit
 from bayesscale.data.observations import Table, load_observations, read_table, validate
-from bayesscale.data.spec import ModelSpec, load_spec, with_exponent_prior_scale, with_form
+from bayesscale.data.spec import (
+    ModelSpec,
+    forms_to_fit,
+    load_spec,
+    with_exponent_prior_scale,
+    with_form,
+)
 from bayesscale.law.mixed_draws import mixture_weights
 from bayesscale.pipeline.report_options import ReportOptions
 from bayesscale.pipeline.report_recipe import recipe_section
@@ -240,10 +246,10 @@ def _run(options: ReportOptions, tmp: Path, step: Callable[[str], None]) -> None
             options.law_fit,
             names.KIND_LAW_FIT,
             table,
-            lambda: _sample_law(table, spec, options.config, options.forms),
+            lambda: _sample_law(table, spec, options.config, inputs.forms),
             (
                 f"fitting {spec.name!r} to {len(table.frame)} runs "
-                + (f"as a stack of the forms {list(options.forms)} " if options.forms else "")
+                + (f"as a stack of the forms {list(inputs.forms)} " if inputs.forms else "")
                 + _sampling(options.config)
             ),
             step,
@@ -317,6 +323,7 @@ class _Inputs:
     table: Table
     wide_spec: ModelSpec | None
     pricing: tuple[Any, Any, list[str]] | None
+    forms: tuple[str, ...]  # the forms the law stacks (none: one fit of ``spec``)
 
 
 def _read_inputs(options: ReportOptions) -> _Inputs:
@@ -326,9 +333,9 @@ def _read_inputs(options: ReportOptions) -> _Inputs:
             f"a report needs at least 2 budgets (its allocation figure is a fan over budgets), "
             f"got {list(options.budgets)}; `bayesscale recipe` answers for one budget"
         )
-    spec = load_spec(options.spec)
-    if options.forms:
-        _check_forms(options.forms, spec, options.sensitivity_scale is not None)
+    spec, forms = forms_to_fit(load_spec(options.spec), options.forms)
+    if forms:
+        _check_forms(forms, spec, options.sensitivity_scale is not None)
     table = load_observations(options.observations, spec)
     wide_spec = None
     if options.sensitivity_fit is not None and options.sensitivity_scale is None:
@@ -345,19 +352,26 @@ def _read_inputs(options: ReportOptions) -> _Inputs:
     if options.heldout is not None:  # checked again against the fit once there is one
         frame, _ = read_table(options.heldout)
         validate(frame, spec, str(options.heldout), for_fitting=False)
-    return _Inputs(spec, table, wide_spec, priced)
+    return _Inputs(spec, table, wide_spec, priced, forms)
 
 
 def _check_reused_stack(options: ReportOptions, law: LawFit) -> None:
-    """``--forms`` with ``--fit``: the reused fit must be a stack of those forms."""
+    """``--forms`` with ``--fit``: the reused fit must be a stack of those forms, or of one
+    form that form's own fit."""
     if not options.forms or options.law_fit is None:
         return
     if law.forms is not None and set(law.forms) == set(options.forms):
         return
-    found = "not a stacked fit" if law.forms is None else f"a stack of {list(law.forms)}"
+    if law.forms is None and {a.form for a in law.spec.axes} == set(options.forms):
+        return
+    found = (
+        f"a stack of {list(law.forms)}"
+        if law.forms is not None
+        else f"one fit with the axes' forms {sorted({a.form for a in law.spec.axes})}"
+    )
     raise ReportError(
         f"--forms {','.join(options.forms)}: the reused fit {options.law_fit} is {found}; "
-        "reuse a stack of those forms (`bayesscale fit --forms`), or leave out --fit"
+        "reuse a fit of those forms (`bayesscale fit --forms`), or leave out --fit"
     )
 
 

@@ -104,7 +104,8 @@ def test_a_fit_stores_its_out_of_scale_check_and_the_recipe_is_bounded_at_its_re
     obs = tmp_path / "obs.csv"
     small_reference_frame().to_csv(obs, index=False)
     path = tmp_path / "law.nc"
-    args = ["fit", str(obs), "--out", str(path), "--quiet"]  # the check is the default
+    args = ["fit", str(obs), "--out", str(path), "--quiet", "--forms", "power"]  # the check
+    # is the default
     args += ["--draws", "200", "--tune", "200", "--chains", "2", "--seed", "3"]
     main(args)
     err = capsys.readouterr().err

@@ -28,10 +28,12 @@ def test_a_stacked_fit_file_predicts_the_mixture_of_its_forms(tmp_path, capsys) 
     spec.write_text(KNEE_SPEC.format(form=""))
     path = tmp_path / "stack.nc"
     args = ["fit", str(obs), "--spec", str(spec), "--out", str(path), "--quiet"]
-    args += ["--forms", "power,offset_power", "--draws", "300", "--tune", "300", "--seed", "3"]
+    args += ["--draws", "300", "--tune", "300", "--seed", "3"]  # a spec naming no form: stacked
     args += ["--out-of-scale"]  # the stack's own out-of-scale check: its mixture, refitted
     assert main(args) == 0
-    assert "stacking weights on the" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "stacking forms ['power', 'offset_power'] (the default for a spec that names" in err
+    assert "stacking weights on the" in err
     fit = bs.load(path)
     forms = fit.forms
     weights = fit.stack_weights

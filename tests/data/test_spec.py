@@ -72,3 +72,23 @@ def test_success_spec_needs_setting_keys():
     text = MINIMAL.replace('kind = "loss"', 'kind = "success"')
     with pytest.raises(SpecError, match=r"\[settings\] keys"):
         parse_spec(text, source="x.toml")
+
+
+def test_a_spec_that_names_no_form_is_fitted_as_the_default_stack() -> None:
+    """What a fit of a spec fits (``forms_to_fit``): the default stack for a spec that names no
+    axis's form; the spec as written once it names one; one form alone; two or more stacked."""
+    from bayesscale.core.forms import DEFAULT_STACK
+    from bayesscale.data.spec import forms_to_fit, load_spec, parse_spec
+
+    spec = load_spec()
+    assert not any(a.form_named for a in spec.axes)
+    assert forms_to_fit(spec) == (spec, DEFAULT_STACK) == (spec, ("power", "offset_power"))
+    named = parse_spec(spec.text.replace('name = "task"\n', 'name = "task"\nform = "power"\n'))
+    assert [a.form_named for a in named.axes] == [False, True, False]
+    assert forms_to_fit(named) == (named, ())  # as written: the power law on every axis
+    alone, stack = forms_to_fit(spec, ["offset_power"])
+    assert stack == () and {a.form for a in alone.axes} == {"offset_power"}
+    assert forms_to_fit(spec, ["power"]) == (spec, ())
+    assert forms_to_fit(spec, ["power", "saturating"]) == (spec, ("power", "saturating"))
+    with pytest.raises(SpecError, match="name their form"):
+        forms_to_fit(named, ["offset_power"])

@@ -179,7 +179,7 @@ def test_one_call_fits_from_a_path(tmp_path) -> None:
     """``bs.fit(path, **sampler options)``: the table is read and kept (for the figures), the
     options reach the sampler (a preview: seconds), and the fit says what it is."""
     path = ROOT / "data" / "reference" / "observations.csv"
-    fit = bs.fit(path, preview=True, seed=3, out_of_scale=False)
+    fit = bs.fit(path, preview=True, seed=3, out_of_scale=False, forms=["power"])
     assert isinstance(fit, bs.LawFit)
     assert fit.table is not None and fit.tree.attrs[names.ATTR_DATA_HASH] == fit.table.sha256
     assert fit.tree.attrs[names.ATTR_SEED] == 3
@@ -202,9 +202,9 @@ def test_one_call_checks_the_fit_out_of_scale_unless_told_not_to(law_fit, monkey
 
     monkeypatch.setattr(bs.LawFit, "checked_out_of_scale", checked)
     path = ROOT / "data" / "reference" / "observations.csv"
-    bs.fit(path, seed=7, workers=2)
+    bs.fit(path, seed=7, workers=2, forms=["power"])
     assert asked == [(len(pd.read_csv(path)), "agentic-rl", 7, 2)]
-    bs.fit(path, seed=7, out_of_scale=False)
+    bs.fit(path, seed=7, out_of_scale=False, forms=["power"])
     assert len(asked) == 1
 
 
@@ -221,7 +221,7 @@ def test_one_call_fits_a_data_frame_with_wider_priors(law_fit, monkeypatch) -> N
 
     monkeypatch.setattr(inference, "fit", fake)
     frame = pd.read_csv(ROOT / "data" / "reference" / "observations.csv")
-    bs.fit(frame, prior_scale=2, out_of_scale=False)
+    bs.fit(frame, prior_scale=2, out_of_scale=False, forms=["power"])
     assert seen["table"].source == "<DataFrame>" and len(seen["table"].frame) == len(frame)
     assert seen["spec"].exponent_prior_scale == 2.0
     bad = frame.assign(n_envs=frame["n_envs"].where(frame.index != 4, -3))
@@ -323,9 +323,11 @@ def test_a_failed_fit_warns_when_made(law_fit, pricing_fit, monkeypatch) -> None
     failed = synthetic_fit(draws=5, chains=2, spread=0.05)
     monkeypatch.setattr(inference, "fit", lambda table, spec, config: failed)
     with pytest.warns(bs.CaveatWarning, match="^law fit: DIAGNOSTICS FAILED"):
-        bs.fit(ROOT / "data" / "reference" / "observations.csv", out_of_scale=False)
+        bs.fit(ROOT / "data" / "reference" / "observations.csv", out_of_scale=False,
+               forms=["power"])  # fmt: skip
     monkeypatch.setattr(inference, "fit", lambda table, spec, config: _copy(law_fit))
-    good = bs.fit(ROOT / "data" / "reference" / "observations.csv", out_of_scale=False)
+    good = bs.fit(ROOT / "data" / "reference" / "observations.csv", out_of_scale=False,
+                  forms=["power"])  # fmt: skip
     assert good.diagnostics.ok
     monkeypatch.setattr(pricing, "fit_pricing", lambda *args, **kwargs: _copy(pricing_fit))
     with pytest.warns(bs.CaveatWarning) as warned:

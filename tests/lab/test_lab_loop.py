@@ -71,7 +71,8 @@ test_freq = 8
 val_n = 1
 ppo_mini_batch_size = 4
 """
-FIT = ["--draws", "100", "--tune", "100", "--ess-target", "0", "--quiet", "--no-out-of-scale"]
+FIT = ["--draws", "100", "--tune", "100", "--ess-target", "0", "--quiet", "--no-out-of-scale",
+       "--forms", "power"]  # fmt: skip
 
 
 def corner(out: Path, n_envs: int = 20, n_tasks: int = 80) -> Path:

@@ -141,6 +141,8 @@ def test_cli_fit_and_summary_json(tmp_path, capsys):
         str(obs),
         "--out",
         str(out),
+        "--forms",
+        "power",
         "--draws",
         "60",
         "--tune",
@@ -200,6 +202,7 @@ def test_a_preview_is_marked_in_every_output_that_reads_it(tmp_path, capsys):
     sub.to_csv(obs, index=False)
     out = tmp_path / "preview.nc"
     argv = ["fit", str(obs), "--out", str(out), "--preview", "--quiet", "--no-out-of-scale"]
+    argv += ["--forms", "power"]
     assert main([*argv, "--strict"]) == 3
     assert "PREVIEW (Laplace approximation" in capsys.readouterr().out
     tree = load_fit(out)

@@ -228,7 +228,9 @@ def test_report_fits_when_no_fit_is_given(tmp_path) -> None:
     obs = tmp_path / "obs.csv"
     small_reference_frame().to_csv(obs, index=False)
     config = FitConfig(draws=60, tune=100, chains=2, seed=3, progress=False, ess_target=0)
-    options = ReportOptions(observations=obs, budgets=(1e3, 1e4), config=config, out_of_scale=True)
+    options = ReportOptions(
+        observations=obs, budgets=(1e3, 1e4), config=config, out_of_scale=True, forms=("power",)
+    )
     path = build_report(options, tmp_path / "out")
     text = path.read_text()
     assert "2 chains x 60 draws, seed 3" in text
@@ -381,7 +383,10 @@ def test_a_stacked_law_gets_its_forms_section_and_the_stacks_recipe(
     # are refused before anything is sampled
     single = ["report", str(OBS), "--fit", str(saved_fits[0]), "--forms", "power,offset_power"]
     assert main([*single, "--out", str(tmp_path / "m")]) == 2
-    assert "is not a stacked fit" in capsys.readouterr().err
+    assert "is one fit with the axes' forms ['power']" in capsys.readouterr().err
+    # one form asks for that form's own fit: the power law's is reused (no stack needed)
+    assert main([*single[:-1], "offset_power", "--out", str(tmp_path / "m")]) == 2
+    assert "reuse a fit of those forms" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
     argv = ["report", str(OBS), "--forms", "offset_power,saturating", "--out", str(tmp_path / "n")]
     assert main(argv) == 2  # the prior's sensitivity (on by default) refits the power law

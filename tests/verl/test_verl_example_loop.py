@@ -61,7 +61,7 @@ def test_the_example_loop_closes(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert not table.duplicated(keys).any()
 
     fit = tmp_path / "f.nc"
-    args = ["fit", str(obs), "--out", str(fit), "--quiet", "--no-out-of-scale"]
+    args = ["fit", str(obs), "--out", str(fit), "--quiet", "--no-out-of-scale", "--forms", "power"]
     assert main([*args, "--draws", "100", "--tune", "100", "--ess-target", "0"]) == 0
     capsys.readouterr()
     swept = SweptRange.from_fit(load_fit(fit))
