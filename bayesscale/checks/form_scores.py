@@ -193,7 +193,7 @@ def _form_job(jobs: _Jobs, item: tuple[str, str], _seed: int) -> dict[str, Any]:
 
     form, rule = item
     spec = with_form(jobs.spec, form)
-    table = Table.from_frame(jobs.table.frame, spec, source=jobs.table.source)
+    table = jobs.table.under(spec)
     seed = jobs.config.seed
     if rule == FULL:
         tree = fit(table, spec, jobs.config)
@@ -202,7 +202,7 @@ def _form_job(jobs: _Jobs, item: tuple[str, str], _seed: int) -> dict[str, Any]:
         if jobs.keep_fits:
             out["fit"] = tree
         if jobs.heldout is not None:
-            held = Table.from_frame(jobs.heldout.frame, spec, source=jobs.heldout.source)
+            held = jobs.heldout.under(spec)
             out["heldout"] = _scored(tree, held, jobs.prob, seed, None, HELDOUT)
         return out
     part = split(table, spec, LeaveOut.parse(rule))

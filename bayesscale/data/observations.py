@@ -72,6 +72,11 @@ class Table:
         ``source``, the row and the column)."""
         return cls(validate(frame, spec, source), source, frame_sha256(frame))
 
+    def under(self, spec: ModelSpec) -> Table:
+        """The same rows validated for ``spec`` (the law with other forms): the same source
+        and digest, so a fit of it is a fit of this table and says so."""
+        return Table(validate(self.frame, spec, self.source), self.source, self.sha256)
+
     def settings(self, spec: ModelSpec) -> list[str]:
         """The setting labels of the table, in order of first appearance."""
         return list(dict.fromkeys(setting_labels(self.frame, spec)))

@@ -4,6 +4,8 @@ and the recipe refuses a stack whose other forms carry weight."""
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 
 import numpy as np
@@ -45,6 +47,11 @@ def test_a_stacked_fit_file_predicts_the_mixture_of_its_forms(tmp_path, capsys) 
     assert set(forms) == {"power", "offset_power"} and sum(weights.values()) == pytest.approx(1)
     assert forms["offset_power"].spec.axes[0].form == "offset_power"
     assert forms["power"].spec.axes[0].form == "power"
+    # the stack and each form are fits of the file it read: its digest, so `compare`, `check`
+    # and `report --fit` take them as fits of that table
+    digest = hashlib.sha256(obs.read_bytes()).hexdigest()
+    assert fit.tree.attrs[names.ATTR_DATA_HASH] == digest
+    assert {f.tree.attrs[names.ATTR_DATA_HASH] for f in forms.values()} == {digest}
     # predictions beyond the sweep are the mixture: each form's draws in proportion to weight
     rows = frame[frame["size"] == KNEE_SIZES[-1]].copy()
     rows["size"] = KNEE_SIZES[-1] * 4
