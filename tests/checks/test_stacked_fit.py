@@ -5,7 +5,6 @@ and the recipe refuses a stack whose other forms carry weight."""
 from __future__ import annotations
 
 import hashlib
-
 import json
 
 import numpy as np
