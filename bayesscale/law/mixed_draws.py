@@ -5,7 +5,9 @@ forms' posteriors. Its draws for the recipe are that mixture too: in every chain
 gives its share ``w_k n`` of the ``n`` draws (largest-remainder rounding,
 :func:`~bayesscale.law.predict.draw_shares`), evenly spaced through its own chain, so every
 number the recipe derives from the draws (the per-draw allocations and their intervals, the
-decision's expected success) includes the uncertainty about the form. A fit of one form reads
+decision's expected success) includes the uncertainty about the form. A form whose weight is
+below ``NEGLIGIBLE_WEIGHT`` (0.001) gives no draws, and the others' weights are renormalised.
+A fit of one form reads
 as :func:`~bayesscale.law.posterior.law_draws` reads it, with its axes' shapes.
 
 >>> from bayesscale.recipe.synthetic import synthetic_fit
@@ -25,7 +27,7 @@ from numpy.typing import NDArray
 from bayesscale import names
 from bayesscale.law.posterior import Array, LawDraws, PosteriorError, at_draws, law_draws
 from bayesscale.law.predict import draw_shares
-from bayesscale.law.stack import members
+from bayesscale.law.stack import NEGLIGIBLE_WEIGHT, members
 
 
 def recipe_draws(
@@ -61,7 +63,7 @@ def draws_with(
     if stacked is None:
         draws = law_draws(fit, settings, max_draws, size_axis, forms=True)
         return draws, {v: at_draws(_variable(fit, v, ""), draws) for v in variables}
-    chosen = [m for m in stacked if m.weight > 0]  # as mixture_weights
+    chosen = [m for m in stacked if m.weight >= NEGLIGIBLE_WEIGHT]  # as mixture_weights
     weights = np.array([m.weight for m in chosen])
     parts = [law_draws(m.tree, settings, max_draws, size_axis, forms=True) for m in chosen]
     rows = _mixture_rows(parts, weights / weights.sum())
@@ -84,14 +86,15 @@ def _variable(tree: xr.DataTree, name: str, form: str) -> xr.DataArray:
 
 
 def mixture_weights(fit: xr.DataTree) -> dict[str, float]:
-    """The forms a stack's recipe mixes, with their weights (those above 0); ``{}`` for a fit
-    of one form.
+    """The forms a stack's recipe mixes, with their weights (those of at least
+    ``NEGLIGIBLE_WEIGHT``, 0.001: a smaller weight gives a form no draw of a posterior's
+    thousands); ``{}`` for a fit of one form.
 
     >>> from bayesscale.recipe.synthetic import synthetic_fit
     >>> mixture_weights(synthetic_fit(draws=10, spread=0.0))
     {}
     """
-    return {m.form: m.weight for m in members(fit) or [] if m.weight > 0}
+    return {m.form: m.weight for m in members(fit) or [] if m.weight >= NEGLIGIBLE_WEIGHT}
 
 
 def _shape(part: LawDraws, name: str) -> np.ndarray:
