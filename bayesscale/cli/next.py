@@ -213,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.design.defaults import DEFAULT_TRIALS
     from bayesscale.design.next_runs import next_runs
     from bayesscale.fits.law import LawFit
+    from bayesscale.law.mixed_draws import mixture_weights
     from bayesscale.law.posterior import axis_columns, law_layout, setting_keys
 
     anchors = _anchor_sizes(args.anchor)
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     law = LawFit.load(args.fit)
     refuse_failed(args.fit, law.diagnostics, args.strict)
     fit = law.tree
-    mixed = {f: w for f, w in (law.stack_weights or {}).items() if w > 0}
+    mixed = mixture_weights(fit)  # the forms whose draws the values read
     if args.refit_below is not None and len(mixed) > 1:
         raise CommandError(
             f"--refit-below refits one law, and {args.fit} is a stack whose forms carry weight "

@@ -31,7 +31,9 @@ class ReportOptions:
     ``warn_beyond`` on every axis. ``forms``: fit the law as a stack of these forms
     (:meth:`bayesscale.fits.law.LawFit.stacked`; the power law among them where the prior's
     sensitivity is asked): the report adds the forms' section, and its recipe mixes the
-    forms' draws by weight."""
+    forms' draws by weight. One form is that form's single fit; ``None`` (default) is what
+    :func:`bayesscale.data.spec.forms_to_fit` decides, the default stack for a spec that names
+    no axis's form."""
 
     observations: Path
     pricing: Path | None = None
