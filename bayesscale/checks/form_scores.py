@@ -6,8 +6,10 @@ the spec with ``f`` on every axis (:func:`bayesscale.data.spec.with_form`) is
 
 * fitted to the whole table: its PSIS-LOO ``elpd`` (within the sweep);
 * refitted once per leave-out rule (by default ``COLUMN=max`` for every axis: the largest
-  scale of the axis left out, :mod:`bayesscale.checks.crossval`), and the left-out rows
-  predicted from the refit: each row's log predictive density
+  scale of the axis left out, :mod:`bayesscale.checks.crossval`; where no axis's can be left
+  out of the whole table, as in a one-axis-at-a-time design, each axis's own sweep with its
+  top left out, as the out-of-scale check does it, :func:`bayesscale.checks.out_of_scale.rules`),
+  and the left-out rows predicted from the refit: each row's log predictive density
   ``lpd_i = log mean_d p(y_i | theta_d)``, the coverage of the central ``prob`` interval and
   the MAE. This is the extrapolation analogue of leave-future-out (Bürkner, Gabry & Vehtari
   2020): the next scale of an axis predicted from the smaller ones.
@@ -41,6 +43,8 @@ from bayesscale import names
 from bayesscale.checks.compare import loo
 from bayesscale.checks.crossval import CrossvalError, LeaveOut, split
 from bayesscale.checks.heldout import check_prediction, summarise_rows
+from bayesscale.checks.out_of_scale import Rule
+from bayesscale.checks.out_of_scale import rules as own_sweep_rules
 from bayesscale.checks.stacking import Stack, weight_spread
 from bayesscale.core.forms import DEFAULT_STACK
 from bayesscale.core.intervals import DEFAULT_PROB
@@ -192,6 +196,8 @@ def _form_job(jobs: _Jobs, item: tuple[str, str], _seed: int) -> dict[str, Any]:
     from bayesscale.law.inference import fit
 
     form, rule = item
+    if isinstance(rule, Rule):
+        return _sweep_job(jobs, form, rule)
     spec = with_form(jobs.spec, form)
     table = jobs.table.under(spec)
     seed = jobs.config.seed
@@ -209,6 +215,33 @@ def _form_job(jobs: _Jobs, item: tuple[str, str], _seed: int) -> dict[str, Any]:
     refit = fit(part.train, spec, jobs.config)
     scored = _scored(refit, part.held, jobs.prob, seed, part.positions, rule)
     return {**scored, "matched": part.matched}
+
+
+def _sweep_job(jobs: _Jobs, form: str, rule: Rule) -> dict[str, Any]:
+    """Refit one form on an axis's own sweep without its top (the law of that axis alone) and
+    score the left-out rows, as :func:`_form_job` scores a rule over the whole table."""
+    from bayesscale.law.inference import fit
+
+    spec = with_form(rule.spec(jobs.spec), form)
+    table = Table.from_frame(rule.rows(jobs.table.frame), spec, source=jobs.table.source)
+    part = split(table, spec, LeaveOut.parse(rule.leave_out))
+    refit = fit(part.train, spec, jobs.config)
+    scored = _scored(refit, part.held, jobs.prob, jobs.config.seed, part.positions, str(rule))
+    return {**scored, "matched": part.matched}
+
+
+def _own_sweeps(table: Table, spec: ModelSpec, skipped: dict[str, str]) -> list[Rule]:
+    """Where no ``COLUMN=max`` rule can be refitted (``skipped`` says why), each axis's own
+    sweep with its top left out (:func:`bayesscale.checks.out_of_scale.rules`); an error
+    where none can be either."""
+    usable, untested = own_sweep_rules(table, spec)
+    sweeps = [rule for rule in usable.values() if rule.sweep]
+    if not sweeps:
+        raise CrossvalError(
+            "no axis's largest scale can be left out and the law refitted: "
+            + "; ".join(f"{r}: {why}" for r, why in {**skipped, **untested}.items())
+        )
+    return sweeps
 
 
 def compare_forms(
@@ -234,19 +267,14 @@ def compare_forms(
     if len(forms) < 2:
         raise ValueError(f"comparing forms needs at least two, got {list(forms)}")
     skipped: dict[str, str] = {}
-    if rules:
-        for rule in rules:
-            split(table, spec, LeaveOut.parse(rule))  # a clear error before any fit
-    elif heldout is None:
-        rules, skipped = usable_rules(table, spec, default_rules(spec))
-        if not rules:
-            raise CrossvalError(
-                "no axis's largest scale can be left out and the law refitted: "
-                + "; ".join(f"{r}: {why}" for r, why in skipped.items())
-            )
-    rules = tuple(rules or ())
+    chosen: list[str | Rule] = list(rules or ())
+    for rule in chosen:
+        split(table, spec, LeaveOut.parse(str(rule)))  # a clear error before any fit
+    if not chosen and heldout is None:
+        whole, skipped = usable_rules(table, spec, default_rules(spec))
+        chosen = list(whole) or list(_own_sweeps(table, spec, skipped))
     config = config or FitConfig()
-    items = [(f, r) for f in forms for r in (FULL, *rules)]
+    items = [(f, r) for f in forms for r in (FULL, *chosen)]
     out = run_jobs(
         _form_job, items, config.seed,
         shared=_Jobs(table, spec, config, prob, heldout, keep_fits),
@@ -254,7 +282,7 @@ def compare_forms(
     )  # fmt: skip
     results = dict(zip(items, out, strict=True))
     scored = {
-        f: [results[(f, r)] for r in rules]
+        f: [results[(f, r)] for r in chosen]
         + ([results[(f, FULL)].pop("heldout")] if heldout is not None else [])
         for f in forms
     }
@@ -272,7 +300,7 @@ def compare_forms(
     return FormScores(
         source=table.source,
         forms=forms,
-        rules=rules,
+        rules=tuple(str(r) for r in chosen),
         prob=prob,
         loo={f: {k: v for k, v in results[(f, FULL)].items() if k != "fit"} for f in forms},
         folds=folds,

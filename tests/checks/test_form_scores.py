@@ -76,6 +76,28 @@ def test_the_command_refuses_a_single_form(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_one_axis_at_a_time_design_is_scored_on_each_axis_own_sweep(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The lab's sweeps vary one axis around an anchor at every axis's largest value, so no
+    axis's top can be left out of the whole table. The forms are then scored as the
+    out-of-scale check scores them: each axis's own sweep with its top left out, refitted with
+    that axis alone; so the default stack (`bayesscale fit`) fits the lab's data."""
+    from bayesscale.cli import main
+
+    args = ["forms", str(LAB / "observations.csv"), "--json", "--draws", "150", "--tune", "150",
+            "--ess-target", "0", "--quiet"]  # fmt: skip
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["skipped_leave_out"]) == {"n_envs=max", "n_tasks=max", "rollouts=max"}
+    for form in ("power", "offset_power"):
+        folds = data["out_of_scale"][form]["folds"]
+        assert [f["leave_out"].split(">")[0] for f in folds] == ["n_envs", "n_tasks", "rollouts"]
+        assert all("in its own sweep" in f["leave_out"] for f in folds)
+        assert sum(f["rows"] for f in folds) == 48
+    assert sum(data["stacking"]["weights"].values()) == pytest.approx(1.0)
+
+
 def test_the_command_scores_the_lab_held_out_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
