@@ -81,9 +81,9 @@ def fit(
     from bayesscale.law.inference import fit as fit_law
 
     spec = spec if isinstance(spec, ModelSpec) else load_spec(spec)
-    spec, stack = forms_to_fit(with_exponent_prior_scale(spec, prior_scale), forms)
-    table = _table(data, spec)
     config = replace(config or FitConfig(), **sampling)
+    spec, stack = forms_to_fit(with_exponent_prior_scale(spec, prior_scale), forms, config.preview)
+    table = _table(data, spec)
     if stack:
         law, _ = LawFit.stacked(
             table, spec, stack, config, workers=workers, ray_address=ray_address

@@ -91,9 +91,13 @@ def run(args: argparse.Namespace) -> int:
     from bayesscale.fits.law import LawFit
 
     forms = parse_forms(args.forms, least=1) if args.forms is not None else None
-    spec, stack = forms_to_fit(spec_with_prior_scale(load_spec(args.spec), args.prior_scale), forms)
-    table = load_observations(args.observations, spec)
     config = config_from_args(args)
+    spec = spec_with_prior_scale(load_spec(args.spec), args.prior_scale)
+    spec, stack = forms_to_fit(spec, forms, config.preview)
+    if config.preview and not stack and forms_to_fit(spec, forms)[1]:
+        print("a preview fits one law (the spec's, here the power law); without --preview the "
+              "fit is the stack of the forms", file=sys.stderr)  # fmt: skip
+    table = load_observations(args.observations, spec)
     # PyMC and JAX load only once the input is known to be good (bad input fails in a second)
     from bayesscale.law.inference import fit
 

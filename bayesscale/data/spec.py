@@ -535,7 +535,7 @@ _AXES_HEADER = re.compile(r"^[ \t]*\[\[axes\]\][ \t]*(#.*)?$", re.MULTILINE)
 
 
 def forms_to_fit(
-    spec: ModelSpec, forms: Sequence[str] | None = None
+    spec: ModelSpec, forms: Sequence[str] | None = None, preview: bool = False
 ) -> tuple[ModelSpec, tuple[str, ...]]:
     """What a fit of ``spec`` fits: the spec to fit, and the forms to stack (none: one fit).
 
@@ -543,7 +543,10 @@ def forms_to_fit(
     (:func:`with_form`: ``forms=["power"]`` is the power law's single fit). Without ``forms``
     a spec that names some axis's form is fitted as written, and a spec that names none (the
     bundled ones, and any written before forms existed) is the stack of
-    :data:`~bayesscale.core.forms.DEFAULT_STACK`.
+    :data:`~bayesscale.core.forms.DEFAULT_STACK`, except for a ``preview``: a Laplace
+    approximation in seconds, for iterating on a spec, fits the spec's own law (stacking
+    weighs the forms by PSIS-LOO and out-of-scale refits, which a preview's draws cannot
+    carry).
 
     >>> forms_to_fit(load_spec())[1]
     ('power', 'offset_power')
@@ -555,7 +558,7 @@ def forms_to_fit(
         if len(chosen) == 1:
             return with_form(spec, chosen[0]), ()
         return spec, chosen
-    if any(a.form_named for a in spec.axes):
+    if preview or any(a.form_named for a in spec.axes):
         return spec, ()
     return spec, DEFAULT_STACK
 

@@ -333,7 +333,7 @@ def _read_inputs(options: ReportOptions) -> _Inputs:
             f"a report needs at least 2 budgets (its allocation figure is a fan over budgets), "
             f"got {list(options.budgets)}; `bayesscale recipe` answers for one budget"
         )
-    spec, forms = forms_to_fit(load_spec(options.spec), options.forms)
+    spec, forms = forms_to_fit(load_spec(options.spec), options.forms, options.config.preview)
     if forms:
         _check_forms(forms, spec, options.sensitivity_scale is not None)
     table = load_observations(options.observations, spec)

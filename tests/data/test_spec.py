@@ -86,6 +86,7 @@ def test_a_spec_that_names_no_form_is_fitted_as_the_default_stack() -> None:
     named = parse_spec(spec.text.replace('name = "task"\n', 'name = "task"\nform = "power"\n'))
     assert [a.form_named for a in named.axes] == [False, True, False]
     assert forms_to_fit(named) == (named, ())  # as written: the power law on every axis
+    assert forms_to_fit(spec, preview=True) == (spec, ())  # a preview fits one law
     alone, stack = forms_to_fit(spec, ["offset_power"])
     assert stack == () and {a.form for a in alone.axes} == {"offset_power"}
     assert forms_to_fit(spec, ["power"]) == (spec, ())

@@ -202,9 +202,11 @@ def test_a_preview_is_marked_in_every_output_that_reads_it(tmp_path, capsys):
     sub.to_csv(obs, index=False)
     out = tmp_path / "preview.nc"
     argv = ["fit", str(obs), "--out", str(out), "--preview", "--quiet", "--no-out-of-scale"]
-    argv += ["--forms", "power"]
     assert main([*argv, "--strict"]) == 3
-    assert "PREVIEW (Laplace approximation" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "PREVIEW (Laplace approximation" in captured.out
+    # a preview fits one law, not the default stack (LOO and refits need sampled draws)
+    assert "a preview fits one law (the spec's, here the power law)" in captured.err
     tree = load_fit(out)
     assert tree.attrs[names.ATTR_PREVIEW] == 1 and not diagnose(tree).ok
     assert main(["summary", str(out)]) == 0
