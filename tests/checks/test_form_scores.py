@@ -85,7 +85,7 @@ def test_a_one_axis_at_a_time_design_is_scored_on_each_axis_own_sweep(
     that axis alone; so the default stack (`bayesscale fit`) fits the lab's data."""
     from bayesscale.cli import main
 
-    args = ["forms", str(LAB / "observations.csv"), "--json", "--draws", "150", "--tune", "150",
+    args = ["forms", str(LAB / "observations.csv"), "--json", "--draws", "100", "--tune", "100",
             "--ess-target", "0", "--quiet"]  # fmt: skip
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
