@@ -800,6 +800,24 @@ def local_exponents_product(
     return np.asarray(e, dtype=float)
 
 
+def local_exponents_central(solve_at: Callable[[Array], Allocation], budgets: ArrayLike) -> Array:
+    """``e_i = d log D_i / d log B`` by central differences, step ``h = 1e-4`` in ``log B``,
+    of the allocation ``solve_at(B)``: for the laws and costs the closed forms do not cover
+    (the interaction, the linearised convention, laws of other forms).
+
+    .. math:: e_i \\approx \\frac{\\log D_i(B e^h) - \\log D_i(B e^{-h})}{2h}
+
+    >>> def solve_at(b):
+    ...     return solve_product([1.0, 1.0], [0.5, 0.25], b)
+    >>> local_exponents_central(solve_at, 1e4).round(6).tolist()
+    [0.333333, 0.666667]
+    """
+    b = np.asarray(budgets, dtype=float)
+    h = 1e-4
+    up, down = solve_at(b * np.exp(h)), solve_at(b * np.exp(-h))
+    return np.asarray((np.log(up.sizes) - np.log(down.sizes)) / (2 * h), dtype=float)
+
+
 # --- KKT residuals -------------------------------------------------------------------------
 
 

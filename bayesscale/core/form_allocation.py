@@ -38,6 +38,7 @@ Example
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -90,29 +91,17 @@ def _rows(x: ArrayLike, lead: tuple[int, ...], width: int) -> Array:
 
 
 def _row_law(law: FormLaw, lead: tuple[int, ...], n: int) -> FormLaw:
-    return FormLaw(
-        amplitude=_rows(law.amplitude, lead, n),
-        alpha=_rows(law.alpha, lead, n),
-        reference=_rows(law.reference, lead, n),
-        floor=_rows(np.asarray(law.floor)[..., None], lead, 1)[:, 0],
-        knee=_rows(law.knee, lead, n),
-        midpoint=_rows(law.midpoint, lead, n),
-        saturating=np.ascontiguousarray(
-            np.broadcast_to(np.asarray(law.saturating), (*lead, n)).reshape(-1, n)
-        ),
-    )
+    """The law broadcast over the problems ``lead``, one row each (R, n)."""
+
+    def rows(x: NDArray[Any]) -> NDArray[Any]:
+        return np.ascontiguousarray(np.broadcast_to(x, (*lead, n)).reshape(-1, n))
+
+    return law.map_axes(rows, floor=_rows(np.asarray(law.floor)[..., None], lead, 1)[:, 0])
 
 
 def _take(law: FormLaw, rows: IndexArray) -> FormLaw:
-    return FormLaw(
-        amplitude=law.amplitude[rows],
-        alpha=law.alpha[rows],
-        reference=law.reference[rows],
-        floor=np.asarray(law.floor)[rows],
-        knee=np.asarray(law.knee)[rows],
-        midpoint=np.asarray(law.midpoint)[rows],
-        saturating=np.asarray(law.saturating)[rows],
-    )
+    """The rows ``rows`` of a law of rows."""
+    return law.map_axes(lambda x: x[rows], floor=np.asarray(law.floor)[rows])
 
 
 def _bound(law: FormLaw, sizes: Array) -> PowerLaw:
@@ -261,7 +250,7 @@ def solve_forms(
 ) -> Allocation:
     """Minimise ``law.loss(D)`` s.t. ``cost(D) <= budget``, ``lower <= D <= upper``: rounds of
     exact power-law bounds (module docstring) from each of ``starts`` (sizes broadcast over the
-    problems; default: the reference scales and the tail laws' optimum, both in the box),
+    problems; default: the five starts of the module docstring, in the box),
     keeping the lower loss per problem. ``law``, ``cost.weights``, ``budget`` and the bounds
     broadcast over leading dims; ``multiplier`` is the budget's shadow price (loss per unit of
     money). ``fallbacks`` counts the problems the geometric programs handed to SLSQP and those

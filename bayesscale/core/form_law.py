@@ -34,7 +34,9 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -73,6 +75,27 @@ class FormLaw:
         object.__setattr__(self, "saturating", np.asarray(self.saturating, dtype=bool))
         if np.any(np.asarray(self.knee) < 0):
             raise ValueError("a knee D0 / D_ref must be >= 0")
+
+    def map_axes(self, fn: Callable[[NDArray[Any]], NDArray[Any]], floor: ArrayLike) -> FormLaw:
+        """This law with ``fn`` applied to every per-axis field (``amplitude``, ``alpha``,
+        ``reference``, ``knee``, ``midpoint``, ``saturating``; a field left at its default is
+        a scalar, so ``fn`` broadcasts before it indexes) and the floor ``floor``: a batch
+        broadcast, indexed or cut to some axes in one place.
+
+        >>> law = FormLaw(amplitude=np.array([0.2, 0.3]), alpha=np.array([0.5, 0.4]),
+        ...               reference=np.array([10.0, 100.0]), knee=np.array([1.0, 0.0]))
+        >>> law.map_axes(lambda x: np.broadcast_to(x, (2,))[:1], floor=0.1).knee.tolist()
+        [1.0]
+        """
+        return FormLaw(
+            amplitude=fn(self.amplitude),
+            alpha=fn(self.alpha),
+            reference=fn(self.reference),
+            floor=np.asarray(floor, dtype=float),
+            knee=fn(np.asarray(self.knee)),
+            midpoint=fn(np.asarray(self.midpoint)),
+            saturating=fn(np.asarray(self.saturating)),
+        )
 
     def terms(self, sizes: ArrayLike) -> tuple[Array, Array, Array]:
         """Each axis's ``T``, ``dT/dx`` and ``d2T/dx2`` at ``x = log(D / D_ref)`` (..., n)."""

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -178,34 +177,21 @@ def solve_forms_product(
     axis with ``m_i = 0`` costs nothing and every form's loss falls with its size, so it sits
     at its (finite) upper bound, its term joining the floor. The multiplier is per unit of
     ``log C``, as :func:`~bayesscale.core.allocate.solve_product`'s; the local exponents
-    ``d log D / d log C`` are central differences (step 1e-4 in ``log C``)."""
+    ``d log D / d log C`` are central differences
+    (:func:`~bayesscale.core.allocate.local_exponents_central`)."""
     paid = powers > 0
     fields = (law.amplitude, law.alpha, law.reference, law.knee, law.midpoint, law.saturating)
     full = np.broadcast_shapes(*(np.shape(x) for x in fields))
-
-    def on(x: Any) -> Any:  # the paid axes of a per-axis field
-        return np.broadcast_to(x, full)[..., paid]
-
     at_top = np.where(paid, law.reference, np.where(np.isfinite(hi), hi, 1.0))
     unpaid = np.where(~paid, law.terms(np.broadcast_to(at_top, full))[0], 0.0).sum(axis=-1)
-    reduced = FormLaw(
-        amplitude=on(law.amplitude),
-        alpha=on(law.alpha),
-        reference=law.reference[paid],
-        floor=law.floor + unpaid,
-        knee=on(law.knee),
-        midpoint=on(law.midpoint),
-        saturating=on(np.asarray(law.saturating, dtype=bool)),
-    )
+    reduced = law.map_axes(lambda x: np.broadcast_to(x, full)[..., paid], floor=law.floor + unpaid)
     cost = Posynomial(np.array([unit_cost]), powers[paid][None, :])
 
     def solve(b: Array) -> allocate.Allocation:
         return solve_forms(reduced, cost, b, lo[paid], hi[paid])
 
     part = solve(budgets)
-    h = 1e-4
-    up, down = solve(budgets * np.exp(h)), solve(budgets * np.exp(-h))
-    part_expo = (np.log(up.sizes) - np.log(down.sizes)) / (2 * h)
+    part_expo = allocate.local_exponents_central(solve, budgets)
     lead = part.sizes.shape[:-1]
     sizes = np.broadcast_to(np.where(paid, 1.0, hi), (*lead, paid.size)).copy()
     sizes[..., paid] = part.sizes

@@ -39,7 +39,7 @@ Example
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -330,14 +330,14 @@ def _allocate_per_draw(
                 "other forms (a knee or a plateau): use the exact cost"
             )
         sol = solve_forms(batched, eff_cost, budgets_arr, eff_lo, eff_hi)
-        expo = _central_exponents(
+        expo = allocate.local_exponents_central(
             lambda b: solve_forms(batched, eff_cost, b, eff_lo, eff_hi, starts=[sol.sizes]),
             budgets_arr,
         )
     elif cost_model == COST_LINEARISED:
         start = (kap * anchor)[:, None, None, :]
         sol, _ = linearised_allocation(batched, eff_cost, budgets_arr, eff_lo, eff_hi, start)
-        expo = _central_exponents(
+        expo = allocate.local_exponents_central(
             lambda b: linearised_allocation(batched, eff_cost, b, eff_lo, eff_hi, sol.sizes)[0],
             budgets_arr,
         )
@@ -558,16 +558,9 @@ def _linear_exponents(
     differences in log B with the interaction."""
     if law.pair is None:
         return allocate.local_exponents_additive(sol, law.alpha, prices)
-    return _central_exponents(lambda b: allocate.solve_interaction(law, prices, b, lo, hi), budgets)
-
-
-def _central_exponents(solve_at: Callable[[Array], allocate.Allocation], budgets: Array) -> Array:
-    """``e = d log D / d log B`` by central differences (step 1e-4 in ``log B``) of the
-    allocation ``solve_at(B)``: for laws and conventions the closed forms do not cover (the
-    interaction; the linearised convention, whose prices move with the budget)."""
-    h = 1e-4
-    up, down = solve_at(budgets * np.exp(h)), solve_at(budgets * np.exp(-h))
-    return np.asarray((np.log(up.sizes) - np.log(down.sizes)) / (2 * h), dtype=float)
+    return allocate.local_exponents_central(
+        lambda b: allocate.solve_interaction(law, prices, b, lo, hi), budgets
+    )
 
 
 def _switch_price(
