@@ -24,8 +24,14 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from bayesscale import names
-from bayesscale.law.posterior import Array, LawDraws, PosteriorError, at_draws, law_draws
+from bayesscale.law.posterior import (
+    Array,
+    LawDraws,
+    PosteriorError,
+    at_draws,
+    law_draws,
+    variable,
+)
 from bayesscale.law.predict import draw_shares
 from bayesscale.law.stack import NEGLIGIBLE_WEIGHT, members
 
@@ -62,27 +68,16 @@ def draws_with(
     stacked = members(fit)
     if stacked is None:
         draws = law_draws(fit, settings, max_draws, size_axis, forms=True)
-        return draws, {v: at_draws(_variable(fit, v, ""), draws) for v in variables}
+        return draws, {v: at_draws(variable(fit, v), draws) for v in variables}
     chosen = [m for m in stacked if m.weight >= NEGLIGIBLE_WEIGHT]  # as mixture_weights
     weights = np.array([m.weight for m in chosen])
     parts = [law_draws(m.tree, settings, max_draws, size_axis, forms=True) for m in chosen]
     rows = _mixture_rows(parts, weights / weights.sum())
     values = {
-        v: np.concatenate(
-            [at_draws(_variable(chosen[k].tree, v, chosen[k].form), parts[k])[r] for k, r in rows]
-        )
+        v: np.concatenate([at_draws(variable(chosen[k].tree, v), parts[k])[r] for k, r in rows])
         for v in variables
     }
     return _mix_rows(parts, rows), values
-
-
-def _variable(tree: xr.DataTree, name: str, form: str) -> xr.DataArray:
-    """The posterior variable ``name`` of one form's fit, or a :class:`PosteriorError`."""
-    value = tree["posterior"].to_dataset().get(name)
-    if value is None:
-        where = f"the stack's {form} fit" if form else "the fit"
-        raise PosteriorError(f"{where} has no posterior variable {name!r}")
-    return value.transpose(names.CHAIN_DIM, names.DRAW_DIM, ...)
 
 
 def mixture_weights(fit: xr.DataTree) -> dict[str, float]:
