@@ -43,7 +43,7 @@ from bayesscale import names
 from bayesscale.checks.compare import loo
 from bayesscale.checks.crossval import CrossvalError, LeaveOut, split
 from bayesscale.checks.heldout import check_prediction, summarise_rows
-from bayesscale.checks.out_of_scale import Rule
+from bayesscale.checks.out_of_scale import Rule, refit_without
 from bayesscale.checks.out_of_scale import rules as own_sweep_rules
 from bayesscale.checks.stacking import Stack, weight_spread
 from bayesscale.core.forms import DEFAULT_STACK
@@ -220,12 +220,7 @@ def _form_job(jobs: _Jobs, item: tuple[str, str], _seed: int) -> dict[str, Any]:
 def _sweep_job(jobs: _Jobs, form: str, rule: Rule) -> dict[str, Any]:
     """Refit one form on an axis's own sweep without its top (the law of that axis alone) and
     score the left-out rows, as :func:`_form_job` scores a rule over the whole table."""
-    from bayesscale.law.inference import fit
-
-    spec = with_form(rule.spec(jobs.spec), form)
-    table = Table.from_frame(rule.rows(jobs.table.frame), spec, source=jobs.table.source)
-    part = split(table, spec, LeaveOut.parse(rule.leave_out))
-    refit = fit(part.train, spec, jobs.config)
+    refit, part = refit_without(rule, form, jobs.table, jobs.spec, jobs.config)
     scored = _scored(refit, part.held, jobs.prob, jobs.config.seed, part.positions, str(rule))
     return {**scored, "matched": part.matched}
 

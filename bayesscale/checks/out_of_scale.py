@@ -56,7 +56,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from bayesscale import names
 from bayesscale.checks.coverage_noise import count_mcse
-from bayesscale.checks.crossval import CrossvalError, LeaveOut, split
+from bayesscale.checks.crossval import CrossvalError, LeaveOut, Split, split
 from bayesscale.checks.heldout import (
     CALIBRATION_ALPHA,
     DEFAULT_REPLICATES,
@@ -214,19 +214,26 @@ class _Jobs:
     prob: float
 
 
+def refit_without(
+    rule: Rule, form: str | None, table: Table, spec: ModelSpec, config: FitConfig
+) -> tuple[xr.DataTree, Split]:
+    """The law (with ``form`` on every axis, or ``spec``'s own forms) refitted to ``table``
+    without ``rule``'s rows, and the split whose held rows it left out."""
+    from bayesscale.law.inference import fit
+
+    spec = rule.spec(spec)
+    spec = spec if form is None else with_form(spec, form)
+    rows = Table.from_frame(rule.rows(table.frame), spec, source=table.source)
+    part = split(rows, spec, LeaveOut.parse(rule.leave_out))
+    return fit(part.train, spec, config), part
+
+
 def _refit_job(
     jobs: _Jobs, item: tuple[Rule, str | None], _seed: int
 ) -> tuple[xr.DataTree, Prediction]:
-    """Refit without ``rule``'s rows (the law with ``form`` on every axis, or the spec's own
-    forms) and predict them."""
-    from bayesscale.law.inference import fit
-
+    """Refit without ``rule``'s rows (:func:`refit_without`) and predict them."""
     rule, form = item
-    spec = rule.spec(jobs.spec)
-    spec = spec if form is None else with_form(spec, form)
-    table = Table.from_frame(rule.rows(jobs.table.frame), spec, source=jobs.table.source)
-    part = split(table, spec, LeaveOut.parse(rule.leave_out))
-    refit = fit(part.train, spec, jobs.config)
+    refit, part = refit_without(rule, form, jobs.table, jobs.spec, jobs.config)
     seed = jobs.config.seed
     return refit, predict(refit, part.held, seed=seed, source=part.held.source, observed=True)
 
