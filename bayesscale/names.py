@@ -81,9 +81,16 @@ ALPHA: Final = "alpha"  # (setting, axis) per-setting exponent
 AMPLITUDE: Final = "amplitude"  # (setting, axis) term value at the reference scale
 AMPLITUDE_POP: Final = "amplitude_pop"  # (axis) population median amplitude
 CONTAMINATION: Final = "contamination"  # () share of runs that collapse ([outcome] seed_noise)
-KNEE: Final = "knee"  # (knee_axis) the offset-power form's knee D0 / D_ref, pooled across settings
+KNEE: Final = "knee"  # (setting, knee_axis) the offset-power form's knee D0 / D_ref ((knee_axis)
+# in a fit of one setting, and in files written before knees were per setting)
+KNEE_SCALE: Final = "knee_scale"  # (knee_axis) the per-setting knees' half-normal scale
+KNEE_Z: Final = "knee_z"  # (setting, knee_axis) the knee over its scale, HalfNormal(1)
 KNEE_AXIS_DIM: Final = "knee_axis"  # the axes whose form is the offset power
-MIDPOINT: Final = "midpoint"  # (midpoint_axis) the saturating form's log(D_mid / D_ref), pooled
+MIDPOINT: Final = "midpoint"  # (setting, midpoint_axis) the saturating form's log(D_mid / D_ref)
+# ((midpoint_axis) in a fit of one setting, and in files written before midpoints were per setting)
+MIDPOINT_POP: Final = "midpoint_pop"  # (midpoint_axis) the per-setting midpoints' mean
+MIDPOINT_SPREAD: Final = "midpoint_spread"  # (midpoint_axis) their sd across settings
+MIDPOINT_Z: Final = "midpoint_z"  # (setting, midpoint_axis) standardised deviation
 MIDPOINT_AXIS_DIM: Final = "midpoint_axis"  # the axes whose form is the saturating one
 LOSS_FLOOR: Final = "loss_floor"  # (setting) irreducible loss, size term excluded
 SIZE_AMPLITUDE: Final = "size_amplitude"  # () size term at the reference size

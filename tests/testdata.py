@@ -5,6 +5,7 @@ log density is PyMC's."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +70,15 @@ KNEE_SIZES = 16.0 * 2.0 ** np.arange(11)  # 16 .. 16,384: D_ref = 512
 TRUE_KNEE, TRUE_ALPHA = 0.5, 0.5  # D0 = 256
 
 
-def knee_curves(seed: int = 0, settings: int = 6, seeds: int = 3) -> pd.DataFrame:
+def knee_curves(
+    seed: int = 0, settings: int = 6, seeds: int = 3, knees: Sequence[float] = (TRUE_KNEE,)
+) -> pd.DataFrame:
     """Success counts of ``settings`` curves whose loss is an offset power law with the knee
-    ``TRUE_KNEE`` (flat below ``D0 = 256``), beta-binomial runs, ``seeds`` per size."""
+    ``TRUE_KNEE`` (flat below ``D0 = 256``; curve ``s`` has ``knees[s % len(knees)]``),
+    beta-binomial runs, ``seeds`` per size."""
     return form_curves(
         forms.OFFSET_POWER, "alpha", TRUE_ALPHA, {"knee": TRUE_KNEE}, (0.3, 0.6),
-        seed, settings, seeds,
+        seed, settings, seeds, per_curve={"knee": knees},
     )  # fmt: skip
 
 
@@ -87,10 +91,12 @@ def form_curves(
     seed: int = 0,
     settings: int = 6,
     seeds: int = 3,
+    per_curve: Mapping[str, Sequence[float]] | None = None,
 ) -> pd.DataFrame:
     """Success counts of ``settings`` curves whose loss is the floor (uniform on 0.1-0.3) plus
     ``form``'s term over ``KNEE_SIZES``: its ``exponent`` parameter ``exponent_median e^(0.1 z)``
-    per curve, the ``shape`` parameters shared, an amplitude uniform on ``amplitudes``;
+    per curve, the ``shape`` parameters shared (or, for those in ``per_curve``, curve ``s``'s
+    the value ``s`` modulo their count), an amplitude uniform on ``amplitudes``;
     beta-binomial runs (concentration 300, 500 trials), ``seeds`` per size."""
     rng = np.random.default_rng(seed)
     reference = float(np.sqrt(KNEE_SIZES.min() * KNEE_SIZES.max()))
@@ -98,7 +104,8 @@ def form_curves(
     for s in range(settings):
         value = exponent_median * np.exp(0.1 * rng.standard_normal())
         amplitude, floor = rng.uniform(*amplitudes), rng.uniform(0.1, 0.3)
-        params = {"amplitude": amplitude, exponent: value, **shape}
+        own = {k: v[s % len(v)] for k, v in (per_curve or {}).items()}
+        params = {"amplitude": amplitude, exponent: value, **shape, **own}
         p = np.exp(-(floor + forms.evaluate_term(form, KNEE_SIZES, reference, params)))
         for seed_ in range(seeds):
             q = rng.beta(p * 300, (1 - p) * 300)

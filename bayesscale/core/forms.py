@@ -18,13 +18,15 @@ above it; at ``k = 0`` it is the power law. The saturating form is logistic in l
 shape): a plateau ``A (1 + e^{-beta m})`` at small sizes, zero at large ones (the floor
 ``L_inf`` then holds the loss), steepness ``beta`` and midpoint ``D_ref e^m``.
 
-**Priors** (what the model builders give these parameters; per axis, pooled across settings
-as the exponents are): ``alpha`` the axis's ``exponent`` prior (``LogNormal``, spec); the
-knee ``k ~ HalfNormal(1)`` (in units of ``D_ref``: mass at 0, the power law; a knee beyond
-``D_ref`` flattens the lower half of the sweep); the steepness ``beta`` takes the place of the
-exponent (the same prior and pooling: far above the midpoint the term is a power law of
-exponent ``beta``); the midpoint ``m ~ Normal(0, 2)`` (within about ``e^{±4}``, 55x, of
-``D_ref``, 95% a priori), one per axis.
+**Priors** (what the model builders give these parameters; per setting, pooled across
+settings as the exponents are): ``alpha`` the axis's ``exponent`` prior (``LogNormal``,
+spec); the knee ``k = kappa z``, ``kappa ~ HalfNormal(1)`` per axis and ``z ~ HalfNormal(1)``
+(in units of ``D_ref``: mass at 0, the power law; a knee beyond ``D_ref`` flattens the lower
+half of the sweep; a fit of one setting has ``k ~ HalfNormal(1)``); the steepness ``beta``
+takes the place of the exponent (the same prior and pooling: far above the midpoint the term is a power law of
+exponent ``beta``); the midpoint ``m = mu + omega z`` per setting, its mean ``mu ~ Normal(0,
+2)`` (within about ``e^{±4}``, 55x, of ``D_ref``, 95% a priori) and spread ``omega ~
+HalfNormal(1)`` per axis, ``z ~ Normal(0, 1)`` (a fit of one setting: ``m ~ Normal(0, 2)``).
 
 Example
 -------
@@ -51,8 +53,14 @@ SATURATING: Final = "saturating"
 #: power, which contains it (on LCDB the saturating form never separated from the offset
 #: power, docs/extrapolation.md, and a third form is another fit per refit).
 DEFAULT_STACK: Final = (POWER, OFFSET_POWER)
-KNEE_PRIOR_SCALE: Final = 1.0  # the knee k = D0 / D_ref ~ HalfNormal(KNEE_PRIOR_SCALE)
-MIDPOINT_PRIOR_SCALE: Final = 2.0  # the midpoint m = log(D_mid / D_ref) ~ Normal(0, this)
+KNEE_PRIOR_SCALE: Final = 1.0  # the knee k = D0 / D_ref's half-normal (or its scale's) sigma
+#: The median of HalfNormal(1), ``sqrt(2) erfinv(1/2)``: a per-setting knee's population median
+#: is its scale times this.
+HALF_NORMAL_MEDIAN: Final = 0.6744897501960817
+MIDPOINT_PRIOR_SCALE: Final = (
+    2.0  # the midpoint m = log(D_mid / D_ref) (its mean) ~ Normal(0, this)
+)
+MIDPOINT_SPREAD_SCALE: Final = 1.0  # the per-setting midpoints' sd ~ HalfNormal(this)
 # parameter names (each form's term takes them as keyword arguments)
 AMPLITUDE, ALPHA, KNEE, STEEPNESS, MIDPOINT = "amplitude", "alpha", "knee", "steepness", "midpoint"
 
@@ -159,7 +167,11 @@ FORMS: Final[Mapping[str, Form]] = {
     OFFSET_POWER: Form(
         OFFSET_POWER,
         (AMPLITUDE, ALPHA, KNEE),
-        {AMPLITUDE: _AMPLITUDE_PRIOR, ALPHA: _ALPHA_PRIOR, KNEE: "HalfNormal(1), D0 / D_ref"},
+        {
+            AMPLITUDE: _AMPLITUDE_PRIOR,
+            ALPHA: _ALPHA_PRIOR,
+            KNEE: "kappa z, kappa and z HalfNormal(1), D0 / D_ref per setting",
+        },
         _offset_power,
     ),
     SATURATING: Form(
@@ -168,7 +180,7 @@ FORMS: Final[Mapping[str, Form]] = {
         {
             AMPLITUDE: _AMPLITUDE_PRIOR,
             STEEPNESS: _ALPHA_PRIOR + ", as the steepness",
-            MIDPOINT: "Normal(0, 2), log(D_mid / D_ref)",
+            MIDPOINT: "mu + omega z, mu ~ Normal(0, 2), omega ~ HalfNormal(1), log(D_mid / D_ref)",
         },
         _saturating,
     ),

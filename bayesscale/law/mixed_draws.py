@@ -93,10 +93,14 @@ def mixture_weights(fit: xr.DataTree) -> dict[str, float]:
 
 
 def _shape(part: LawDraws, name: str) -> np.ndarray:
+    """A part's ``knee``, ``midpoint`` (S, G, n) or ``saturating`` (S, n), zeros where the
+    part's form has none."""
     value = getattr(part, name)
     if value is not None:
         return np.asarray(value)
-    return np.zeros((part.samples, len(part.axes)), dtype=bool if name == "saturating" else float)
+    if name == "saturating":
+        return np.zeros((part.samples, len(part.axes)), dtype=bool)
+    return np.zeros_like(part.alpha)
 
 
 def mix(parts: Sequence[LawDraws], weights: Sequence[float] | np.ndarray) -> LawDraws:

@@ -17,11 +17,12 @@
 
 or, for a continuous loss, ``log loss_i ~ StudentT(nu, log L_i, sigma)``. An axis whose spec
 says ``form = "offset_power"`` has the term ``s (1 + k) (u^{-alpha} - 1) / alpha`` with
-``u = (D/D_ref + k) / (1 + k)`` and a knee ``k = D_0 / D_ref ~ HalfNormal(1)`` per axis
+``u = (D/D_ref + k) / (1 + k)`` and a knee ``k = D_0 / D_ref`` per setting, ``k = kappa z``
+with ``kappa ~ HalfNormal(1)`` per axis and ``z ~ HalfNormal(1)``
 (:mod:`bayesscale.core.forms`; ``k = 0`` is the power law), and amplitude ``A = s (1 + k) /
 alpha``. An axis with ``form = "saturating"`` has the logistic term in log size, its
-per-setting exponent the steepness ``beta`` and a midpoint ``m = log(D_mid / D_ref) ~
-Normal(0, 2)`` per axis: ``s (q_0 - q) / (beta q_0 (1 - q_0))`` with ``q = sigmoid(beta (x -
+per-setting exponent the steepness ``beta`` and a midpoint ``m = log(D_mid / D_ref)`` per
+setting, ``m = mu + omega z`` with ``mu ~ Normal(0, 2)`` and ``omega ~ HalfNormal(1)`` per axis: ``s (q_0 - q) / (beta q_0 (1 - q_0))`` with ``q = sigmoid(beta (x -
 m))``, ``q_0 = sigmoid(-beta m)``, ``x = log(D / D_ref)``, and amplitude ``A = s / (beta
 q_0)``: a plateau at small sizes, a power law of exponent ``beta`` far above the midpoint.
 This is the law
@@ -51,8 +52,6 @@ Example
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 import pymc as pm
@@ -145,73 +144,133 @@ def _exponents(design: Design) -> tuple[pt.TensorVariable, pt.TensorVariable, pt
     return log_alpha_pop, log_alpha, alpha
 
 
-def _knees(design: Design) -> pt.TensorVariable | None:
-    """The knees ``k_a = D_0,a / D_ref,a ~ HalfNormal(1)`` of the offset-power axes (one per
-    axis, shared by the settings), as an ``(axes,)`` vector with 0 on other axes; ``None``
-    when no axis has the offset form (the model is then exactly today's)."""
-    return _per_axis(
-        design, forms.OFFSET_POWER, KNEE_AXIS_DIM,
-        lambda dim: pm.HalfNormal(KNEE, sigma=forms.KNEE_PRIOR_SCALE, dims=dim),
-    )  # fmt: skip
+def _knees(design: Design) -> tuple[pt.TensorVariable, pt.TensorVariable] | None:
+    """The knees ``k = D_0 / D_ref`` of the offset-power axes and their population median.
 
-
-def _midpoints(design: Design) -> pt.TensorVariable | None:
-    """The midpoints ``m_a = log(D_mid,a / D_ref,a) ~ Normal(0, 2)`` of the saturating axes
-    (one per axis, shared by the settings), as an ``(axes,)`` vector with 0 elsewhere;
-    ``None`` when no axis has the saturating form."""
-    return _per_axis(
-        design, forms.SATURATING, MIDPOINT_AXIS_DIM,
-        lambda dim: pm.Normal(MIDPOINT, 0.0, forms.MIDPOINT_PRIOR_SCALE, dims=dim),
-    )  # fmt: skip
-
-
-def _per_axis(
-    design: Design, form: str, dim: str, declare: Callable[[str], pt.TensorVariable]
-) -> pt.TensorVariable | None:
-    """The variable ``declare(dim)`` over the axes of ``form`` (coordinate ``dim``: their
-    names), as an ``(axes,)`` vector with 0 on the other axes; ``None`` where no axis has it."""
-    spec = design.spec
-    chosen = [i for i, a in enumerate(spec.axes) if a.form == form]
+    Per setting where there are several: ``k[s, a] = kappa_a z[s, a]`` with ``kappa_a ~
+    HalfNormal(1)`` and ``z[s, a] ~ HalfNormal(1)`` (non-centred: each setting's knee pooled
+    towards its axis's scale, with mass at 0, the power law), population median ``kappa_a
+    z_50`` (``z_50`` the half-normal's median). One ``k_a ~ HalfNormal(1)`` per axis in a fit
+    of one setting. The knees as a ``(settings, axes)`` (or ``(axes,)``) tensor and the median
+    as ``(axes,)``, 0 on other axes; ``None`` when no axis has the offset form (the model is
+    then exactly the power law's)."""
+    chosen = _form_axes(design, forms.OFFSET_POWER, KNEE_AXIS_DIM)
     if not chosen:
         return None
-    pm.modelcontext(None).add_coord(dim, [spec.axes[i].name for i in chosen])
-    return pt.set_subtensor(pt.zeros(len(spec.axes))[np.asarray(chosen)], declare(dim))
+    if len(design.settings) == 1:
+        knee = pm.HalfNormal(KNEE, sigma=forms.KNEE_PRIOR_SCALE, dims=KNEE_AXIS_DIM)
+        return _padded(design, chosen, knee), _padded(design, chosen, knee)
+    scale = pm.HalfNormal(names.KNEE_SCALE, sigma=forms.KNEE_PRIOR_SCALE, dims=KNEE_AXIS_DIM)
+    z = pm.HalfNormal(names.KNEE_Z, sigma=1.0, dims=(SETTING, KNEE_AXIS_DIM))
+    knee = pm.Deterministic(KNEE, scale * z, dims=(SETTING, KNEE_AXIS_DIM))
+    median = scale * forms.HALF_NORMAL_MEDIAN
+    return _padded(design, chosen, knee), _padded(design, chosen, median)
+
+
+def _midpoints(design: Design) -> tuple[pt.TensorVariable, pt.TensorVariable] | None:
+    """The midpoints ``m = log(D_mid / D_ref)`` of the saturating axes and their population
+    mean.
+
+    Per setting where there are several: ``m[s, a] = mu_a + omega_a z[s, a]`` with ``mu_a ~
+    Normal(0, 2)``, ``omega_a ~ HalfNormal(1)`` and ``z[s, a] ~ Normal(0, 1)`` (non-centred,
+    pooled as the exponents are); one ``m_a ~ Normal(0, 2)`` per axis in a fit of one setting.
+    The midpoints as a ``(settings, axes)`` (or ``(axes,)``) tensor and the mean as
+    ``(axes,)``, 0 on other axes; ``None`` when no axis has the saturating form."""
+    chosen = _form_axes(design, forms.SATURATING, MIDPOINT_AXIS_DIM)
+    if not chosen:
+        return None
+    if len(design.settings) == 1:
+        midpoint = pm.Normal(MIDPOINT, 0.0, forms.MIDPOINT_PRIOR_SCALE, dims=MIDPOINT_AXIS_DIM)
+        return _padded(design, chosen, midpoint), _padded(design, chosen, midpoint)
+    mean = pm.Normal(names.MIDPOINT_POP, 0.0, forms.MIDPOINT_PRIOR_SCALE, dims=MIDPOINT_AXIS_DIM)
+    spread = pm.HalfNormal(
+        names.MIDPOINT_SPREAD, sigma=forms.MIDPOINT_SPREAD_SCALE, dims=MIDPOINT_AXIS_DIM
+    )
+    z = pm.Normal(names.MIDPOINT_Z, 0.0, 1.0, dims=(SETTING, MIDPOINT_AXIS_DIM))
+    midpoint = pm.Deterministic(MIDPOINT, mean + spread * z, dims=(SETTING, MIDPOINT_AXIS_DIM))
+    return _padded(design, chosen, midpoint), _padded(design, chosen, mean)
+
+
+def _form_axes(design: Design, form: str, dim: str) -> list[int]:
+    """The positions of the axes of ``form``, declared as the model's coordinate ``dim`` (their
+    names) when there are any."""
+    spec = design.spec
+    chosen = [i for i, a in enumerate(spec.axes) if a.form == form]
+    if chosen:
+        pm.modelcontext(None).add_coord(dim, [spec.axes[i].name for i in chosen])
+    return chosen
+
+
+def _padded(design: Design, chosen: list[int], values: pt.TensorLike) -> pt.TensorVariable:
+    """``values`` (last dimension over the axes at ``chosen``) as an ``(axes,)`` or
+    ``(settings, axes)`` tensor with 0 on the other axes."""
+    values = pt.as_tensor(values)
+    lead = (len(design.settings),) * (values.ndim - 1)
+    return pt.set_subtensor(
+        pt.zeros((*lead, len(design.spec.axes)))[..., np.asarray(chosen)], values
+    )
 
 
 class _Shape:
     """Each axis's form in the model: the offset-power knees and the saturating midpoints
-    (``(axes,)`` vectors, ``None`` where no axis has that form), and the masks of those axes."""
+    (``(axes,)``, or ``(settings, axes)`` per setting, each with its population value per
+    axis), ``None`` where no axis has that form, and the masks of those axes."""
 
     def __init__(
-        self, design: Design, knee: pt.TensorVariable | None, midpoint: pt.TensorVariable | None
+        self,
+        design: Design,
+        knees: tuple[pt.TensorVariable, pt.TensorVariable] | None,
+        midpoints: tuple[pt.TensorVariable, pt.TensorVariable] | None,
     ) -> None:
         axis_forms = [a.form for a in design.spec.axes]
-        self.knee, self.midpoint = knee, midpoint
+        self.knees, self.midpoints = knees, midpoints
         self.offset = np.array([f == forms.OFFSET_POWER for f in axis_forms])
         self.saturating = np.array([f == forms.SATURATING for f in axis_forms])
 
-    def widen(self, alpha: pt.TensorVariable) -> pt.TensorVariable | float:
+    @staticmethod
+    def _at(
+        shape: tuple[pt.TensorVariable, pt.TensorVariable], setting: np.ndarray | None
+    ) -> pt.TensorVariable:
+        """The per-setting values at ``setting`` (cells), or the population's (``None``)."""
+        values, population = shape
+        if setting is None:
+            return population
+        return values[setting] if values.ndim == 2 else values
+
+    def widen(
+        self, alpha: pt.TensorVariable, setting: np.ndarray | None = None
+    ) -> pt.TensorVariable | float:
         """``A alpha / s``, the amplitude over the power law's at the same slope: ``1 + k`` on
-        an offset-power axis, ``1 / q_0 = 1 + e^(beta m)`` on a saturating one, 1 elsewhere."""
+        an offset-power axis, ``1 / q_0 = 1 + e^(beta m)`` on a saturating one, 1 elsewhere;
+        with ``alpha`` per setting (``setting`` the settings' own index) or per axis at the
+        population's knee and midpoint (``setting`` ``None``)."""
         out: pt.TensorVariable | float = 1.0
-        if self.knee is not None:
-            out = out + self.knee
-        if self.midpoint is not None:
-            out = out * pt.switch(self.saturating, 1.0 + pt.exp(alpha * self.midpoint), 1.0)
+        if self.knees is not None:
+            out = out + self._at(self.knees, setting)
+        if self.midpoints is not None:
+            m = self._at(self.midpoints, setting)
+            out = out * pt.switch(self.saturating, 1.0 + pt.exp(alpha * m), 1.0)
         return out
 
     def terms(
-        self, slope: pt.TensorVariable, alpha: pt.TensorVariable, log_x: pt.TensorLike
+        self,
+        slope: pt.TensorVariable,
+        alpha: pt.TensorVariable,
+        log_x: pt.TensorLike,
+        setting: np.ndarray,
     ) -> pt.TensorVariable:
-        """Each axis's term less its value at ``D_ref`` (cells x axes)."""
+        """Each axis's term less its value at ``D_ref`` (cells x axes; ``setting`` the cells'
+        setting index, which picks per-setting knees and midpoints)."""
         power = slope * pt.expm1(-alpha * log_x) / alpha
-        if self.knee is not None:
-            log_u = pt.log(pt.exp(log_x) + self.knee) - pt.log1p(self.knee)
-            offset = slope * (1.0 + self.knee) * pt.expm1(-alpha * log_u) / alpha
+        if self.knees is not None:
+            knee = self._at(self.knees, setting)
+            log_u = pt.log(pt.exp(log_x) + knee) - pt.log1p(knee)
+            offset = slope * (1.0 + knee) * pt.expm1(-alpha * log_u) / alpha
             power = pt.switch(self.offset, offset, power)
-        if self.midpoint is not None:
-            q = pt.sigmoid(alpha * (log_x - self.midpoint))
-            q0 = pt.sigmoid(-alpha * self.midpoint)
+        if self.midpoints is not None:
+            m = self._at(self.midpoints, setting)
+            q = pt.sigmoid(alpha * (log_x - m))
+            q0 = pt.sigmoid(-alpha * m)
             saturating = slope * (q0 - q) / (alpha * q0 * (1.0 - q0))
             power = pt.switch(self.saturating, saturating, power)
         return power
@@ -249,7 +308,7 @@ def _slopes(
     )
     amplitude = pm.Deterministic(
         names.AMPLITUDE,
-        pt.exp(log_slope - log_alpha) * shape.widen(pt.exp(log_alpha)),
+        pt.exp(log_slope - log_alpha) * shape.widen(pt.exp(log_alpha), np.arange(n_settings)),
         dims=(SETTING, AXIS),
     )
     return log_slope, amplitude
@@ -375,7 +434,7 @@ def _law_at_cells(
         shift[:, j] = design.dense[rows].astype(float)
         log_x = pt.as_tensor(log_x) + log_multiplier * shift
     slope = pt.exp(log_slope)
-    loss = level[setting] + shape.terms(slope[setting], alpha[setting], log_x).sum(axis=1)
+    loss = level[setting] + shape.terms(slope[setting], alpha[setting], log_x, setting).sum(axis=1)
     if spec.interaction is not None:
         i, k = (spec.axis_names.index(a) for a in spec.interaction.axes)
         b_mu, b_sd = _lognormal_location(spec.interaction.exponent)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -138,41 +138,80 @@ def _check_power(fit: xr.DataTree) -> None:
         )
 
 
-def axis_knees(fit: xr.DataTree, spec: ModelSpec) -> Array | None:
-    """The knee ``k_a = D_0,a / D_ref,a`` of each offset-power axis per sample ``(S, A)``, 0 on
-    the other axes; ``None`` when no axis has the offset form.
+def axis_knees(
+    fit: xr.DataTree, spec: ModelSpec, settings: Sequence[str] | None = None
+) -> Array | None:
+    """The knee ``k = D_0 / D_ref`` of each offset-power axis per sample and setting ``(S, G,
+    A)`` (the fit's settings, or ``settings``), 0 on the other axes; ``None`` when no axis has
+    the offset form. A knee shared by the settings (a fit of one setting) is repeated.
 
     >>> from bayesscale.recipe.synthetic import synthetic_fit
     >>> fit = synthetic_fit(draws=10, spread=0.0)
     >>> axis_knees(fit, fit_spec(fit)) is None  # power law on every axis
     True
     """
-    return _axis_shape(fit, spec, OFFSET_POWER, names.KNEE, names.KNEE_AXIS_DIM)
+    return _axis_shape(fit, spec, OFFSET_POWER, names.KNEE, names.KNEE_AXIS_DIM, settings)
 
 
-def axis_midpoints(fit: xr.DataTree, spec: ModelSpec) -> Array | None:
-    """The midpoint ``m_a = log(D_mid,a / D_ref,a)`` of each saturating axis per sample
-    ``(S, A)``, 0 on the other axes; ``None`` when no axis has the saturating form."""
-    return _axis_shape(fit, spec, SATURATING, names.MIDPOINT, names.MIDPOINT_AXIS_DIM)
+def axis_midpoints(
+    fit: xr.DataTree, spec: ModelSpec, settings: Sequence[str] | None = None
+) -> Array | None:
+    """The midpoint ``m = log(D_mid / D_ref)`` of each saturating axis per sample and setting
+    ``(S, G, A)``, 0 on the other axes; ``None`` when no axis has the saturating form."""
+    return _axis_shape(fit, spec, SATURATING, names.MIDPOINT, names.MIDPOINT_AXIS_DIM, settings)
 
 
-def _axis_shape(fit: xr.DataTree, spec: ModelSpec, form: str, var: str, dim: str) -> Array | None:
-    """The per-axis shape parameter ``var`` (over ``dim``) of the axes of ``form``, per sample
-    ``(S, A)``, 0 on the other axes; ``None`` when no axis has that form."""
-    axes = [i for i, a in enumerate(spec.axes) if a.form == form]
-    if not axes:
+def _axis_shape(
+    fit: xr.DataTree,
+    spec: ModelSpec,
+    form: str,
+    var: str,
+    dim: str,
+    settings: Sequence[str] | None,
+) -> Array | None:
+    """:func:`_shapes` over every sample of the fit, at ``settings`` (all when ``None``)."""
+    if not any(a.form == form for a in spec.axes):
         return None
     post = fit["posterior"].to_dataset()
+    if settings is not None:
+        post = post.sel({names.SETTING_DIM: list(settings)})
+    chains = [int(c) for c in post[names.CHAIN_DIM].to_numpy()]
+    draws = [int(d) for d in post[names.DRAW_DIM].to_numpy()]
+    return _shapes(post, spec, form, var, dim, spec.axis_names, chains, draws)
+
+
+def _shapes(
+    post: xr.Dataset,
+    spec: ModelSpec,
+    form: str,
+    var: str,
+    dim: str,
+    axes: Sequence[str],
+    chains: Sequence[int],
+    draws: Sequence[int],
+) -> Array:
+    """The shape parameter ``var`` (over ``dim``, and over the settings where it is per
+    setting) of the spec's axes of ``form``, as ``(S, G, len(axes))`` at ``chains`` and
+    ``draws``, for the settings of ``post``; 0 on the other axes (and on an axis the spec
+    lacks, such as ``params_b``)."""
+    n_settings = post.sizes[names.SETTING_DIM]
+    out = np.zeros((len(chains) * len(draws), n_settings, len(axes)))
+    chosen = [a.name for a in spec.axes if a.form == form and a.name in axes]
+    if not chosen:
+        return out
     if var not in post:
         raise PosteriorError(f"the spec has {form} axes but the posterior has no {var!r}")
     labels = [str(a) for a in post[var][dim].to_numpy()]
-    values = stack(post[var], dim)
-    out = np.zeros((values.shape[0], len(spec.axes)))
-    for i in axes:
-        name = spec.axes[i].name
+    for name in chosen:
         if name not in labels:
             raise PosteriorError(f"the posterior's {var!r} has no axis {name!r}")
-        out[:, i] = values[:, labels.index(name)]
+        one = (
+            post[var]
+            .sel({dim: name})
+            .sel({names.CHAIN_DIM: list(chains), names.DRAW_DIM: list(draws)})
+        )
+        values = stack(one, *((names.SETTING_DIM,) if names.SETTING_DIM in one.dims else ()))
+        out[:, :, axes.index(name)] = values if values.ndim == 2 else values[:, None]
     return out
 
 
@@ -316,9 +355,9 @@ class LawDraws:
     axis positions, or ``None``. ``left_out``: posterior samples of the fit (after thinning)
     not in these draws, because a law of theirs is not finite (:func:`law_draws`).
 
-    Axes of other forms than the power law (read with ``forms=True``) carry their shape per
-    sample and axis: ``knee`` (S, n), the offset power's ``D_0 / D_ref`` (0: the power law),
-    ``midpoint`` (S, n) and ``saturating`` (S, n), the saturating form's; ``alpha`` is then a
+    Axes of other forms than the power law (read with ``forms=True``) carry their shape:
+    ``knee`` (S, G, n), the offset power's ``D_0 / D_ref`` (0: the power law), ``midpoint``
+    (S, G, n) and ``saturating`` (S, n), the saturating form's; ``alpha`` is then a
     term's exponent or steepness, and ``coef`` stays ``A D_ref^alpha`` (``A`` the amplitude at
     ``D_ref``). A stack's mixture mixes forms across samples.
     """
@@ -380,17 +419,18 @@ class LawDraws:
         if self.pair is not None:
             raise PosteriorError("a law with an interaction term has power-law axes only")
         alpha = sg(self.alpha)
-        n = len(self.axes)
-        zeros = np.zeros((self.samples, n))
+        zeros = np.zeros_like(self.alpha)
         return FormLaw(
             amplitude=sg(self.coef) * self.reference ** (-alpha),
             alpha=alpha,
             reference=self.reference,
             floor=sg(self.floor),
-            knee=per_axis(zeros if self.knee is None else self.knee),
-            midpoint=per_axis(zeros if self.midpoint is None else self.midpoint),
+            knee=sg(zeros if self.knee is None else self.knee),
+            midpoint=sg(zeros if self.midpoint is None else self.midpoint),
             saturating=per_axis(
-                zeros.astype(bool) if self.saturating is None else self.saturating
+                np.zeros((self.samples, len(self.axes)), dtype=bool)
+                if self.saturating is None
+                else self.saturating
             ).astype(bool),
         )
 
@@ -540,33 +580,25 @@ def _with_forms(
     law: LawDraws, fit: xr.DataTree, post: xr.Dataset, chains: list[int], draws: list[int]
 ) -> LawDraws:
     """The shapes of the axes whose spec form is not the power law: the offset power's knee,
-    the saturating form's midpoint (per sample and axis; 0 elsewhere, and on ``params_b``)."""
+    the saturating form's midpoint (per sample, setting and axis; 0 elsewhere, and on
+    ``params_b``), and which axes saturate."""
     if not fit.attrs.get(names.ATTR_SPEC):
         return law
     spec = fit_spec(fit)
-    shapes = {}
-    for form, var, dim in (
-        (OFFSET_POWER, names.KNEE, names.KNEE_AXIS_DIM),
-        (SATURATING, names.MIDPOINT, names.MIDPOINT_AXIS_DIM),
-    ):
-        axes = [a.name for a in spec.axes if a.form == form]
-        out = np.zeros((law.samples, len(law.axes)))
-        if axes and var not in post:
-            raise PosteriorError(f"the spec has {form} axes but the posterior has no {var!r}")
-        for name in axes:
-            if name in law.axes:
-                one = post[var].sel({dim: name})
-                out[:, law.axes.index(name)] = _stack_at(one, chains, draws)
-        shapes[form] = (out, axes)
-    saturating = np.zeros((law.samples, len(law.axes)), dtype=bool)
-    for name in shapes[SATURATING][1]:
-        if name in law.axes:
-            saturating[:, law.axes.index(name)] = True
-    if law.pair is not None and (shapes[OFFSET_POWER][1] or shapes[SATURATING][1]):
-        raise PosteriorError("the fit has an interaction term on axes other than power laws")
-    return replace(
-        law, knee=shapes[OFFSET_POWER][0], midpoint=shapes[SATURATING][0], saturating=saturating
+    knee = _shapes(
+        post, spec, OFFSET_POWER, names.KNEE, names.KNEE_AXIS_DIM, law.axes, chains, draws
     )
+    midpoint = _shapes(
+        post, spec, SATURATING, names.MIDPOINT, names.MIDPOINT_AXIS_DIM, law.axes, chains, draws
+    )
+    shaped = [a.name for a in spec.axes if a.form in (OFFSET_POWER, SATURATING)]
+    saturating = np.zeros((law.samples, len(law.axes)), dtype=bool)
+    for a in spec.axes:
+        if a.form == SATURATING and a.name in law.axes:
+            saturating[:, law.axes.index(a.name)] = True
+    if law.pair is not None and shaped:
+        raise PosteriorError("the fit has an interaction term on axes other than power laws")
+    return replace(law, knee=knee, midpoint=midpoint, saturating=saturating)
 
 
 def _finite_draws(law: LawDraws, n_chain: int, preview: bool) -> LawDraws:
@@ -643,8 +675,14 @@ class Population:
     group_effects: dict[str, Array]  # key -> (S, groups, A) = z * spread
     group_spreads: dict[str, Array]  # key -> (S, A)
     size_amplitude: Array | None  # (S,)
-    knee: Array | None = None  # (S, A): the offset-power axes' knees, 0 on other axes
-    midpoint: Array | None = None  # (S, A): the saturating axes' midpoints, 0 on other axes
+    # the offset-power axes' knee (S, A; 0 on other axes): a knee shared by the settings, or
+    # the scale kappa of per-setting knees kappa |z| (knee_per_setting)
+    knee: Array | None = None
+    knee_per_setting: bool = False
+    # the saturating axes' midpoint (S, A; 0 elsewhere): shared, or the mean mu of per-setting
+    # midpoints mu + omega z (omega: midpoint_spread, S x A)
+    midpoint: Array | None = None
+    midpoint_spread: Array | None = None
 
     def take(self, index: NDArray[np.int64]) -> Population:
         """The same population at the samples ``index``."""
@@ -665,7 +703,9 @@ class Population:
             group_spreads={k: v[index] for k, v in self.group_spreads.items()},
             size_amplitude=pick(self.size_amplitude),
             knee=pick(self.knee),
+            knee_per_setting=self.knee_per_setting,
             midpoint=pick(self.midpoint),
+            midpoint_spread=pick(self.midpoint_spread),
         )
 
     def setting(
@@ -675,22 +715,39 @@ class Population:
         z_alpha: ArrayLike,
         z_slope: ArrayLike,
         z_level: ArrayLike,
-    ) -> tuple[Array, Array, Array]:
-        """One setting's ``(alpha, amplitude, loss_floor)`` per sample from its standardised
-        deviations, as the model composes them::
+        z_shape: ArrayLike | None = None,
+    ) -> DrawnSetting:
+        """One setting's law per sample from its standardised deviations, as the model
+        composes them::
 
             log alpha = log alpha_pop + effect + tau z_alpha
+            k = kappa |z_shape|,  m = mu + omega z_shape   (per-setting knees and midpoints)
             A = exp(log s_pop + sigma_s z_slope - log alpha)   (times 1 + k on an offset axis)
             L_inf = exp(log c_base + sigma_c z_level) - sum_a A_a - E
+
+        A shared knee or midpoint is taken as it is; ``z_shape`` is ``(S, A)`` (each axis has
+        one form, so one deviation per axis serves both shapes), needed only where the knees or
+        midpoints are per setting.
         """
         log_alpha = (
             self.log_alpha_pop
             + np.asarray(exponent_effect, dtype=float)
             + self.alpha_spread * np.asarray(z_alpha, dtype=float)
         )
+        knee, midpoint = self.knee, self.midpoint
+        per_setting = (knee is not None and self.knee_per_setting) or (
+            midpoint is not None and self.midpoint_spread is not None
+        )
+        if per_setting and z_shape is None:
+            raise ValueError("per-setting knees or midpoints need their deviations, z_shape")
+        z = np.asarray(0.0 if z_shape is None else z_shape, dtype=float)
+        if knee is not None and self.knee_per_setting:
+            knee = knee * np.abs(z)
+        if midpoint is not None and self.midpoint_spread is not None:
+            midpoint = midpoint + self.midpoint_spread * z
         log_slope = self.log_slope_pop + self.slope_spread * np.asarray(z_slope, dtype=float)
         amplitude = np.exp(log_slope - log_alpha) * laws.amplitude_widening(
-            [a.form for a in self.spec.axes], np.exp(log_alpha), self.knee, self.midpoint
+            [a.form for a in self.spec.axes], np.exp(log_alpha), knee, midpoint
         )
         level = np.exp(
             np.asarray(log_level_base, dtype=float)
@@ -699,7 +756,19 @@ class Population:
         floor = level - amplitude.sum(axis=-1)
         if self.size_amplitude is not None:
             floor = floor - self.size_amplitude
-        return np.exp(log_alpha), amplitude, floor
+        return DrawnSetting(np.exp(log_alpha), amplitude, floor, knee, midpoint)
+
+
+class DrawnSetting(NamedTuple):
+    """One setting's law per sample (:meth:`Population.setting`): ``alpha``, ``amplitude``,
+    ``knee`` and ``midpoint`` (S, A; the last two ``None`` where no axis has that form) and
+    ``floor`` (S,)."""
+
+    alpha: Array
+    amplitude: Array
+    floor: Array
+    knee: Array | None
+    midpoint: Array | None
 
 
 def read_population(fit: xr.DataTree) -> Population:
@@ -752,6 +821,29 @@ def read_population(fit: xr.DataTree) -> Population:
         size_amplitude=(
             stack(post[names.SIZE_AMPLITUDE]) if names.SIZE_AMPLITUDE in post else None
         ),
-        knee=axis_knees(fit, layout.spec),
-        midpoint=axis_midpoints(fit, layout.spec),
+        **_population_shapes(fit, layout.spec),
     )
+
+
+def _population_shapes(fit: xr.DataTree, spec: ModelSpec) -> dict[str, Any]:
+    """The shapes a new setting takes (:class:`Population`'s fields): shared knees and
+    midpoints ``(S, A)``, or the population of per-setting ones."""
+    post = fit["posterior"].to_dataset()
+    chains = [int(c) for c in post[names.CHAIN_DIM].to_numpy()]
+    draws = [int(d) for d in post[names.DRAW_DIM].to_numpy()]
+
+    def read(form: str, var: str, dim: str) -> Array:  # a population variable, as (S, A)
+        return _shapes(post, spec, form, var, dim, spec.axis_names, chains, draws)[:, 0]
+
+    knee, midpoint = axis_knees(fit, spec), axis_midpoints(fit, spec)
+    out: dict[str, Any] = {
+        "knee": None if knee is None else knee[:, 0],
+        "midpoint": None if midpoint is None else midpoint[:, 0],
+    }
+    if knee is not None and names.KNEE_SCALE in post:
+        out["knee"] = read(OFFSET_POWER, names.KNEE_SCALE, names.KNEE_AXIS_DIM)
+        out["knee_per_setting"] = True
+    if midpoint is not None and names.MIDPOINT_POP in post:
+        out["midpoint"] = read(SATURATING, names.MIDPOINT_POP, names.MIDPOINT_AXIS_DIM)
+        out["midpoint_spread"] = read(SATURATING, names.MIDPOINT_SPREAD, names.MIDPOINT_AXIS_DIM)
+    return out

@@ -273,13 +273,17 @@ def _unknown_setting(
 @dataclass(frozen=True)
 class SettingDraws:
     """Law parameters per sample and setting: ``alpha``, ``amplitude`` (S, G, A),
-    ``floor`` (S, G) (the loss floor without the size term), ``gamma`` (S, G) or None."""
+    ``floor`` (S, G) (the loss floor without the size term), ``gamma`` (S, G) or None, and
+    the offset-power knees ``knee`` and saturating midpoints ``midpoint`` (S, G, A), ``None``
+    where no axis has that form."""
 
     settings: tuple[str, ...]
     alpha: Array
     amplitude: Array
     floor: Array
     gamma: Array | None
+    knee: Array | None = None
+    midpoint: Array | None = None
 
 
 def _known_draws(fit: xr.DataTree, settings: Sequence[str], layout: FitLayout) -> SettingDraws:
@@ -298,6 +302,8 @@ def _known_draws(fit: xr.DataTree, settings: Sequence[str], layout: FitLayout) -
         amplitude=stack(post[names.AMPLITUDE], s, a),
         floor=stack(post[names.LOSS_FLOOR], s),
         gamma=gamma,
+        knee=axis_knees(fit, layout.spec, settings),
+        midpoint=axis_midpoints(fit, layout.spec, settings),
     )
 
 
@@ -317,6 +323,8 @@ def _new_draws(
     }
     alpha = np.empty((n_s, n_g, n_a))
     amplitude = np.empty((n_s, n_g, n_a))
+    knee = None if pop.knee is None else np.empty((n_s, n_g, n_a))
+    midpoint = None if pop.midpoint is None else np.empty((n_s, n_g, n_a))
     floor = np.empty((n_s, n_g))
     gamma = np.empty((n_s, n_g)) if spec.interaction is not None else None
     todo = np.arange(n_s)
@@ -330,6 +338,8 @@ def _new_draws(
         }
         a_t = np.empty((m, n_g, n_a))
         amp_t = np.empty((m, n_g, n_a))
+        k_t = np.zeros((m, n_g, n_a))
+        m_t = np.zeros((m, n_g, n_a))
         fl_t = np.empty((m, n_g))
         for j, setting in enumerate(new):
             effect = np.zeros((m, n_a))
@@ -346,18 +356,28 @@ def _new_draws(
                 base = sub.log_level_group[:, setting.size_group]
             else:
                 base = size_draw[setting.size_group_label]
-            a_t[:, j], amp_t[:, j], fl_t[:, j] = sub.setting(
+            drawn = sub.setting(
                 effect,
                 base,
                 rng.standard_normal((m, n_a)),
                 rng.standard_normal((m, n_a)),
                 rng.standard_normal(m),
+                rng.standard_normal((m, n_a)),
             )
+            a_t[:, j], amp_t[:, j], fl_t[:, j] = drawn.alpha, drawn.amplitude, drawn.floor
+            if drawn.knee is not None:
+                k_t[:, j] = drawn.knee
+            if drawn.midpoint is not None:
+                m_t[:, j] = drawn.midpoint
         # soft wall: accept with probability prod_s sigmoid(L_inf,s / softness)
         log_accept = -np.logaddexp(0.0, -fl_t / spec.floor_softness).sum(axis=1)
         ok = np.log(rng.uniform(size=m)) < log_accept
         done = todo[ok]
         alpha[done], amplitude[done], floor[done] = a_t[ok], amp_t[ok], fl_t[ok]
+        if knee is not None:
+            knee[done] = k_t[ok]
+        if midpoint is not None:
+            midpoint[done] = m_t[ok]
         if gamma is not None and spec.interaction is not None:
             weight = rng.beta(*spec.interaction.weight_beta, size=(int(ok.sum()), n_g))
             gamma[done] = weight * np.maximum(fl_t[ok], 0.0)
@@ -376,6 +396,8 @@ def _new_draws(
         amplitude=amplitude,
         floor=floor,
         gamma=gamma,
+        knee=knee,
+        midpoint=midpoint,
     )
 
 
@@ -547,6 +569,15 @@ def student_t_logpdf(x: ArrayLike, nu: float, mu: ArrayLike, sigma: ArrayLike) -
     )
 
 
+def _joined(parts: Sequence[SettingDraws], name: str) -> Array | None:
+    """The parts' ``knee`` or ``midpoint`` joined over their settings (S, G, A); ``None`` when
+    no axis has that form (then no part has it)."""
+    values = [getattr(p, name) for p in parts]
+    if any(v is None for v in values):
+        return None
+    return np.concatenate(values, axis=1)
+
+
 def _law_loss(
     fit: xr.DataTree,
     post: xr.Dataset,
@@ -573,14 +604,14 @@ def _law_loss(
         dense = (frame[names.REWARD] == names.DENSE).to_numpy()
         log_m = np.log(stack(post[names.DENSE_MULTIPLIER]))
         log_x[:, dense, j] += log_m[:, None]
-    knee, midpoint = axis_knees(fit, spec), axis_midpoints(fit, spec)
+    knee, midpoint = (_joined(parts, name) for name in ("knee", "midpoint"))
     loss = floor[:, sidx] + laws.axis_terms(
         [a.form for a in spec.axes],
         log_x,
         amplitude[:, sidx],
         alpha[:, sidx],
-        None if knee is None else knee[:, None, :],
-        None if midpoint is None else midpoint[:, None, :],
+        None if knee is None else knee[:, sidx],
+        None if midpoint is None else midpoint[:, sidx],
     )
     if layout.size_reference is not None and spec.size is not None:
         e = stack(post[names.SIZE_AMPLITUDE])

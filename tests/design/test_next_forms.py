@@ -43,7 +43,7 @@ def test_each_draw_is_read_by_its_own_form_with_its_own_concentration() -> None:
     stack = _stack(0.5, 800.0)
     stack[OFFSET] = with_concentration(stack[OFFSET], 300.0)  # each form its own
     draws, values = draws_with(stack, [names.CONCENTRATION])
-    knee = draws.knee[:, 1]  # type: ignore[index]
+    knee = draws.knee[:, 0, 1]  # type: ignore[index]  # (S, G, axis): setting 0's task axis
     assert sorted(set(knee)) == [0.0, KNEE] and np.mean(knee > 0) == 0.5
     np.testing.assert_array_equal(values[names.CONCENTRATION], np.where(knee > 0, 300.0, 800.0))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -59,7 +60,8 @@ def _with_form(column, axis, form, var, dim, values) -> xr.DataTree:
 
 
 def _by_formula(tree: xr.DataTree) -> np.ndarray:
-    """``L = L_inf + A_env r^-a + A_task ((D + k D_ref)/(D_ref + k D_ref))^-a + A_traj r^-a``."""
+    """``L = L_inf + A_env r^-a + A_task ((D + k D_ref)/(D_ref + k D_ref))^-a + A_traj r^-a``,
+    ``k`` the row's setting's knee."""
     post = tree["posterior"].to_dataset()
 
     def flat(name: str) -> np.ndarray:
@@ -67,14 +69,15 @@ def _by_formula(tree: xr.DataTree) -> np.ndarray:
         return arr.reshape(-1, *arr.shape[2:])
 
     alpha, amp, floor = flat(names.ALPHA), flat(names.AMPLITUDE), flat(names.LOSS_FLOOR)
-    knee = flat(names.KNEE)[:, 0]
     ref = tree["constant_data"][names.REFERENCE_SCALE].to_numpy()
     setting = [0, 1, 0]
+    knee = flat(names.KNEE)[..., 0]  # (S,) shared, or (S, settings)
+    knee = knee[:, None] if knee.ndim == 1 else knee[:, setting]
     sizes = ROWS[["n_envs", "n_tasks", "rollouts"]].to_numpy(float)
     loss = floor[:, setting].copy()
     for a in range(3):
         d, r = sizes[:, a][None, :], ref[a]
-        ratio = (d + knee[:, None] * r) / (r + knee[:, None] * r) if a == 1 else d / r
+        ratio = (d + knee * r) / (r + knee * r) if a == 1 else d / r
         loss += amp[:, setting, a] * ratio ** -alpha[:, setting, a]
     return loss
 
@@ -86,6 +89,31 @@ def test_predict_evaluates_the_offset_power_where_the_spec_names_it() -> None:
     # the knee matters: the power law's prediction is another number
     power = predict(synthetic_fit(draws=10, spread=0.02), ROWS, observed=False).loss
     assert np.abs(got - power).max() > 1e-3
+
+
+def test_each_setting_is_predicted_with_its_own_knee() -> None:
+    """Knees per setting (dims setting x knee_axis, as a fit of several settings stores them):
+    each row is evaluated with its own setting's knee, by the formula, and the recipe's
+    reader takes each setting's own."""
+    tree = _offset_fit(knee=0.8)
+    post = tree["posterior"].to_dataset()
+    settings = post[names.SETTING_DIM].to_numpy()
+    own = np.array([0.3, 3.0])[: len(settings)]
+    per_setting = post[names.KNEE] * xr.DataArray(own, dims=names.SETTING_DIM,
+                                                   coords={names.SETTING_DIM: settings})  # fmt: skip
+    post[names.KNEE] = per_setting.transpose(
+        names.CHAIN_DIM, names.DRAW_DIM, names.SETTING_DIM, names.KNEE_AXIS_DIM
+    )
+    tree["posterior"] = xr.DataTree(post)
+    got = predict(tree, ROWS, observed=False).loss
+    np.testing.assert_allclose(got, _by_formula(tree), rtol=1e-12)
+    draws = law_draws(tree, forms=True)
+    assert draws.knee is not None
+    flat = (
+        post[names.KNEE].stack(s=(names.CHAIN_DIM, names.DRAW_DIM)).transpose("s", ...).to_numpy()
+    )
+    for g in range(len(settings)):
+        np.testing.assert_allclose(draws.knee[:, g, 1], flat[:, g, 0])
 
 
 def test_the_offset_power_at_a_zero_knee_is_the_power_law() -> None:
@@ -118,7 +146,26 @@ def test_a_new_settings_amplitude_carries_the_midpoint() -> None:
     np.testing.assert_allclose(_amplitude(mid), [[0.2 * (1 + np.e), 0.2]] * 4)
 
 
-def _population(spec: ModelSpec, **shape: np.ndarray) -> Population:
+def test_a_new_setting_draws_its_own_knee_and_midpoint_from_the_population() -> None:
+    """Per-setting shapes: the knee ``kappa |z|`` (``kappa`` 2, ``z`` -0.5: knee 1) and the
+    midpoint ``mu + omega z`` (1 + 1 x 1 = 2), each widening the amplitude as a fitted one."""
+    power = parse_spec(KNEE_SPEC.format(form=""))
+    offset = replace(power, axes=(power.axes[0], replace(power.axes[0], form="offset_power")))
+    kneed = _population(offset, knee=np.array([[0.0, 2.0]] * 4), knee_per_setting=True)
+    z = np.array([[0.0, -0.5]] * 4)
+    np.testing.assert_allclose(kneed.setting(0.0, np.zeros(4), 0 * z, 0 * z, np.zeros(4), z).knee,
+                               [[0.0, 1.0]] * 4)  # fmt: skip
+    np.testing.assert_allclose(_amplitude(kneed, z), [[0.2, 0.4]] * 4)
+    mixed = replace(power, axes=(replace(power.axes[0], form="saturating"), power.axes[0]))
+    mid = _population(
+        mixed, midpoint=np.array([[1.0, 0.0]] * 4), midpoint_spread=np.array([[1.0, 0.0]] * 4)
+    )
+    np.testing.assert_allclose(_amplitude(mid, np.ones((4, 2))), [[0.2 * (1 + np.e), 0.2]] * 4)
+    # z = 0: the mean midpoint, 1
+    np.testing.assert_allclose(_amplitude(mid), [[0.2 * (1 + np.exp(0.5)), 0.2]] * 4)
+
+
+def _population(spec: ModelSpec, **shape: Any) -> Population:
     """Four samples of a two-axis population: exponents 0.5, slopes 0.1, no spreads."""
     ones = np.ones((4, 2))
     return Population(
@@ -129,9 +176,10 @@ def _population(spec: ModelSpec, **shape: np.ndarray) -> Population:
     )  # fmt: skip
 
 
-def _amplitude(population: Population) -> np.ndarray:
+def _amplitude(population: Population, z_shape: np.ndarray | None = None) -> np.ndarray:
     z = np.zeros((4, 2))
-    return population.setting(0.0, np.zeros(4), z, z, np.zeros(4))[1]
+    shape = z if z_shape is None else z_shape
+    return population.setting(0.0, np.zeros(4), z, z, np.zeros(4), shape).amplitude
 
 
 def _saturating_fit(midpoint: float) -> xr.DataTree:

@@ -33,11 +33,13 @@ def test_the_draws_are_the_mixture_of_the_forms(stack) -> None:
     n_chain = np.unique(draws.chain).size
     per_chain = draws.samples // n_chain
     shares = draw_shares([0.7, 0.3], per_chain)
-    knees = draws.knee.reshape(n_chain, per_chain, -1)
+    n_settings = len(draws.settings)
+    assert draws.knee.shape == (draws.samples, n_settings, len(draws.axes))
+    knees = draws.knee.reshape(n_chain, per_chain, n_settings, -1)
     task = draws.axes.index("task")
     for c in range(n_chain):  # each chain: the power draws, then the offset draws
-        assert np.count_nonzero(knees[c, :, task] == KNEE) == shares[1]
-        assert np.count_nonzero(knees[c] > 0) == shares[1]  # on the task axis only
+        assert np.count_nonzero(knees[c, :, :, task] == KNEE) == shares[1] * n_settings
+        assert np.count_nonzero(knees[c] > 0) == shares[1] * n_settings  # the task axis only
     assert draws.has_forms and isinstance(draws.law(), FormLaw)
     assert mixture_weights(stack) == pytest.approx({"power": 0.7, "offset_power": 0.3})
     np.testing.assert_array_equal(draws.draw.reshape(n_chain, -1)[0], np.arange(per_chain))
@@ -60,8 +62,8 @@ def test_every_draws_allocation_is_its_own_optimum(stack) -> None:
     assert free.sum() > sizes.size / 2
     np.testing.assert_allclose(ratio[free], 1.0, atol=1e-7)
     assert np.all(ratio[~free] <= 1.0 + 1e-7)  # at the lower bound: not worth more
-    offset = np.flatnonzero(draws.knee.max(axis=1) > 0)
-    power = np.flatnonzero(draws.knee.max(axis=1) == 0)
+    offset = np.flatnonzero(draws.knee.max(axis=(1, 2)) > 0)
+    power = np.flatnonzero(draws.knee.max(axis=(1, 2)) == 0)
     for s in [*offset[:2], *power[:2]]:
         for g in range(len(draws.settings)):
             one = draws.law(setting=g)
