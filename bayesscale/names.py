@@ -80,6 +80,11 @@ ALPHA_SPREAD: Final = "alpha_spread"  # (axis) sd of per-setting log-exponents
 ALPHA: Final = "alpha"  # (setting, axis) per-setting exponent
 AMPLITUDE: Final = "amplitude"  # (setting, axis) term value at the reference scale
 AMPLITUDE_POP: Final = "amplitude_pop"  # (axis) population median amplitude
+# with [outcome] concentration_spread > 0: CONCENTRATION is (setting), around its population's
+LOG_CONCENTRATION_POP: Final = "log_concentration_pop"  # () log of the settings' median
+CONCENTRATION_POP: Final = "concentration_pop"  # () the settings' median concentration
+CONCENTRATION_SPREAD: Final = "concentration_spread"  # () sd of the settings' log concentrations
+CONCENTRATION_Z: Final = "concentration_z"  # (setting) standardised deviation
 CONTAMINATION: Final = "contamination"  # () share of runs that collapse ([outcome] seed_noise)
 KNEE: Final = "knee"  # (setting, knee_axis) the offset-power form's knee D0 / D_ref ((knee_axis)
 # in a fit of one setting, and in files written before knees were per setting)
@@ -98,7 +103,7 @@ ALPHA_SIZE: Final = "alpha_size"  # () model-size exponent
 INTERACTION_GAMMA: Final = "interaction_gamma"  # (setting) env x task interaction weight
 INTERACTION_BETA: Final = "interaction_beta"  # () interaction exponent
 DENSE_MULTIPLIER: Final = "dense_multiplier"  # () effective-rollout multiplier of dense reward
-CONCENTRATION: Final = "concentration"  # () beta-binomial seed-to-seed concentration
+CONCENTRATION: Final = "concentration"  # () or (setting): beta-binomial seed-to-seed concentration
 LOG_LOSS_SIGMA: Final = "log_loss_sigma"  # () Student-t scale on log loss
 OUTCOME: Final = "outcome"  # observed variable
 

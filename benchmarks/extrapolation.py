@@ -92,6 +92,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--group-size", type=int, default=0, help="curves per pooled fit (0: all)")
     p.add_argument("--form", default="power", help="the law's form on the size axis")
     p.add_argument("--stack", default=None, help="forms to fit and stack, e.g. power,offset_power")
+    p.add_argument(
+        "--concentration-spread", type=float, default=0.0,
+        help="> 0: a concentration per curve ([outcome] concentration_spread)",
+    )  # fmt: skip
     p.add_argument("--workers", type=int, default=None, help="local Ray workers")
     p.add_argument("--ray-address", default=None, help="a Ray cluster to run the fits on")
     for name in ("chains", "tune", "draws", "max-draws"):
@@ -120,12 +124,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.stack:
         law = study.stack(
             fractions, settings, str(args.stack).split(","), args.group_size, args.seed,
-            args.ray_address, args.workers,
+            args.ray_address, args.workers, args.concentration_spread,
         )  # fmt: skip
     else:
         law = study.law(
             fractions, settings, args.group_size, args.seed, args.ray_address, args.workers,
-            args.form, progress,
+            args.form, progress, args.concentration_spread,
         )  # fmt: skip
     law_seconds = time.perf_counter() - start
     start = time.perf_counter()
@@ -141,6 +145,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "cutoffs": fractions,
         "group_size": args.group_size or len(study.curves),
+        "concentration_spread": args.concentration_spread,
         "settings": vars(settings),
         "law_wall_seconds": law_seconds,
         "baseline_wall_seconds": baseline_seconds,

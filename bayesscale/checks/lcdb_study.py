@@ -164,6 +164,7 @@ class _LawJobs:
     observations: pd.DataFrame
     settings: FitSettings
     form: str = "power"
+    concentration_spread: float = 0.0
 
 
 def _law_job(jobs: _LawJobs, item: tuple[float, tuple[str, ...]], seed: int) -> dict[str, Any]:
@@ -171,7 +172,7 @@ def _law_job(jobs: _LawJobs, item: tuple[float, tuple[str, ...]], seed: int) -> 
     from bayesscale.law.inference import fit
 
     fraction, curves = item
-    spec = lcdb.lcdb_spec(jobs.form)
+    spec = lcdb.lcdb_spec(jobs.form, jobs.concentration_spread)
     frame = jobs.observations
     frame = frame[_curve_label(frame).isin(curves)].reset_index(drop=True)
     fitted, held_out = lcdb.split_at(frame, fraction)
@@ -202,6 +203,7 @@ class _StackJobs:
     observations: pd.DataFrame
     settings: FitSettings
     forms: tuple[str, ...]
+    concentration_spread: float = 0.0
 
 
 def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int) -> dict[str, Any]:
@@ -225,10 +227,12 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
                 Table.from_frame(fitted, spec, source=f"LCDB, sizes up to {fraction:g} x largest"),
                 Table.from_frame(inner, spec, source="LCDB, the out-of-scale refit's sizes"),
             )
-            for form, spec in ((f, lcdb.lcdb_spec(f)) for f in jobs.forms)
+            for form, spec in (
+                (f, lcdb.lcdb_spec(f, jobs.concentration_spread)) for f in jobs.forms
+            )
         }
     for form in jobs.forms:
-        spec = lcdb.lcdb_spec(form)
+        spec = lcdb.lcdb_spec(form, jobs.concentration_spread)
         start = time.perf_counter()
         tree = fit(tables[form][0], spec, jobs.settings.config(seed))
         refit = fit(tables[form][1], spec, jobs.settings.config(seed))
@@ -301,12 +305,14 @@ class LcdbStudy:
         self, fractions: Sequence[float], settings: FitSettings, group_size: int | None = None,
         seed: int = 0, ray_address: str | None = None, workers: int | None = None,
         form: str = "power", progress: Callable[[int, int], None] | None = None,
+        concentration_spread: float = 0.0,
     ) -> pd.DataFrame:  # fmt: skip
         """The law's score frame at every cutoff: one fit per (cutoff, group), fanned out;
         ``form`` is the axis's (:mod:`bayesscale.core.forms`), method ``law`` for the power
-        law and ``law (FORM)`` for another; ``progress(done, total)`` as fits finish."""
+        law and ``law (FORM)`` for another; ``progress(done, total)`` as fits finish;
+        ``concentration_spread`` > 0 gives each curve its own concentration."""
         items = [(f, g) for f in fractions for g in self.groups(group_size)]
-        jobs = _LawJobs(self.observations, settings, form)
+        jobs = _LawJobs(self.observations, settings, form, concentration_spread)
         out = run_jobs(_law_job, items, seed, shared=jobs, ray_address=ray_address, workers=workers)
         self.jobs_info.clear()
         for (fraction, group), result in zip(items, out, strict=True):
@@ -318,12 +324,14 @@ class LcdbStudy:
         self, fractions: Sequence[float], settings: FitSettings,
         forms: Sequence[str] = ("power", "offset_power"), group_size: int | None = None,
         seed: int = 0, ray_address: str | None = None, workers: int | None = None,
+        concentration_spread: float = 0.0,
     ) -> pd.DataFrame:  # fmt: skip
         """Each form's and the stack's score frame at every cutoff (methods ``law``, ``law
         (FORM)``, ``stack``): per (cutoff, group) one job fitting every form twice (the fit
-        and its out-of-scale refit), fanned out; the weights are in ``jobs_info``."""
+        and its out-of-scale refit), fanned out; the weights are in ``jobs_info``;
+        ``concentration_spread`` as for :meth:`law`."""
         items = [(f, g) for f in fractions for g in self.groups(group_size)]
-        jobs = _StackJobs(self.observations, settings, tuple(forms))
+        jobs = _StackJobs(self.observations, settings, tuple(forms), concentration_spread)
         out = run_jobs(
             _stack_job, items, seed, shared=jobs, ray_address=ray_address, workers=workers
         )

@@ -67,10 +67,14 @@ label = "training examples"
 """
 
 
-def lcdb_spec(form: str = "power") -> ModelSpec:
+def lcdb_spec(form: str = "power", concentration_spread: float = 0.0) -> ModelSpec:
     """The law of ``LCDB_SPEC`` (one axis on ``size_train``; default priors), its axis of
-    the given form (:mod:`bayesscale.core.forms`)."""
-    return parse_spec(f'{LCDB_SPEC}form = "{form}"\n', source="bayesscale.data.lcdb.LCDB_SPEC")
+    the given form (:mod:`bayesscale.core.forms`), with a concentration per curve where
+    ``concentration_spread`` > 0 (``[outcome] concentration_spread``)."""
+    text = LCDB_SPEC.replace(
+        'kind = "success"\n', f'kind = "success"\nconcentration_spread = {concentration_spread!r}\n'
+    )
+    return parse_spec(f'{text}form = "{form}"\n', source="bayesscale.data.lcdb.LCDB_SPEC")
 
 
 def lcdb_dir(root: str | Path | None = None) -> Path:

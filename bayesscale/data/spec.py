@@ -153,6 +153,9 @@ class ModelSpec:
     interaction: Interaction | None = None
     dense_reward: DenseReward | None = None
     concentration: LogNormalPrior = LogNormalPrior(200.0, 1.0)
+    # > 0: a concentration per setting, log phi_s ~ Normal(log phi, sigma), sigma ~
+    # HalfNormal(concentration_spread); 0: one concentration shared by the settings
+    concentration_spread: float = 0.0
     seed_noise: str = BETA_BINOMIAL
     log_loss_sigma: float = 0.05
     student_nu: float = 4.0
@@ -305,6 +308,17 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
             f"{source}: [outcome] kind: must be one of {OUTCOME_KINDS}, got {outcome!r}"
         )
     concentration = outcome_r.prior("concentration", LogNormalPrior(200.0, 1.0))
+    concentration_spread = float(outcome_r.get("concentration_spread", float, 0.0))
+    if concentration_spread < 0:
+        raise SpecError(
+            f"{source}: [outcome] concentration_spread: must be a number >= 0 (0: one "
+            f"concentration shared by the settings), got {concentration_spread!r}"
+        )
+    if concentration_spread > 0 and outcome != "success":
+        raise SpecError(
+            f"{source}: [outcome] concentration_spread: the concentration is the success "
+            f"counts' beta-binomial's; a {outcome!r} outcome has none"
+        )
     seed_noise = outcome_r.get("seed_noise", str, BETA_BINOMIAL)
     if seed_noise not in SEED_NOISE_KINDS:
         raise SpecError(
@@ -386,6 +400,7 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         interaction=interaction,
         dense_reward=dense,
         concentration=concentration,
+        concentration_spread=concentration_spread,
         seed_noise=seed_noise,
         log_loss_sigma=log_loss_sigma,
         student_nu=student_nu,

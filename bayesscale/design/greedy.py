@@ -108,6 +108,7 @@ class GreedyBatch:
         self.cost_of, self.runs, self.spend, self.why = cost_of, runs, spend, why
         self.stop_ess = stop_ess
         self.p_cache = [engine.p_at(c) for c in cands]
+        self.phi_cache = [engine.phi_at(c) for c in cands]
         m, s = len(engine.outer), engine.draws.samples
         self.shape = (m, s)
         self.cache_ok = len(cands) * m * s * 4 <= CACHE_BYTES
@@ -121,10 +122,10 @@ class GreedyBatch:
         """The log-likelihood of every draw for each simulated outcome of candidate ``i``'s
         ``repeat``-th run (cached in float32 up to ``CACHE_BYTES``)."""
         if not self.cache_ok:
-            return self.engine.loglik(i, repeat, self.p_cache[i])
+            return self.engine.loglik(i, repeat, self.p_cache[i], self.phi_cache[i])
         if (i, repeat) not in self.ll_cache:
-            ll = self.engine.loglik(i, repeat, self.p_cache[i]).astype(np.float32)
-            self.ll_cache[(i, repeat)] = ll
+            ll = self.engine.loglik(i, repeat, self.p_cache[i], self.phi_cache[i])
+            self.ll_cache[(i, repeat)] = ll.astype(np.float32)
         return np.asarray(self.ll_cache[(i, repeat)], dtype=float)
 
     def value_all(
@@ -187,7 +188,7 @@ class GreedyBatch:
                 break
             i = best.candidate
             c = self.cands[i]
-            outcomes = self.engine.outcomes(i, repeats[i], self.p_cache[i])
+            outcomes = self.engine.outcomes(i, repeats[i], self.p_cache[i], self.phi_cache[i])
             batch.append(ChosenRun(c, repeats[i], best, self.why(c, best), outcomes))
             ll_batch = ll_batch + self.loglik(i, repeats[i])
             repeats[i] += 1

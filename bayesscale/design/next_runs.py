@@ -201,7 +201,7 @@ class _FitInputs:
     columns: Mapping[str, str]  # axis -> observation column
     swept: SweptRange
     anchor: Array  # (movers, axes): where one-axis candidates hold the other axes
-    phi: Array  # (S,) the beta-binomial concentration at every draw
+    phi: Array  # (S,) the beta-binomial concentration at every draw, or (S, G) per setting
     contamination: Array | None  # (S,) the share of collapsed runs, where the fit models it
     exponents: Array | None  # (S, n) the population exponents, for the exponents target
     forms: dict[str, float]  # a stack's forms that the draws mix, with their weights

@@ -42,7 +42,7 @@ class ValueEngine:
     under each action) or ``exponents`` (exponents target: (S, n) draws of ``alpha_pop``)."""
 
     draws: LawDraws
-    phi: Array  # (S,)
+    phi: Array  # (S,), or (S, G) where each setting has its own concentration
     trials: int
     outer: NDArray[np.int64]  # (M,) outer draw indices
     seed: int
@@ -59,20 +59,27 @@ class ValueEngine:
         loss = law.loss(np.asarray(cand.sizes, dtype=float)[None, :])
         return np.asarray(laws.success_from_loss(loss), dtype=float)
 
-    def outcomes(self, index: int, repeat: int, p: Array) -> NDArray[np.int64]:
-        """(M,): the outcome of this candidate's ``repeat``-th run simulated from each outer
-        draw (its own seeded stream, so every call gives the same outcomes)."""
+    def phi_at(self, cand: Candidate) -> Array:
+        """(S,): every draw's concentration in the candidate's setting."""
+        if self.phi.ndim == 1:
+            return self.phi
+        return self.phi[:, self.draws.settings.index(cand.setting)]
+
+    def outcomes(self, index: int, repeat: int, p: Array, phi: Array) -> NDArray[np.int64]:
+        """(M,): the outcome of this candidate's ``repeat``-th run (success rate ``p`` and
+        concentration ``phi`` per draw) simulated from each outer draw (its own seeded stream,
+        so every call gives the same outcomes)."""
         rng = np.random.default_rng([self.seed, 7, index, repeat])
-        k = simulate_beta_binomial(rng, self.trials, p[self.outer], self.phi[self.outer])
+        k = simulate_beta_binomial(rng, self.trials, p[self.outer], phi[self.outer])
         if self.contamination is None:
             return k
         collapsed = rng.uniform(size=k.shape) < self.contamination[self.outer]
         return np.where(collapsed, rng.integers(0, self.trials + 1, size=k.shape), k)
 
-    def loglik(self, index: int, repeat: int, p: Array) -> Array:
+    def loglik(self, index: int, repeat: int, p: Array, phi: Array) -> Array:
         """(M, S): the log-likelihood under every draw of :meth:`outcomes`."""
-        k = self.outcomes(index, repeat, p)
-        ll = beta_binomial_logpmf(k[:, None], self.trials, p[None, :], self.phi[None, :])
+        k = self.outcomes(index, repeat, p, phi)
+        ll = beta_binomial_logpmf(k[:, None], self.trials, p[None, :], phi[None, :])
         if self.contamination is None:
             return ll
         return with_collapses(ll, self.trials, self.contamination[None, :])

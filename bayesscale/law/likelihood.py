@@ -69,17 +69,26 @@ _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
 
 class GroupedBetaBinomialLogp(OpFromGraph):
-    """Per-row beta-binomial log pmf of counts ``k`` given per-cell ``p``, ``q`` and a shared
-    concentration ``phi``; rows belong to cells by ``cell_index``, ``trials`` per row.
+    """Per-row beta-binomial log pmf of counts ``k`` given per-cell ``p``, ``q`` and a
+    concentration ``phi``, shared or (``per_cell_phi``) per cell; rows belong to cells by
+    ``cell_index``, ``trials`` per row.
 
-    Inputs ``(k, p, q, phi)``: ``k`` (rows,), ``p`` and ``q`` (cells,), ``phi`` (). Output:
-    (rows,). The trials and the cell of each row are part of the op (data, not inputs).
+    Inputs ``(k, p, q, phi)``: ``k`` (rows,), ``p`` and ``q`` (cells,), ``phi`` () or
+    (cells,). Output: (rows,). The trials and the cell of each row are part of the op (data,
+    not inputs).
     """
 
-    def __init__(self, trials: np.ndarray, cell_index: np.ndarray, n_cells: int) -> None:
+    def __init__(
+        self,
+        trials: np.ndarray,
+        cell_index: np.ndarray,
+        n_cells: int,
+        per_cell_phi: bool = False,
+    ) -> None:
         self.trials = np.asarray(trials, dtype=np.int64)
         self.cell_index = np.asarray(cell_index, dtype=np.int64)
         self.n_cells = int(n_cells)
+        self.per_cell_phi = bool(per_cell_phi)
         if self.trials.shape != self.cell_index.shape or self.trials.ndim != 1:
             raise ValueError("trials and cell_index must be 1-d arrays of the same length")
         if self.cell_index.size and not (
@@ -89,7 +98,7 @@ class GroupedBetaBinomialLogp(OpFromGraph):
         k = pt.vector("k", dtype="int64", shape=(self.trials.size,))
         p = pt.vector("p", shape=(self.n_cells,))
         q = pt.vector("q", shape=(self.n_cells,))
-        phi = pt.scalar("phi")
+        phi = pt.vector("phi", shape=(self.n_cells,)) if self.per_cell_phi else pt.scalar("phi")
         n = pt.as_tensor(self.trials)
         idx = pt.as_tensor(self.cell_index)
         a, b = p * phi, q * phi
@@ -99,7 +108,7 @@ class GroupedBetaBinomialLogp(OpFromGraph):
             - pt.gammaln(n - k + 1)
             + pt.gammaln(k + a[idx])
             + pt.gammaln(n - k + b[idx])
-            - pt.gammaln(n + phi)
+            - pt.gammaln(n + (phi[idx] if self.per_cell_phi else phi))
         )
         per_cell = pt.gammaln(a) + pt.gammaln(b) - pt.gammaln(phi)
         super().__init__([k, p, q, phi], [per_row - per_cell[idx]], inline=False)
@@ -108,12 +117,21 @@ class GroupedBetaBinomialLogp(OpFromGraph):
         return (
             type(other) is type(self)
             and self.n_cells == other.n_cells
+            and self.per_cell_phi == other.per_cell_phi
             and np.array_equal(self.trials, other.trials)
             and np.array_equal(self.cell_index, other.cell_index)
         )
 
     def __hash__(self) -> int:
-        return hash((type(self), self.n_cells, self.trials.tobytes(), self.cell_index.tobytes()))
+        return hash(
+            (
+                type(self),
+                self.n_cells,
+                self.per_cell_phi,
+                self.trials.tobytes(),
+                self.cell_index.tobytes(),
+            )
+        )
 
 
 def stirling_lgamma(x: Any) -> Any:
@@ -182,11 +200,16 @@ def _grouped_beta_binomial_jax(op: GroupedBetaBinomialLogp, **kwargs: Any) -> An
         gammaln = jax.scipy.special.gammaln
         return gammaln(trials + 1) - gammaln(kf + 1) - gammaln(trials - kf + 1)
 
+    def normaliser(phi: Any) -> Any:  # ln Gamma(n_i + phi) per row
+        if op.per_cell_phi:
+            return lg(trials + phi[idx])
+        return lg(levels + phi)[level_of_row]
+
     def forward(k: Any, p: Any, q: Any, phi: Any) -> tuple[Any, Any]:
         a, b = p * phi, q * phi
         x1, x2 = k + a[idx], trials - k + b[idx]
         per_cell = lg(a) + lg(b) - lg(phi)
-        out = lg(x1) + lg(x2) - lg(levels + phi)[level_of_row] - per_cell[idx]
+        out = lg(x1) + lg(x2) - normaliser(phi) - per_cell[idx]
         return out, (p, q, phi, a, b, x1, x2)
 
     @jax.custom_vjp
@@ -202,11 +225,14 @@ def _grouped_beta_binomial_jax(op: GroupedBetaBinomialLogp, **kwargs: Any) -> An
         ct_cell = segment(ct)
         d_a = segment(ct * dg(x1)) - ct_cell * dg(a)
         d_b = segment(ct * dg(x2)) - ct_cell * dg(b)
-        d_phi = (
-            jnp.sum(ct) * dg(phi)
-            - jnp.sum(per_level(ct) * dg(levels + phi))
-            + jnp.sum(d_a * p + d_b * q)
-        )
+        if op.per_cell_phi:  # each cell's own: d/dphi_g of its rows
+            d_phi = ct_cell * dg(phi) - segment(ct * dg(trials + phi[idx])) + d_a * p + d_b * q
+        else:
+            d_phi = (
+                jnp.sum(ct) * dg(phi)
+                - jnp.sum(per_level(ct) * dg(levels + phi))
+                + jnp.sum(d_a * p + d_b * q)
+            )
         return zero_k, d_a * phi, d_b * phi, d_phi
 
     core.defvjp(core_fwd, core_bwd)
@@ -234,11 +260,13 @@ def grouped_beta_binomial(
     observed: Any,
     dims: str | tuple[str, ...] | None = None,
 ) -> Any:
-    """Observed counts, ``k_i ~ BetaBinomial(n_i, p[g_i] phi, q[g_i] phi)``, per row."""
+    """Observed counts, ``k_i ~ BetaBinomial(n_i, p[g_i] phi, q[g_i] phi)``, per row;
+    ``phi`` shared, or per cell (a vector)."""
     cell_index = np.asarray(cell_index, dtype=np.int64)
     trials = np.asarray(trials, dtype=np.int64)
     n_cells = int(cell_index.max()) + 1 if cell_index.size else 0  # every cell has a row
-    op = GroupedBetaBinomialLogp(trials, cell_index, n_cells)
+    per_cell = pt.as_tensor(phi).ndim == 1
+    op = GroupedBetaBinomialLogp(trials, cell_index, n_cells, per_cell_phi=per_cell)
 
     def logp(value: Any, p_: Any, q_: Any, phi_: Any, cell_: Any, trials_: Any) -> Any:
         return op(pt.cast(value, "int64"), p_, q_, phi_)
@@ -252,7 +280,7 @@ def grouped_beta_binomial(
         trials,
         dist=_beta_binomial_rows,
         logp=logp,
-        signature="(c),(c),(),(n),(n)->(n)",
+        signature="(c),(c),(c),(n),(n)->(n)" if per_cell else "(c),(c),(),(n),(n)->(n)",
         observed=observed,
         dims=dims,
         dtype="int64",
@@ -286,11 +314,13 @@ def contaminated_beta_binomial(
 ) -> Any:
     """Observed counts, ``k_i ~ (1 - eps) BetaBinomial(n_i, p[g_i] phi, q[g_i] phi) + eps
     Uniform{0..n_i}``, per row (the beta-binomial part is :class:`GroupedBetaBinomialLogp`,
-    so the JAX log density keeps its per-cell terms and hand-written gradient)."""
+    so the JAX log density keeps its per-cell terms and hand-written gradient); ``phi``
+    shared, or per cell."""
     cell_index = np.asarray(cell_index, dtype=np.int64)
     trials = np.asarray(trials, dtype=np.int64)
     n_cells = int(cell_index.max()) + 1 if cell_index.size else 0
-    op = GroupedBetaBinomialLogp(trials, cell_index, n_cells)
+    per_cell = pt.as_tensor(phi).ndim == 1
+    op = GroupedBetaBinomialLogp(trials, cell_index, n_cells, per_cell_phi=per_cell)
     log_uniform = -np.log1p(trials.astype(float))
 
     def logp(value: Any, p_: Any, q_: Any, phi_: Any, eps_: Any, cell_: Any, trials_: Any) -> Any:
@@ -307,7 +337,7 @@ def contaminated_beta_binomial(
         trials,
         dist=_contaminated_rows,
         logp=logp,
-        signature="(c),(c),(),(),(n),(n)->(n)",
+        signature="(c),(c),(c),(),(n),(n)->(n)" if per_cell else "(c),(c),(),(),(n),(n)->(n)",
         observed=observed,
         dims=dims,
         dtype="int64",
@@ -325,15 +355,32 @@ def success_likelihood(
     successes: Any,
     concentration: LogNormalPrior,
     seed_noise: str = BETA_BINOMIAL,
+    per_setting: tuple[np.ndarray, float] | None = None,
 ) -> None:
     """Beta-binomial held-out successes around ``p = exp(-L)`` per cell, in logits form
     (``logit p = -L - log(-expm1(-L))``; ``p = exp(-L)`` directly gave NaN gradients at the
     start in JAX), inside a model context; with ``seed_noise = "contaminated"`` a share
-    ``epsilon`` of runs uniform instead. ``loss`` is per cell."""
+    ``epsilon`` of runs uniform instead. ``loss`` is per cell.
+
+    One concentration ``phi ~ LogNormal`` (the spec's prior), or with ``per_setting`` (each
+    cell's setting index, and the spread's scale ``s``) one per setting, non-centred:
+    ``log phi_s = log phi_pop + sigma z_s``, ``log phi_pop`` the spec's prior, ``sigma ~
+    HalfNormal(s)``, ``z_s ~ Normal(0, 1)``."""
     if trials is None:
         raise ValueError("a success-count likelihood needs the trials column (prepare() fills it)")
     c_mu, c_sd = _lognormal_location(concentration)
-    phi = pm.LogNormal(names.CONCENTRATION, c_mu, c_sd)
+    if per_setting is None:
+        phi = pm.LogNormal(names.CONCENTRATION, c_mu, c_sd)
+    else:
+        cell_setting, scale = per_setting
+        log_pop = pm.Normal(names.LOG_CONCENTRATION_POP, c_mu, c_sd)
+        pm.Deterministic(names.CONCENTRATION_POP, pt.exp(log_pop))
+        spread = pm.HalfNormal(names.CONCENTRATION_SPREAD, sigma=scale)
+        z = pm.Normal(names.CONCENTRATION_Z, 0.0, 1.0, dims=names.SETTING_DIM)
+        by_setting = pm.Deterministic(
+            names.CONCENTRATION, pt.exp(log_pop + spread * z), dims=names.SETTING_DIM
+        )
+        phi = by_setting[np.asarray(cell_setting, dtype=np.int64)]
     logit_p = -loss - pt.log(-pt.expm1(-loss))
     p, q = pm.math.sigmoid(logit_p), pm.math.sigmoid(-logit_p)
     if seed_noise == CONTAMINATED:
@@ -390,14 +437,27 @@ class OutcomeModel(Protocol):
     def seed_noise(self) -> str: ...
 
 
-def observe(loss: Any, index: np.ndarray, design: Outcomes, spec: OutcomeModel) -> None:
+def observe(
+    loss: Any,
+    index: np.ndarray,
+    design: Outcomes,
+    spec: OutcomeModel,
+    per_setting: tuple[np.ndarray, float] | None = None,
+) -> None:
     """The likelihood of the observed outcome around the law's ``loss`` per cell (``index``:
-    each row's cell): beta-binomial successes (:func:`success_likelihood`) or Student-t log
-    loss (:func:`log_loss_likelihood`), as ``spec.outcome`` says. The one switch both models
-    share."""
+    each row's cell): beta-binomial successes (:func:`success_likelihood`, with a
+    concentration per setting where ``per_setting`` gives each cell's setting and the
+    spread's scale) or Student-t log loss (:func:`log_loss_likelihood`), as ``spec.outcome``
+    says. The one switch both models share."""
     if spec.outcome == "success":
         success_likelihood(
-            loss, index, design.trials, design.successes, spec.concentration, spec.seed_noise
+            loss,
+            index,
+            design.trials,
+            design.successes,
+            spec.concentration,
+            spec.seed_noise,
+            per_setting,
         )
         return
     if design.loss is None:

@@ -115,8 +115,17 @@ def build_law_model(design: Design) -> pm.Model:
         log_slope, amplitude = _slopes(design, log_alpha_pop, log_alpha, shape)
         level, floor = _level_and_floor(design, amplitude)
         loss = _law_at_cells(design, cells, alpha, log_slope, level, floor, shape)
-        observe(loss, cells.index, design, spec)
+        observe(loss, cells.index, design, spec, _concentration_by_setting(design, cells))
     return model
+
+
+def _concentration_by_setting(design: Design, cells: Cells) -> tuple[np.ndarray, float] | None:
+    """Each cell's setting and the spread's scale where the spec gives each setting its own
+    concentration (``[outcome] concentration_spread > 0``, several settings); else ``None``."""
+    scale = design.spec.concentration_spread
+    if scale <= 0 or len(design.settings) == 1:
+        return None
+    return design.setting_index[cells.first_row], scale
 
 
 def _exponents(design: Design) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:

@@ -418,7 +418,7 @@ class Prediction:
     new_setting: NDArray[np.bool_]  # per row
     loss: Array
     trials: NDArray[np.int64] | None
-    concentration: Array | None  # (S,)
+    concentration: Array | None  # (S,), or (S, R) where each setting has its own
     log_loss_sigma: Array | None  # (S,)
     student_nu: float
     observed: Array | None = field(default=None)  # successes or loss per row, when given
@@ -448,7 +448,7 @@ class Prediction:
             raise PredictError(f"the fit has no {names.CONCENTRATION!r}")
         with np.errstate(invalid="ignore"):  # L <= 0: NaN, as the model's own logp
             logit = laws.logit_from_loss(loss)
-        phi = self.concentration[:, None]
+        phi = self.concentration[:, None] if self.concentration.ndim == 1 else self.concentration
         return special.expit(logit) * phi, special.expit(-logit) * phi
 
     def sample(self, seed: int | np.random.Generator = 0, replicates: int = 1) -> Array:
@@ -701,12 +701,40 @@ def predict(
         new_setting=labels.isin(new_labels).to_numpy(),
         loss=np.asarray(loss, dtype=float),
         trials=frame[names.TRIALS].to_numpy(np.int64) if success else None,
-        concentration=stack(post[names.CONCENTRATION]) if names.CONCENTRATION in post else None,
+        concentration=_row_concentration(post, parts, sidx, rng),
         log_loss_sigma=stack(post[names.LOG_LOSS_SIGMA]) if names.LOG_LOSS_SIGMA in post else None,
         student_nu=spec.student_nu,
         observed=obs_values,
         contamination=stack(post[names.CONTAMINATION]) if names.CONTAMINATION in post else None,
     )
+
+
+def _row_concentration(
+    post: xr.Dataset,
+    parts: Sequence[SettingDraws],
+    sidx: NDArray[np.int64],
+    rng: np.random.Generator,
+) -> Array | None:
+    """The beta-binomial concentration per draw ``(S,)``, or, where each setting has its own
+    (``[outcome] concentration_spread``), per draw and row ``(S, R)``: a fitted setting's
+    own, a new setting's drawn from the population, ``exp(log phi_pop + sigma z)``."""
+    if names.CONCENTRATION not in post:
+        return None
+    phi = post[names.CONCENTRATION]
+    if names.SETTING_DIM not in phi.dims:
+        return stack(phi)
+    known = set(str(s) for s in phi[names.SETTING_DIM].to_numpy())
+    columns = []
+    for part in parts:
+        fitted = [s for s in part.settings if s in known]
+        if len(fitted) == len(part.settings):
+            columns.append(stack(phi.sel({names.SETTING_DIM: fitted}), names.SETTING_DIM))
+            continue
+        log_pop = stack(post[names.LOG_CONCENTRATION_POP])[:, None]
+        spread = stack(post[names.CONCENTRATION_SPREAD])[:, None]
+        z = rng.standard_normal((log_pop.shape[0], len(part.settings)))
+        columns.append(np.exp(log_pop + spread * z))
+    return np.concatenate(columns, axis=1)[:, sidx]
 
 
 def draw_shares(weights: ArrayLike, samples: int) -> NDArray[np.int64]:

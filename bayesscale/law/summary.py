@@ -155,13 +155,15 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
         for name in (
             names.ALPHA_SIZE,
             names.SIZE_AMPLITUDE,
-            names.CONCENTRATION,
+            names.CONCENTRATION,  # one shared by the settings; else their median and spread:
+            names.CONCENTRATION_POP,
+            names.CONCENTRATION_SPREAD,
             names.CONTAMINATION,
             names.LOG_LOSS_SIGMA,
             names.DENSE_MULTIPLIER,
             names.INTERACTION_BETA,
         )
-        if name in post
+        if name in post and names.SETTING_DIM not in post[name].dims
     }
     if "size" in identified:  # the size exponent's identification, as the axes' have theirs
         other[names.ALPHA_SIZE].update(identified["size"])

@@ -36,27 +36,42 @@ def _case(seed: int = 0):
     return index, trials, k, p, 1 - p, 37.5
 
 
-def test_grouped_beta_binomial_equals_scipy_in_both_translations() -> None:
+def _phi(per_cell: bool, phi: float, cells: int = 7) -> tuple[np.ndarray, pt.TensorVariable]:
+    """The concentration as the op takes it: shared (a scalar), or per cell (a vector of
+    different values, so a mixed-up cell would show)."""
+    if per_cell:
+        return phi * np.linspace(0.3, 3.0, cells), pt.vector("phi")
+    return np.asarray(phi), pt.scalar("phi")
+
+
+@pytest.mark.parametrize("per_cell", [False, True])
+def test_grouped_beta_binomial_equals_scipy_in_both_translations(per_cell: bool) -> None:
     index, trials, k, p, q, phi = _case()
-    op = GroupedBetaBinomialLogp(trials, index, 7)
-    reference = stats.betabinom.logpmf(k, trials, p[index] * phi, q[index] * phi)
-    kv, pv, qv, fv = pt.lvector("k"), pt.vector("p"), pt.vector("q"), pt.scalar("phi")
+    phi_value, fv = _phi(per_cell, phi)
+    op = GroupedBetaBinomialLogp(trials, index, 7, per_cell_phi=per_cell)
+    cell_phi = np.broadcast_to(phi_value, (7,))[index]
+    reference = stats.betabinom.logpmf(k, trials, p[index] * cell_phi, q[index] * cell_phi)
+    kv, pv, qv = pt.lvector("k"), pt.vector("p"), pt.vector("q")
     out = op(kv, pv, qv, fv)
-    np.testing.assert_allclose(out.eval({kv: k, pv: p, qv: q, fv: phi}), reference, atol=1e-10)
+    np.testing.assert_allclose(
+        out.eval({kv: k, pv: p, qv: q, fv: phi_value}), reference, atol=1e-10
+    )
     (jax_fn,) = [get_jaxified_graph(inputs=[kv, pv, qv, fv], outputs=[out])]
-    np.testing.assert_allclose(np.asarray(jax_fn(k, p, q, phi)[0]), reference, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(jax_fn(k, p, q, phi_value)[0]), reference, atol=1e-8)
 
 
-def test_grouped_beta_binomial_gradient_equals_pytensor() -> None:
+@pytest.mark.parametrize("per_cell", [False, True])
+def test_grouped_beta_binomial_gradient_equals_pytensor(per_cell: bool) -> None:
     index, trials, k, p, q, phi = _case(1)
-    op = GroupedBetaBinomialLogp(trials, index, 7)
-    pv, qv, fv = pt.vector("p"), pt.vector("q"), pt.scalar("phi")
+    phi_value, fv = _phi(per_cell, phi)
+    op = GroupedBetaBinomialLogp(trials, index, 7, per_cell_phi=per_cell)
+    pv, qv = pt.vector("p"), pt.vector("q")
     weights = np.random.default_rng(2).normal(size=k.size)  # a cotangent that is not all ones
     total = pt.sum(op(pt.as_tensor(k), pv, qv, fv) * weights)
-    theirs = [g.eval({pv: p, qv: q, fv: phi}) for g in pt.grad(total, [pv, qv, fv])]
+    theirs = [g.eval({pv: p, qv: q, fv: phi_value}) for g in pt.grad(total, [pv, qv, fv])]
     (fn,) = [get_jaxified_graph(inputs=[pv, qv, fv], outputs=[total])]
     ours = jax.grad(lambda a, b, c: fn(a, b, c)[0], argnums=(0, 1, 2))(
-        jnp.asarray(p), jnp.asarray(q), jnp.asarray(phi)
+        jnp.asarray(p), jnp.asarray(q), jnp.asarray(phi_value)
     )
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(np.asarray(a), b, rtol=1e-9, atol=1e-9)
