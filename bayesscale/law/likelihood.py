@@ -11,7 +11,9 @@ success probability ``p_g``:
     \\log f(k_i) = \\log\\binom{n_i}{k_i} + \\ln\\Gamma(k_i + a_g) + \\ln\\Gamma(n_i - k_i + b_g)
         - \\ln\\Gamma(n_i + \\phi) - \\ln\\Gamma(a_g) - \\ln\\Gamma(b_g) + \\ln\\Gamma(\\phi)
 
-with ``a = p phi`` and ``b = q phi``. Declared as a ``pm.CustomDist`` whose random draws are
+with ``a = p phi`` and ``b = q phi``; ``phi`` is shared by the settings, or with
+``[outcome] concentration_spread > 0`` each setting's own (then the cell's setting's, and
+``ln Gamma(n_i + phi)`` is taken per row). Declared as a ``pm.CustomDist`` whose random draws are
 PyMC's own ``BetaBinomial`` over rows, and whose log density is
 :class:`GroupedBetaBinomialLogp`, an ``OpFromGraph`` of exactly the formula above in
 standard PyTensor ops (what PyMC's and nutpie's samplers compile). Its JAX translation
