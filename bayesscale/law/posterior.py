@@ -36,7 +36,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -759,7 +759,8 @@ class Population:
         return DrawnSetting(np.exp(log_alpha), amplitude, floor, knee, midpoint)
 
 
-class DrawnSetting(NamedTuple):
+@dataclass(frozen=True)
+class DrawnSetting:
     """One setting's law per sample (:meth:`Population.setting`): ``alpha``, ``amplitude``,
     ``knee`` and ``midpoint`` (S, A; the last two ``None`` where no axis has that form) and
     ``floor`` (S,)."""

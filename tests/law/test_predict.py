@@ -199,7 +199,7 @@ def test_deterministics_rebuilt_from_free_variables(law_fit):
                 for k in layout.spec.size.groups  # algorithm | domain
             )
         )
-        alpha, amplitude, floor, no_knee, no_midpoint = pop.setting(
+        drawn = pop.setting(
             np.zeros_like(pop.log_alpha_pop),
             pop.log_level_group[:, group],
             stack[ALPHA_Z].isel(setting=i).values,
@@ -207,7 +207,8 @@ def test_deterministics_rebuilt_from_free_variables(law_fit):
             _level_z(stack, layout, i, pop.log_level_group[:, group]),
         )
         s = stack.sel(setting=setting)
-        assert no_knee is None and no_midpoint is None  # a power-law fit
+        alpha, amplitude, floor = drawn.alpha, drawn.amplitude, drawn.floor
+        assert drawn.knee is None and drawn.midpoint is None  # a power-law fit
         np.testing.assert_allclose(alpha, s[names.ALPHA].values, rtol=1e-10)
         np.testing.assert_allclose(amplitude, s[names.AMPLITUDE].values, rtol=1e-10)
         np.testing.assert_allclose(floor, s[names.LOSS_FLOOR].values, rtol=1e-9, atol=1e-12)
@@ -227,7 +228,7 @@ def test_deterministics_rebuilt_with_exponent_groups():
     for i, setting in enumerate(layout.settings):
         g = layout.exponent_groups[key].index(layout.key_values[key][i])
         size_group = layout.size_groups.index(f"{layout.key_values[key][i]} | swe")
-        alpha, amplitude, floor, no_knee, no_midpoint = pop.setting(
+        drawn = pop.setting(
             effects[:, g],
             pop.log_level_group[:, size_group],
             stack[ALPHA_Z].isel(setting=i).values,
@@ -235,7 +236,8 @@ def test_deterministics_rebuilt_with_exponent_groups():
             _level_z(stack, layout, i, pop.log_level_group[:, size_group]),
         )
         s = stack.sel(setting=setting)
-        assert no_knee is None and no_midpoint is None  # a power-law fit
+        alpha, amplitude, floor = drawn.alpha, drawn.amplitude, drawn.floor
+        assert drawn.knee is None and drawn.midpoint is None  # a power-law fit
         np.testing.assert_allclose(alpha, s[names.ALPHA].values, rtol=1e-10)
         np.testing.assert_allclose(amplitude, s[names.AMPLITUDE].values, rtol=1e-10)
         np.testing.assert_allclose(floor, s[names.LOSS_FLOOR].values, rtol=1e-9, atol=1e-10)
