@@ -79,7 +79,8 @@ ALPHA_POP: Final = "alpha_pop"  # (axis) population (median) exponent
 ALPHA_SPREAD: Final = "alpha_spread"  # (axis) sd of per-setting log-exponents
 ALPHA: Final = "alpha"  # (setting, axis) per-setting exponent
 AMPLITUDE: Final = "amplitude"  # (setting, axis) term value at the reference scale
-AMPLITUDE_POP: Final = "amplitude_pop"  # (axis) population median amplitude
+AMPLITUDE_POP: Final = "amplitude_pop"  # (axis) the amplitude at the population's exponent
+# and slope (and, per setting, its knees' median kappa z_50 and its midpoints' mean)
 # with [outcome] concentration_spread > 0: CONCENTRATION is (setting), around its population's
 LOG_CONCENTRATION_POP: Final = "log_concentration_pop"  # () log of the settings' median
 CONCENTRATION_POP: Final = "concentration_pop"  # () the settings' median concentration

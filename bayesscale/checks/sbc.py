@@ -93,7 +93,8 @@ class Quantity:
 
 def default_quantities(design: Design, log_likelihood: bool = True) -> list[Quantity]:
     """``alpha_pop`` per axis, the first setting's exponents (with more than one setting),
-    the concentration (success outcomes), the first setting's loss floor and (with
+    the concentration (success outcomes; the settings' median ``concentration_pop`` where each
+    setting has its own), the first setting's loss floor and (with
     ``log_likelihood``) the data's log-likelihood ``LOG_LIKELIHOOD``, ranked at the truth
     among its values at the draws (Modrák et al. 2023: a quantity that depends on the data)."""
     axes = design.spec.axis_names
@@ -104,7 +105,8 @@ def default_quantities(design: Design, log_likelihood: bool = True) -> list[Quan
             Quantity(names.ALPHA, ((names.SETTING_DIM, first), (names.AXIS_DIM, a))) for a in axes
         ]
     if design.spec.outcome == "success":
-        out.append(Quantity(names.CONCENTRATION))
+        per_setting = design.spec.concentration_spread > 0 and len(design.settings) > 1
+        out.append(Quantity(names.CONCENTRATION_POP if per_setting else names.CONCENTRATION))
     out.append(Quantity(names.LOSS_FLOOR, ((names.SETTING_DIM, first),)))
     if log_likelihood:
         out.append(Quantity(LOG_LIKELIHOOD))

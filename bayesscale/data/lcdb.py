@@ -74,7 +74,9 @@ def lcdb_spec(form: str = "power", concentration_spread: float = 0.0) -> ModelSp
     text = LCDB_SPEC.replace(
         'kind = "success"\n', f'kind = "success"\nconcentration_spread = {concentration_spread!r}\n'
     )
-    return parse_spec(f'{text}form = "{form}"\n', source="bayesscale.data.lcdb.LCDB_SPEC")
+    spec = parse_spec(f'{text}form = "{form}"\n', source="bayesscale.data.lcdb.LCDB_SPEC")
+    assert spec.concentration_spread == concentration_spread  # the [outcome] line was found
+    return spec
 
 
 def lcdb_dir(root: str | Path | None = None) -> Path:

@@ -261,13 +261,13 @@ def grouped_beta_binomial(
     trials: np.ndarray,
     observed: Any,
     dims: str | tuple[str, ...] | None = None,
+    per_cell: bool = False,
 ) -> Any:
     """Observed counts, ``k_i ~ BetaBinomial(n_i, p[g_i] phi, q[g_i] phi)``, per row;
-    ``phi`` shared, or per cell (a vector)."""
+    ``phi`` shared, or with ``per_cell`` one per cell (a vector)."""
     cell_index = np.asarray(cell_index, dtype=np.int64)
     trials = np.asarray(trials, dtype=np.int64)
     n_cells = int(cell_index.max()) + 1 if cell_index.size else 0  # every cell has a row
-    per_cell = pt.as_tensor(phi).ndim == 1
     op = GroupedBetaBinomialLogp(trials, cell_index, n_cells, per_cell_phi=per_cell)
 
     def logp(value: Any, p_: Any, q_: Any, phi_: Any, cell_: Any, trials_: Any) -> Any:
@@ -313,15 +313,15 @@ def contaminated_beta_binomial(
     trials: np.ndarray,
     observed: Any,
     dims: str | tuple[str, ...] | None = None,
+    per_cell: bool = False,
 ) -> Any:
     """Observed counts, ``k_i ~ (1 - eps) BetaBinomial(n_i, p[g_i] phi, q[g_i] phi) + eps
     Uniform{0..n_i}``, per row (the beta-binomial part is :class:`GroupedBetaBinomialLogp`,
     so the JAX log density keeps its per-cell terms and hand-written gradient); ``phi``
-    shared, or per cell."""
+    shared, or with ``per_cell`` one per cell."""
     cell_index = np.asarray(cell_index, dtype=np.int64)
     trials = np.asarray(trials, dtype=np.int64)
     n_cells = int(cell_index.max()) + 1 if cell_index.size else 0
-    per_cell = pt.as_tensor(phi).ndim == 1
     op = GroupedBetaBinomialLogp(trials, cell_index, n_cells, per_cell_phi=per_cell)
     log_uniform = -np.log1p(trials.astype(float))
 
@@ -389,14 +389,15 @@ def success_likelihood(
         eps = pm.Beta(names.CONTAMINATION, *CONTAMINATION_PRIOR)
         contaminated_beta_binomial(
             names.OUTCOME, p, q, phi, eps, cell_index, trials, observed=successes,
-            dims=names.OBS_DIM,
+            dims=names.OBS_DIM, per_cell=per_setting is not None,
         )  # fmt: skip
         return
     if seed_noise != BETA_BINOMIAL:
         raise ValueError(f"unknown seed_noise {seed_noise!r}")
     grouped_beta_binomial(
-        names.OUTCOME, p, q, phi, cell_index, trials, observed=successes, dims=names.OBS_DIM
-    )
+        names.OUTCOME, p, q, phi, cell_index, trials, observed=successes, dims=names.OBS_DIM,
+        per_cell=per_setting is not None,
+    )  # fmt: skip
 
 
 def log_loss_likelihood(loss: Any, observed: np.ndarray, sigma_scale: float, nu: float) -> None:

@@ -675,14 +675,19 @@ class Population:
     group_effects: dict[str, Array]  # key -> (S, groups, A) = z * spread
     group_spreads: dict[str, Array]  # key -> (S, A)
     size_amplitude: Array | None  # (S,)
-    # the offset-power axes' knee (S, A; 0 on other axes): a knee shared by the settings, or
-    # the scale kappa of per-setting knees kappa |z| (knee_per_setting)
+    # the offset-power axes' knee shared by the settings (S, A; 0 on other axes), or the scale
+    # kappa of per-setting knees kappa |z| (knee_scale); one of the two where an axis has it
     knee: Array | None = None
-    knee_per_setting: bool = False
+    knee_scale: Array | None = None
     # the saturating axes' midpoint (S, A; 0 elsewhere): shared, or the mean mu of per-setting
     # midpoints mu + omega z (omega: midpoint_spread, S x A)
     midpoint: Array | None = None
     midpoint_spread: Array | None = None
+
+    @property
+    def shapes_per_setting(self) -> bool:
+        """Whether a new setting draws its own knees or midpoints (and so needs ``z_shape``)."""
+        return self.knee_scale is not None or self.midpoint_spread is not None
 
     def take(self, index: NDArray[np.int64]) -> Population:
         """The same population at the samples ``index``."""
@@ -703,7 +708,7 @@ class Population:
             group_spreads={k: v[index] for k, v in self.group_spreads.items()},
             size_amplitude=pick(self.size_amplitude),
             knee=pick(self.knee),
-            knee_per_setting=self.knee_per_setting,
+            knee_scale=pick(self.knee_scale),
             midpoint=pick(self.midpoint),
             midpoint_spread=pick(self.midpoint_spread),
         )
@@ -734,15 +739,12 @@ class Population:
             + np.asarray(exponent_effect, dtype=float)
             + self.alpha_spread * np.asarray(z_alpha, dtype=float)
         )
-        knee, midpoint = self.knee, self.midpoint
-        per_setting = (knee is not None and self.knee_per_setting) or (
-            midpoint is not None and self.midpoint_spread is not None
-        )
-        if per_setting and z_shape is None:
+        if self.shapes_per_setting and z_shape is None:
             raise ValueError("per-setting knees or midpoints need their deviations, z_shape")
         z = np.asarray(0.0 if z_shape is None else z_shape, dtype=float)
-        if knee is not None and self.knee_per_setting:
-            knee = knee * np.abs(z)
+        knee, midpoint = self.knee, self.midpoint
+        if self.knee_scale is not None:
+            knee = self.knee_scale * np.abs(z)
         if midpoint is not None and self.midpoint_spread is not None:
             midpoint = midpoint + self.midpoint_spread * z
         log_slope = self.log_slope_pop + self.slope_spread * np.asarray(z_slope, dtype=float)
@@ -842,8 +844,8 @@ def _population_shapes(fit: xr.DataTree, spec: ModelSpec) -> dict[str, Any]:
         "midpoint": None if midpoint is None else midpoint[:, 0],
     }
     if knee is not None and names.KNEE_SCALE in post:
-        out["knee"] = read(OFFSET_POWER, names.KNEE_SCALE, names.KNEE_AXIS_DIM)
-        out["knee_per_setting"] = True
+        out["knee"] = None
+        out["knee_scale"] = read(OFFSET_POWER, names.KNEE_SCALE, names.KNEE_AXIS_DIM)
     if midpoint is not None and names.MIDPOINT_POP in post:
         out["midpoint"] = read(SATURATING, names.MIDPOINT_POP, names.MIDPOINT_AXIS_DIM)
         out["midpoint_spread"] = read(SATURATING, names.MIDPOINT_SPREAD, names.MIDPOINT_AXIS_DIM)

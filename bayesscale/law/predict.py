@@ -323,7 +323,8 @@ def _new_draws(
     }
     alpha = np.empty((n_s, n_g, n_a))
     amplitude = np.empty((n_s, n_g, n_a))
-    knee = None if pop.knee is None else np.empty((n_s, n_g, n_a))
+    has_knee = pop.knee is not None or pop.knee_scale is not None
+    knee = np.empty((n_s, n_g, n_a)) if has_knee else None
     midpoint = None if pop.midpoint is None else np.empty((n_s, n_g, n_a))
     floor = np.empty((n_s, n_g))
     gamma = np.empty((n_s, n_g)) if spec.interaction is not None else None
@@ -362,7 +363,7 @@ def _new_draws(
                 rng.standard_normal((m, n_a)),
                 rng.standard_normal((m, n_a)),
                 rng.standard_normal(m),
-                rng.standard_normal((m, n_a)),
+                rng.standard_normal((m, n_a)) if sub.shapes_per_setting else None,
             )
             a_t[:, j], amp_t[:, j], fl_t[:, j] = drawn.alpha, drawn.amplitude, drawn.floor
             if drawn.knee is not None:

@@ -148,6 +148,10 @@ def summarise(tree: xr.DataTree, prob: float = 0.9) -> dict[str, Any]:
             for a in axes
         }
         per_setting[s]["loss_floor"] = floors[(s,)]
+        if names.CONCENTRATION in post and names.SETTING_DIM in post[names.CONCENTRATION].dims:
+            per_setting[s]["concentration"] = interval(
+                post[names.CONCENTRATION].sel({names.SETTING_DIM: s}), prob
+            )
     pop_intervals = intervals(alpha_pop, prob)
     ordering_settings = ordering_probability(alpha)
     other = {

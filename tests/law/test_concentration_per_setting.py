@@ -71,6 +71,17 @@ def test_the_model_has_a_concentration_per_setting_and_jax_agrees(noise: str) ->
     one = _simulate(settings=1)
     single = build_law_model(prepare(Table.from_frame(one, spec), spec))
     assert names.CONCENTRATION in {v.name for v in single.free_RVs}
+    # calibration ranks the settings' median, the one scalar of the concentrations
+    from bayesscale.checks.sbc import default_quantities
+
+    ranked = {
+        q.variable for q in default_quantities(prepare(Table.from_frame(_simulate(), spec), spec))
+    }
+    assert names.CONCENTRATION_POP in ranked and names.CONCENTRATION not in ranked
+    shared = _spec(0.0, noise)
+    zero = build_law_model(prepare(Table.from_frame(_simulate(), shared), shared))
+    assert names.CONCENTRATION in {v.name for v in zero.free_RVs}
+    assert names.CONCENTRATION_Z not in zero.named_vars
 
 
 @pytest.mark.slow

@@ -151,7 +151,7 @@ def test_a_new_setting_draws_its_own_knee_and_midpoint_from_the_population() -> 
     midpoint ``mu + omega z`` (1 + 1 x 1 = 2), each widening the amplitude as a fitted one."""
     power = parse_spec(KNEE_SPEC.format(form=""))
     offset = replace(power, axes=(power.axes[0], replace(power.axes[0], form="offset_power")))
-    kneed = _population(offset, knee=np.array([[0.0, 2.0]] * 4), knee_per_setting=True)
+    kneed = _population(offset, knee_scale=np.array([[0.0, 2.0]] * 4))
     z = np.array([[0.0, -0.5]] * 4)
     np.testing.assert_allclose(kneed.setting(0.0, np.zeros(4), 0 * z, 0 * z, np.zeros(4), z).knee,
                                [[0.0, 1.0]] * 4)  # fmt: skip
