@@ -134,6 +134,21 @@ def assert_jax_density_is_pymcs(model: Any, points: int, atol: float = 0.0) -> N
         assert float(density.logp(flat)) == pytest.approx(float(theirs(value)), rel=1e-11, abs=atol)
 
 
+# three rows the synthetic fit (recipe.synthetic.synthetic_fit) predicts: its settings S0 and
+# S1 at small, middle and large sizes
+SYNTHETIC_ROWS = pd.DataFrame(
+    {
+        "model": ["S0", "S1", "S0"],
+        "algorithm": ["grpo"] * 3,
+        "domain": ["math"] * 3,
+        "n_envs": [8, 64, 2048],
+        "n_tasks": [100, 3000, 200_000],
+        "rollouts": [2, 16, 512],
+        "trials": [100, 100, 100],
+    }
+)
+
+
 # --- a stacked fit without sampling: the synthetic power law and its offset-power twin ------
 
 

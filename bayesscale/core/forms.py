@@ -23,10 +23,11 @@ settings as the exponents are): ``alpha`` the axis's ``exponent`` prior (``LogNo
 spec); the knee ``k = kappa z``, ``kappa ~ HalfNormal(1)`` per axis and ``z ~ HalfNormal(1)``
 (in units of ``D_ref``: mass at 0, the power law; a knee beyond ``D_ref`` flattens the lower
 half of the sweep; a fit of one setting has ``k ~ HalfNormal(1)``); the steepness ``beta``
-takes the place of the exponent (the same prior and pooling: far above the midpoint the term is a power law of
-exponent ``beta``); the midpoint ``m = mu + omega z`` per setting, its mean ``mu ~ Normal(0,
-2)`` (within about ``e^{±4}``, 55x, of ``D_ref``, 95% a priori) and spread ``omega ~
-HalfNormal(1)`` per axis, ``z ~ Normal(0, 1)`` (a fit of one setting: ``m ~ Normal(0, 2)``).
+takes the place of the exponent (the same prior and pooling: far above the midpoint the term
+is a power law of exponent ``beta``); the midpoint ``m = mu + omega z`` per setting, its mean
+``mu ~ Normal(0, 2)`` (within about ``e^{±4}``, 55x, of ``D_ref``, 95% a priori) and spread
+``omega ~ HalfNormal(1)`` per axis, ``z ~ Normal(0, 1)`` (a fit of one setting: ``m ~
+Normal(0, 2)``).
 
 Example
 -------

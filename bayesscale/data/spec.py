@@ -301,37 +301,8 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
     """Parse and validate spec TOML text; ``source`` names it in error messages."""
     top, name, description = open_spec(text, source)
 
-    outcome_r = top.sub("outcome")
-    outcome = outcome_r.get("kind", str)
-    if outcome not in OUTCOME_KINDS:
-        raise SpecError(
-            f"{source}: [outcome] kind: must be one of {OUTCOME_KINDS}, got {outcome!r}"
-        )
-    concentration = outcome_r.prior("concentration", LogNormalPrior(200.0, 1.0))
-    concentration_spread = float(outcome_r.get("concentration_spread", float, 0.0))
-    if concentration_spread < 0:
-        raise SpecError(
-            f"{source}: [outcome] concentration_spread: must be a number >= 0 (0: one "
-            f"concentration shared by the settings), got {concentration_spread!r}"
-        )
-    if concentration_spread > 0 and outcome != "success":
-        raise SpecError(
-            f"{source}: [outcome] concentration_spread: the concentration is the success "
-            f"counts' beta-binomial's; a {outcome!r} outcome has none"
-        )
-    seed_noise = outcome_r.get("seed_noise", str, BETA_BINOMIAL)
-    if seed_noise not in SEED_NOISE_KINDS:
-        raise SpecError(
-            f"{source}: [outcome] seed_noise: must be one of {SEED_NOISE_KINDS}, got {seed_noise!r}"
-        )
-    if seed_noise != BETA_BINOMIAL and outcome != "success":
-        raise SpecError(
-            f"{source}: [outcome] seed_noise: {seed_noise!r} is a success-count likelihood; a "
-            f"{outcome!r} outcome has a Student-t likelihood (student_nu sets its tails)"
-        )
-    log_loss_sigma = outcome_r.positive("log_loss_sigma", 0.05)
-    student_nu = outcome_r.positive("student_nu", 4.0)
-    outcome_r.finish()
+    likelihood = _parse_outcome(top, source)
+    outcome = likelihood["outcome"]
 
     settings = top.optional("settings")
     setting_keys = settings.strings("keys")
@@ -384,9 +355,9 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         raise SpecError(f"{source}: [settings] keys: a success-count spec needs setting keys")
 
     return ModelSpec(
+        **likelihood,
         name=name,
         description=description,
-        outcome=outcome,
         setting_keys=setting_keys,
         axes=tuple(axes),
         level=level,
@@ -399,15 +370,55 @@ def parse_spec(text: str, source: str = "<string>") -> ModelSpec:
         size=size,
         interaction=interaction,
         dense_reward=dense,
-        concentration=concentration,
-        concentration_spread=concentration_spread,
-        seed_noise=seed_noise,
-        log_loss_sigma=log_loss_sigma,
-        student_nu=student_nu,
         exponent_prior_scale=prior_scale,
         text=text,
         source=source,
     )
+
+
+def _parse_outcome(top: SpecReader, source: str) -> dict[str, Any]:
+    """The ``[outcome]`` table: the outcome's kind and its likelihood's settings, as
+    :class:`ModelSpec`'s keyword fields (``outcome``, ``concentration``,
+    ``concentration_spread``, ``seed_noise``, ``log_loss_sigma``, ``student_nu``)."""
+    outcome_r = top.sub("outcome")
+    outcome = outcome_r.get("kind", str)
+    if outcome not in OUTCOME_KINDS:
+        raise SpecError(
+            f"{source}: [outcome] kind: must be one of {OUTCOME_KINDS}, got {outcome!r}"
+        )
+    concentration = outcome_r.prior("concentration", LogNormalPrior(200.0, 1.0))
+    concentration_spread = float(outcome_r.get("concentration_spread", float, 0.0))
+    if concentration_spread < 0:
+        raise SpecError(
+            f"{source}: [outcome] concentration_spread: must be a number >= 0 (0: one "
+            f"concentration shared by the settings), got {concentration_spread!r}"
+        )
+    if concentration_spread > 0 and outcome != "success":
+        raise SpecError(
+            f"{source}: [outcome] concentration_spread: the concentration is the success "
+            f"counts' beta-binomial's; a {outcome!r} outcome has none"
+        )
+    seed_noise = outcome_r.get("seed_noise", str, BETA_BINOMIAL)
+    if seed_noise not in SEED_NOISE_KINDS:
+        raise SpecError(
+            f"{source}: [outcome] seed_noise: must be one of {SEED_NOISE_KINDS}, got {seed_noise!r}"
+        )
+    if seed_noise != BETA_BINOMIAL and outcome != "success":
+        raise SpecError(
+            f"{source}: [outcome] seed_noise: {seed_noise!r} is a success-count likelihood; a "
+            f"{outcome!r} outcome has a Student-t likelihood (student_nu sets its tails)"
+        )
+    log_loss_sigma = outcome_r.positive("log_loss_sigma", 0.05)
+    student_nu = outcome_r.positive("student_nu", 4.0)
+    outcome_r.finish()
+    return {
+        "outcome": outcome,
+        "concentration": concentration,
+        "concentration_spread": concentration_spread,
+        "seed_noise": seed_noise,
+        "log_loss_sigma": log_loss_sigma,
+        "student_nu": student_nu,
+    }
 
 
 def _parse_axes(top: SpecReader, source: str) -> list[Axis]:

@@ -22,8 +22,9 @@ with ``kappa ~ HalfNormal(1)`` per axis and ``z ~ HalfNormal(1)``
 (:mod:`bayesscale.core.forms`; ``k = 0`` is the power law), and amplitude ``A = s (1 + k) /
 alpha``. An axis with ``form = "saturating"`` has the logistic term in log size, its
 per-setting exponent the steepness ``beta`` and a midpoint ``m = log(D_mid / D_ref)`` per
-setting, ``m = mu + omega z`` with ``mu ~ Normal(0, 2)`` and ``omega ~ HalfNormal(1)`` per axis: ``s (q_0 - q) / (beta q_0 (1 - q_0))`` with ``q = sigmoid(beta (x -
-m))``, ``q_0 = sigmoid(-beta m)``, ``x = log(D / D_ref)``, and amplitude ``A = s / (beta
+setting, ``m = mu + omega z`` with ``mu ~ Normal(0, 2)`` and ``omega ~ HalfNormal(1)`` per
+axis: ``s (q_0 - q) / (beta q_0 (1 - q_0))`` with ``q = sigmoid(beta (x - m))``,
+``q_0 = sigmoid(-beta m)``, ``x = log(D / D_ref)``, and amplitude ``A = s / (beta
 q_0)``: a plateau at small sizes, a power law of exponent ``beta`` far above the midpoint.
 This is the law
 ``L = L_inf + E N^-alpha_N + sum_a A_a D_a^-alpha_a`` rewritten in the quantities a sweep

@@ -175,9 +175,7 @@ def _axis_shape(
     post = fit["posterior"].to_dataset()
     if settings is not None:
         post = post.sel({names.SETTING_DIM: list(settings)})
-    chains = [int(c) for c in post[names.CHAIN_DIM].to_numpy()]
-    draws = [int(d) for d in post[names.DRAW_DIM].to_numpy()]
-    return _shapes(post, spec, form, var, dim, spec.axis_names, chains, draws)
+    return _shapes(post, spec, form, var, dim, spec.axis_names, *_samples(post, None))
 
 
 def _shapes(
@@ -832,11 +830,10 @@ def _population_shapes(fit: xr.DataTree, spec: ModelSpec) -> dict[str, Any]:
     """The shapes a new setting takes (:class:`Population`'s fields): shared knees and
     midpoints ``(S, A)``, or the population of per-setting ones."""
     post = fit["posterior"].to_dataset()
-    chains = [int(c) for c in post[names.CHAIN_DIM].to_numpy()]
-    draws = [int(d) for d in post[names.DRAW_DIM].to_numpy()]
+    samples = _samples(post, None)
 
     def read(form: str, var: str, dim: str) -> Array:  # a population variable, as (S, A)
-        return _shapes(post, spec, form, var, dim, spec.axis_names, chains, draws)[:, 0]
+        return _shapes(post, spec, form, var, dim, spec.axis_names, *samples)[:, 0]
 
     knee, midpoint = axis_knees(fit, spec), axis_midpoints(fit, spec)
     out: dict[str, Any] = {

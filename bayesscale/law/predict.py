@@ -273,9 +273,10 @@ def _unknown_setting(
 @dataclass(frozen=True)
 class SettingDraws:
     """Law parameters per sample and setting: ``alpha``, ``amplitude`` (S, G, A),
-    ``floor`` (S, G) (the loss floor without the size term), ``gamma`` (S, G) or None, and
-    the offset-power knees ``knee`` and saturating midpoints ``midpoint`` (S, G, A), ``None``
-    where no axis has that form."""
+    ``floor`` (S, G) (the loss floor without the size term), ``gamma`` (S, G) or None, the
+    offset-power knees ``knee`` and saturating midpoints ``midpoint`` (S, G, A), ``None``
+    where no axis has that form, and ``concentration`` (S, G) where each setting has its own
+    (``[outcome] concentration_spread``; else ``None``, the fit's one)."""
 
     settings: tuple[str, ...]
     alpha: Array
@@ -284,6 +285,12 @@ class SettingDraws:
     gamma: Array | None
     knee: Array | None = None
     midpoint: Array | None = None
+    concentration: Array | None = None
+
+
+def _own_concentration(post: xr.Dataset) -> bool:
+    """Whether each setting has its own concentration (a ``setting`` dim)."""
+    return names.CONCENTRATION in post and names.SETTING_DIM in post[names.CONCENTRATION].dims
 
 
 def _known_draws(fit: xr.DataTree, settings: Sequence[str], layout: FitLayout) -> SettingDraws:
@@ -304,6 +311,7 @@ def _known_draws(fit: xr.DataTree, settings: Sequence[str], layout: FitLayout) -
         gamma=gamma,
         knee=axis_knees(fit, layout.spec, settings),
         midpoint=axis_midpoints(fit, layout.spec, settings),
+        concentration=stack(post[names.CONCENTRATION], s) if _own_concentration(post) else None,
     )
 
 
@@ -391,6 +399,12 @@ def _new_draws(
             f"setting(s) {[n.label for n in new]} after {MAX_WALL_TRIES} tries; the population "
             "is too wide to predict them"
         )
+    concentration = None
+    post = fit["posterior"].to_dataset()
+    if _own_concentration(post):  # exp(log phi_pop + sigma z), after the laws' draws
+        log_pop = stack(post[names.LOG_CONCENTRATION_POP])[:, None]
+        spread = stack(post[names.CONCENTRATION_SPREAD])[:, None]
+        concentration = np.exp(log_pop + spread * rng.standard_normal((n_s, n_g)))
     return SettingDraws(
         settings=tuple(n.label for n in new),
         alpha=alpha,
@@ -399,6 +413,7 @@ def _new_draws(
         gamma=gamma,
         knee=knee,
         midpoint=midpoint,
+        concentration=concentration,
     )
 
 
@@ -571,8 +586,8 @@ def student_t_logpdf(x: ArrayLike, nu: float, mu: ArrayLike, sigma: ArrayLike) -
 
 
 def _joined(parts: Sequence[SettingDraws], name: str) -> Array | None:
-    """The parts' ``knee`` or ``midpoint`` joined over their settings (S, G, A); ``None`` when
-    no axis has that form (then no part has it)."""
+    """The parts' ``knee``, ``midpoint`` or ``concentration`` joined over their settings
+    (S, G[, A]); ``None`` when the fit has none per setting (then no part has it)."""
     values = [getattr(p, name) for p in parts]
     if any(v is None for v in values):
         return None
@@ -702,7 +717,7 @@ def predict(
         new_setting=labels.isin(new_labels).to_numpy(),
         loss=np.asarray(loss, dtype=float),
         trials=frame[names.TRIALS].to_numpy(np.int64) if success else None,
-        concentration=_row_concentration(post, parts, sidx, rng),
+        concentration=_row_concentration(post, parts, sidx),
         log_loss_sigma=stack(post[names.LOG_LOSS_SIGMA]) if names.LOG_LOSS_SIGMA in post else None,
         student_nu=spec.student_nu,
         observed=obs_values,
@@ -711,31 +726,15 @@ def predict(
 
 
 def _row_concentration(
-    post: xr.Dataset,
-    parts: Sequence[SettingDraws],
-    sidx: NDArray[np.int64],
-    rng: np.random.Generator,
+    post: xr.Dataset, parts: Sequence[SettingDraws], sidx: NDArray[np.int64]
 ) -> Array | None:
     """The beta-binomial concentration per draw ``(S,)``, or, where each setting has its own
     (``[outcome] concentration_spread``), per draw and row ``(S, R)``: a fitted setting's
-    own, a new setting's drawn from the population, ``exp(log phi_pop + sigma z)``."""
+    own, a new setting's drawn from the population (:class:`SettingDraws`)."""
     if names.CONCENTRATION not in post:
         return None
-    phi = post[names.CONCENTRATION]
-    if names.SETTING_DIM not in phi.dims:
-        return stack(phi)
-    known = set(str(s) for s in phi[names.SETTING_DIM].to_numpy())
-    columns = []
-    for part in parts:
-        fitted = [s for s in part.settings if s in known]
-        if len(fitted) == len(part.settings):
-            columns.append(stack(phi.sel({names.SETTING_DIM: fitted}), names.SETTING_DIM))
-            continue
-        log_pop = stack(post[names.LOG_CONCENTRATION_POP])[:, None]
-        spread = stack(post[names.CONCENTRATION_SPREAD])[:, None]
-        z = rng.standard_normal((log_pop.shape[0], len(part.settings)))
-        columns.append(np.exp(log_pop + spread * z))
-    return np.concatenate(columns, axis=1)[:, sidx]
+    per_setting = _joined(parts, "concentration")
+    return stack(post[names.CONCENTRATION]) if per_setting is None else per_setting[:, sidx]
 
 
 def draw_shares(weights: ArrayLike, samples: int) -> NDArray[np.int64]:

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 from testdata import ONE_AXIS_SPEC, assert_jax_density_is_pymcs
+from testdata import SYNTHETIC_ROWS as ROWS
 
 from bayesscale import names
 from bayesscale.data.observations import Table, prepare
@@ -147,19 +148,6 @@ def _per_setting(values: tuple[float, ...]) -> xr.DataTree:
     )
     tree["posterior"] = xr.DataTree(post)
     return tree
-
-
-ROWS = pd.DataFrame(
-    {
-        "model": ["S0", "S1", "S0"],
-        "algorithm": ["grpo"] * 3,
-        "domain": ["math"] * 3,
-        "n_envs": [8, 64, 2048],
-        "n_tasks": [100, 3000, 200_000],
-        "rollouts": [2, 16, 512],
-        "trials": [100] * 3,
-    }
-)
 
 
 def test_prediction_gives_each_row_its_settings_concentration() -> None:

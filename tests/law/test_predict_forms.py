@@ -6,28 +6,16 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
 import xarray as xr
 from testdata import KNEE_SPEC
+from testdata import SYNTHETIC_ROWS as ROWS
 
 from bayesscale import names
 from bayesscale.data.spec import ModelSpec, parse_spec
 from bayesscale.law.posterior import Population, PosteriorError, law_draws
 from bayesscale.law.predict import predict
 from bayesscale.recipe.synthetic import synthetic_fit
-
-ROWS = pd.DataFrame(
-    {
-        "model": ["S0", "S1", "S0"],
-        "algorithm": ["grpo"] * 3,
-        "domain": ["math"] * 3,
-        "n_envs": [8, 64, 2048],
-        "n_tasks": [100, 3000, 200_000],
-        "rollouts": [2, 16, 512],
-        "trials": [100, 100, 100],
-    }
-)
 
 
 def _offset_fit(knee: float) -> xr.DataTree:
