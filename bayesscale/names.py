@@ -322,6 +322,7 @@ FORM_DIM: Final = "form"
 # (axis, ratio bucket) tested, and the recipe's reach read from it
 OUT_OF_SCALE_GROUP: Final = "out_of_scale"
 OUT_OF_SCALE_DIM: Final = "out_of_scale_check"
+ATTR_DRIFT: Final = "drift"  # its JSON attr: the drift beyond the sweep (bayesscale.law.drift)
 # prior sensitivity (bayesscale.law.sensitivity): the fit stores the log prior of every top-level
 # free variable (arviz group) and the log-likelihood summed over rows per draw (sample_stats)
 LOG_PRIOR_GROUP: Final = "log_prior"

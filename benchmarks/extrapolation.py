@@ -43,16 +43,17 @@ import pandas as pd
 
 from bayesscale.atomic import write_atomically
 from bayesscale.checks import extrapolation_score as es
-from bayesscale.checks.lcdb_study import STACK, FitSettings, LcdbStudy
+from bayesscale.checks.lcdb_study import STACK, STACK_DRIFT, FitSettings, LcdbStudy
 from bayesscale.data.lcdb import read_lcdb
 
 
 def headline(scores: pd.DataFrame) -> list[dict[str, Any]]:
     """Per cutoff: each method's MAE over 2-4x and 4-8x together, the lead method's coverage
-    per bucket (the lead: ``stack`` where it was run, else the first, ``law`` or ``law (FORM)``)."""
+    per bucket (the lead: ``stack + drift`` where the stack was run, else the first, ``law`` or
+    ``law (FORM)``)."""
     out = []
     methods = scores[es.METHOD].unique()
-    law = STACK if STACK in methods else str(methods[0])
+    law = next((m for m in (STACK_DRIFT, STACK) if m in methods), str(methods[0]))
     for cutoff, part in scores.groupby("cutoff", sort=False):
         mae = es.pooled_mae(part)
         table = es.bucket_table(part[part[es.METHOD] == law])
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"stack 1/{round(1 / f['cutoff'])}: {f['curves']} curves, {f['rows']} runs, "
                 f"{f['out_of_scale_rows']} scored out of scale; weights {spread}"
                 f"{'' if w['separated'] else ' (the data do not separate the forms)'}; "
+                f"drift tau {f['drift_tau']:.3f} per e-fold; "
                 f"{f['divergences']} divergences, {f['seconds']:.0f} s of fits"
             )
             continue

@@ -118,19 +118,8 @@ def _add_extent(table: pd.DataFrame, fit: xr.DataTree, pred: Prediction) -> pd.D
             table[axis + names.OVER_MAX_SUFFIX] = np.nan
         table[names.OUTSIDE_SWEPT] = np.nan
         return table
-    ai = [swept.axes.index(a) for a in axes]
-    widest_lo = np.nanmin(swept.lo[:, ai], axis=0)
-    widest_hi = np.nanmax(swept.hi[:, ai], axis=0)
-    lo = np.empty((pred.rows, len(axes)))
-    hi = np.empty((pred.rows, len(axes)))
-    for r, setting in enumerate(pred.setting):
-        if setting in swept.settings:
-            g = swept.settings.index(setting)
-            lo[r], hi[r] = swept.lo[g, ai], swept.hi[g, ai]
-        else:
-            lo[r], hi[r] = widest_lo, widest_hi
     sizes = axis_sizes(pred.frame, spec)
-    rows = SweptRange(tuple(axes), tuple(pred.setting), lo, hi)
+    rows = swept.for_rows(pred.setting, axes)
     factor = rows.factor(sizes)
     for i, axis in enumerate(axes):
         table[axis + names.OVER_MAX_SUFFIX] = factor[:, i]

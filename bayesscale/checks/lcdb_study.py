@@ -14,6 +14,10 @@ predicted, ``r = x / max fitted x`` beyond (:func:`bayesscale.data.lcdb.split_at
   fitted size to score the larger fitted sizes (the out-of-scale scores); the stacking weights
   on those scores (:mod:`bayesscale.checks.stacking`) mix the forms' draws
   (:func:`bayesscale.law.predict.mixture`), and each form is scored too;
+* ``stack + drift``: the stack with the drift beyond the sweep (:mod:`bayesscale.law.drift`),
+  calibrated as ``bayesscale fit`` calibrates it on its out-of-scale check: every form with
+  weight refitted on each curve's sizes up to ``DRIFT_FRACTION`` (1/4) of its largest fitted
+  size, the larger fitted sizes predicted by the refits' mixture;
 * the per-curve baselines of :mod:`bayesscale.checks.curve_baselines` (last value, POW4,
   MMF4), fitted here.
 
@@ -31,29 +35,36 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from bayesscale import names
 from bayesscale.checks import extrapolation_score as es
 from bayesscale.checks.curve_baselines import BASELINES, fit_baselines
+from bayesscale.checks.out_of_scale import DEPTH
 from bayesscale.checks.stacking import weight_spread
 from bayesscale.data import lcdb
 from bayesscale.data.observations import DataWarning, Table, setting_labels
 from bayesscale.jobs import run_jobs
+from bayesscale.law.drift import calibrate, drifted
 from bayesscale.law.predict import Prediction, mixture, predict
 from bayesscale.sampling.config import FitConfig
 
 LAW = "law"
 STACK = "stack"
+STACK_DRIFT = "stack + drift"  # the stack with its drift beyond the sweep (bayesscale.law.drift)
 # the out-of-scale split the stacking weights are scored on: each curve refitted on its sizes up
 # to this fraction of its largest fitted size, the larger fitted sizes predicted
 OUT_OF_SCALE_FRACTION = 0.5
+# the drift's refit (bayesscale.law.drift), as the package's out-of-scale check leaves out: each
+# curve refitted on its sizes up to 1/DEPTH of its largest fitted size
+DRIFT_FRACTION = 1.0 / DEPTH
 MAX_SCORED_DRAWS = 4000  # posterior draws a law fit is scored on (evenly thinned)
 
 
@@ -219,13 +230,15 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
     fitted, held_out = lcdb.split_at(frame, fraction)
     held_out = with_ratios(fitted, held_out)
     inner, beyond = lcdb.split_at(fitted, OUT_OF_SCALE_FRACTION)
-    preds, lpd, seconds, parts, divergences = [], [], 0.0, [], 0
+    preds, inner_preds, seconds, parts, divergences = [], [], 0.0, [], 0
+    deep, _ = lcdb.split_at(fitted, DRIFT_FRACTION)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DataWarning)
         tables = {
             form: (
                 Table.from_frame(fitted, spec, source=f"LCDB, sizes up to {fraction:g} x largest"),
                 Table.from_frame(inner, spec, source="LCDB, the out-of-scale refit's sizes"),
+                Table.from_frame(deep, spec, source="LCDB, the drift's refit's sizes"),
             )
             for form, spec in (
                 (f, lcdb.lcdb_spec(f, jobs.concentration_spread)) for f in jobs.forms
@@ -241,19 +254,20 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
             stats = t["sample_stats"].to_dataset()
             divergences += int(stats["diverging"].sum()) if "diverging" in stats else 0
         source = "held-out LCDB rows"
-        lpd.append(
-            predict(thinned(refit), beyond, source=source, observed=True).log_predictive_density()
-        )
+        inner_preds.append(predict(thinned(refit), beyond, source=source, observed=True))
         pred = predict(thinned(tree), held_out, source=source, observed=True)
         preds.append(pred)
         method = LAW if form == "power" else f"{LAW} ({form})"
         parts.append(prediction_scores(pred, held_out, jobs.settings.prob, seed, method))
     # the runs of one curve share its posterior: bootstrap and judge gaps by curve
-    stack = weight_spread(
-        np.column_stack(lpd), jobs.forms, seed=seed, groups=_curve_label(beyond).to_numpy()
-    )
+    lpd = np.column_stack([p.log_predictive_density() for p in inner_preds])
+    stack = weight_spread(lpd, jobs.forms, seed=seed, groups=_curve_label(beyond).to_numpy())
     stacked = mixture(preds, stack.weights)
     parts.append(prediction_scores(stacked, held_out, jobs.settings.prob, seed, STACK))
+    tau, drift_seconds = _drift(jobs, tables, fitted, stack.weights, seed)
+    seconds += drift_seconds
+    moved = drifted(stacked, held_out[es.RATIO].to_numpy(float), tau, seed)
+    parts.append(prediction_scores(moved, held_out, jobs.settings.prob, seed, STACK_DRIFT))
     scores = pd.concat(parts, ignore_index=True)
     scores.insert(1, "cutoff", fraction)
     return {
@@ -265,7 +279,38 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
         "divergences": divergences,
         "data_warnings": sorted({str(w.message)[:200] for w in caught}),
         "stack": stack.to_json(),
+        "drift_tau": tau,
     }
+
+
+def _drift(
+    jobs: _StackJobs,
+    tables: Mapping[str, tuple[Table, ...]],
+    fitted: pd.DataFrame,
+    weights: ArrayLike,
+    seed: int,
+) -> tuple[float, float]:
+    """The drift beyond the sweep (:mod:`bayesscale.law.drift`) as ``bayesscale fit``
+    calibrates it on its out-of-scale check: every form with weight refitted on each curve's
+    sizes up to ``DRIFT_FRACTION`` of its largest fitted one, the larger fitted sizes predicted
+    by the refits' mixture at the stack's weights; ``tau`` and the refits' seconds."""
+    from bayesscale.law.inference import fit
+
+    deep, beyond = lcdb.split_at(fitted, DRIFT_FRACTION)
+    preds, shares, seconds = [], [], 0.0
+    for form, weight in zip(jobs.forms, np.asarray(weights, dtype=float), strict=True):
+        if weight <= 0:
+            continue
+        spec = lcdb.lcdb_spec(form, jobs.concentration_spread)
+        start = time.perf_counter()
+        refit = fit(tables[form][2], spec, jobs.settings.config(seed))
+        seconds += time.perf_counter() - start
+        preds.append(predict(thinned(refit), beyond, source="LCDB rows", observed=True))
+        shares.append(weight)
+    ratio = with_ratios(deep, beyond)[es.RATIO].to_numpy(float)
+    total = float(np.sum(shares))
+    tau = calibrate([(mixture(preds, [w / total for w in shares]), ratio)], seed=seed)
+    return tau, seconds
 
 
 @dataclass(frozen=True)

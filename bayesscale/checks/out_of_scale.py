@@ -71,6 +71,7 @@ from bayesscale.data.extrapolation import BUCKET_EDGES, BUCKETS
 from bayesscale.data.observations import ObservationError, Table
 from bayesscale.data.spec import ModelSpec, SpecError, with_axes, with_form
 from bayesscale.jobs import run_jobs
+from bayesscale.law.drift import calibrate, drift_attr
 from bayesscale.law.predict import Prediction, draw_shares, mixture, predict
 from bayesscale.law.reach import (
     ATTR_FORMS,
@@ -370,7 +371,7 @@ def out_of_scale(
         else []
     )
     done = dict(zip(items, refits, strict=True))
-    parts = []
+    parts, drift_parts = [], {}
     for axis, rule in usable.items():
         found = [done[(rule, form)] for form in members]
         first_fit, first = found[0]
@@ -383,6 +384,7 @@ def out_of_scale(
         checked = check_prediction(first_fit, pred, prob, seed=config.seed)
         mcse = _count_mcse(pred, checked, axis, prob, config.seed, segments)
         parts.append(bucket_records(checked, axis, str(rule), prob, mcse))
+        drift_parts[axis] = (pred, checked[axis + names.OVER_MAX_SUFFIX].to_numpy(float))
     columns = [AXIS, BUCKET, RULE, ROWS, INSIDE, INSIDE_MCSE, names.COVERAGE, P_VALUE, HOLDS]
     columns += [VERDICT, MAX_RATIO]
     frame = pd.concat([pd.DataFrame(columns=columns), *parts], ignore_index=True)
@@ -403,5 +405,18 @@ def out_of_scale(
         "source": table.source,
         ATTR_UNTESTED: "; ".join(f"{a}: {why}" for a, why in untested.items()),
         ATTR_FORMS: json.dumps(weighted) if forms else "",
+        names.ATTR_DRIFT: _drift(drift_parts),
     }
     return ds
+
+
+def _drift(parts: Mapping[str, tuple[Prediction, Array]]) -> str:
+    """The drift beyond the sweep calibrated on each tested axis's left-out rows, and on all
+    of them pooled (:func:`bayesscale.law.drift.calibrate`), as the attr a fit stores; ``""``
+    where no axis was tested."""
+    if not parts:
+        return ""
+    per_axis = {axis: calibrate([part]) for axis, part in parts.items()}
+    pooled = calibrate(list(parts.values()))
+    rows = {axis: int(np.sum(ratio > 1)) for axis, (_, ratio) in parts.items()}
+    return drift_attr(per_axis, pooled, rows)

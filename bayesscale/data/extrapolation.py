@@ -115,6 +115,26 @@ class SweptRange:
             tuple(axes), tuple(settings), self.lo[np.ix_(gi, ai)], self.hi[np.ix_(gi, ai)]
         )
 
+    def for_rows(self, settings: Sequence[str], axes: Sequence[str]) -> SweptRange:
+        """The range of each row of a table (``settings``: one label per row) on ``axes``: its
+        setting's, or for a setting the range does not know (one drawn from the population)
+        the widest over all settings.
+
+        >>> r = SweptRange(("env",), ("S",), np.array([[8.0]]), np.array([[256.0]]))
+        >>> r.for_rows(["S", "new"], ["env"]).hi.tolist()
+        [[256.0], [256.0]]
+        """
+        ai = [self.axes.index(a) for a in axes]
+        widest_lo = np.nanmin(self.lo[:, ai], axis=0)
+        widest_hi = np.nanmax(self.hi[:, ai], axis=0)
+        lo = np.empty((len(settings), len(ai)))
+        hi = np.empty((len(settings), len(ai)))
+        known = {s: g for g, s in enumerate(self.settings)}
+        for r, setting in enumerate(settings):
+            g = known.get(setting)
+            lo[r], hi[r] = (widest_lo, widest_hi) if g is None else (self.lo[g, ai], self.hi[g, ai])
+        return SweptRange(tuple(axes), tuple(settings), lo, hi)
+
     def factor(self, values: Array) -> Array:
         """``values / swept_max``; ``values`` end in (setting, axis) dims."""
         with np.errstate(divide="ignore", invalid="ignore"):

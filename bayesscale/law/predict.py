@@ -69,6 +69,7 @@ from bayesscale.data.observations import (
     validate,
 )
 from bayesscale.data.spec import ModelSpec
+from bayesscale.law.drift import with_drift
 from bayesscale.law.posterior import (
     SAMPLE,
     FitLayout,
@@ -662,14 +663,16 @@ def predict(
     of a known size group, when the law has a size term) or ``"pooled"`` (any new setting,
     unknown groups drawn from their spreads). ``seed`` drives the draws of new settings.
     ``observed``: require the outcome columns (default: when present). A stacked fit
-    (:mod:`bayesscale.law.stack`) predicts the mixture of its forms' predictions by weight."""
+    (:mod:`bayesscale.law.stack`) predicts the mixture of its forms' predictions by weight.
+    A fit that stores a drift beyond the sweep (:mod:`bayesscale.law.drift`) has it applied,
+    seeded by ``seed``: rows past the swept range get wider predictions."""
     if new_groups not in NEW_GROUPS:
         raise ValueError(f"new_groups must be one of {NEW_GROUPS}, got {new_groups!r}")
     stacked = members(fit)
     if stacked is not None:
         weights = np.array([m.weight for m in stacked])
         by_form = [predict(m.tree, rows, new_groups, seed, source, observed) for m in stacked]
-        return mixture(by_form, weights / weights.sum())
+        return with_drift(fit, mixture(by_form, weights / weights.sum()), seed)
     layout = fit_layout(fit)
     spec = layout.spec
     if isinstance(rows, Table):
@@ -707,7 +710,7 @@ def predict(
         column = names.SUCCESSES if success else names.LOSS
         obs_values = frame[column].to_numpy(float)
     new_labels = {n.label for n in new}
-    return Prediction(
+    pred = Prediction(
         frame=frame,
         source=src,
         outcome=spec.outcome,
@@ -723,6 +726,7 @@ def predict(
         observed=obs_values,
         contamination=stack(post[names.CONTAMINATION]) if names.CONTAMINATION in post else None,
     )
+    return with_drift(fit, pred, seed)
 
 
 def _row_concentration(

@@ -37,6 +37,7 @@ from bayesscale import names
 from bayesscale.core.intervals import DEFAULT_PROB
 from bayesscale.data.extrapolation import BUCKETS
 from bayesscale.formatting import times
+from bayesscale.law.drift import stored_drift
 
 MIN_ROWS: Final = 10  # rows a bucket needs to vouch for its ratios
 # the evidence's variables (dim names.OUT_OF_SCALE_DIM: one entry per (axis, bucket) tested)
@@ -124,8 +125,9 @@ def _error(row: Any) -> str:
 
 def reach_report(tree: xr.DataTree) -> dict[str, Any] | None:
     """The fit's out-of-scale check as ``bayesscale summary`` reports it (JSON-ready): the
-    reach per axis, each (axis, bucket) tested, the axes not tested and the text; ``None``
-    without one."""
+    reach per axis, each (axis, bucket) tested, the axes not tested, the text and the drift
+    beyond the sweep per axis calibrated on it (:mod:`bayesscale.law.drift`; ``None`` for a
+    check stored without one); ``None`` without a check."""
     if names.OUT_OF_SCALE_GROUP not in tree.children:
         return None
     evidence = tree[names.OUT_OF_SCALE_GROUP].to_dataset()
@@ -134,4 +136,5 @@ def reach_report(tree: xr.DataTree) -> dict[str, Any] | None:
         "checks": records(evidence).to_dict(orient="records"),
         "untested": evidence.attrs.get(ATTR_UNTESTED, ""),
         "text": evidence_text(evidence),
+        "drift": stored_drift(tree),
     }

@@ -238,7 +238,15 @@ def _out_of_scale_lines(check: dict[str, Any] | None) -> list[str]:
             "the reach measured)",
         ]
     head = "Out of scale (refit without the largest scales; reach = how far coverage holds):"
-    return ["", head, *("  " + line for line in check["text"].splitlines())]
+    lines = ["", head, *("  " + line for line in check["text"].splitlines())]
+    drift = check.get("drift")
+    if drift:
+        taus = ", ".join(f"{axis} {tau:.2f}" for axis, tau in drift.items())
+        lines.append(
+            f"  drift beyond the sweep (link scale, sd per e-fold past the swept max; "
+            f"predictions widen by it): {taus}"
+        )
+    return lines
 
 
 def _fmt(i: dict[str, Any]) -> str:

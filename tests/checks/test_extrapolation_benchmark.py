@@ -19,9 +19,10 @@ from testdata import EXTERNAL, ROOT
 from bayesscale import names
 from bayesscale.checks import curve_baselines as cb
 from bayesscale.checks import extrapolation_score as es
-from bayesscale.checks.lcdb_study import LAW, STACK, with_ratios
+from bayesscale.checks.lcdb_study import LAW, STACK, STACK_DRIFT, with_ratios
 from bayesscale.data import lcdb
 from bayesscale.data.observations import ObservationError
+from bayesscale.law.drift import TAU_MAX
 
 LCDB_FILE = EXTERNAL / "lcdb" / lcdb.DEV_FILE
 
@@ -218,8 +219,8 @@ def test_small_study_on_real_curves(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_small_stack_on_real_curves(tmp_path: Path) -> None:
-    """Both forms fitted and refitted out of scale, their stacking weights, and every method
-    scored on every held-out run once (no accuracy thresholds: the machinery, not the result)."""
+    """Both forms fitted and refitted out of scale, their stacking weights, the drift's
+    refit, and every method scored on every held-out run once (no accuracy thresholds: the machinery, not the result)."""
     if not LCDB_FILE.is_file():
         pytest.fail(f"{LCDB_FILE} is missing: CI has LCDB's development half there")
     bench = _benchmark()
@@ -231,12 +232,14 @@ def test_small_stack_on_real_curves(tmp_path: Path) -> None:
     scores = pd.read_csv(out / "scores.csv")
     study = json.loads((out / "study.json").read_text())
     counts = scores.groupby("method").size()
-    assert set(counts.index) == {LAW, f"{LAW} (offset_power)", STACK, *cb.BASELINES}
+    methods = {LAW, f"{LAW} (offset_power)", STACK, STACK_DRIFT, *cb.BASELINES}
+    assert set(counts.index) == methods
     assert counts.nunique() == 1  # every method scores every held-out run once
     (job,) = study["fits"]
+    assert 0.0 <= job["drift_tau"] <= TAU_MAX
     weights = job["stack"]["weights"]
     assert set(weights) == {"power", "offset_power"}
     assert sum(weights.values()) == pytest.approx(1.0, abs=1e-5)
     for name, (lo, hi) in job["stack"]["interval"].items():
         assert 0.0 <= lo <= hi <= 1.0 and lo - 1e-6 <= weights[name] <= hi + 1e-6
-    assert job["out_of_scale_rows"] > 0 and study["headline"][0]["lead"] == STACK
+    assert job["out_of_scale_rows"] > 0 and study["headline"][0]["lead"] == STACK_DRIFT

@@ -16,6 +16,7 @@ from bayesscale.checks.out_of_scale import bucket_records, rules, threshold
 from bayesscale.cli import main
 from bayesscale.data.observations import Table, load_observations
 from bayesscale.data.spec import load_spec
+from bayesscale.law.drift import TAU_MAX, stored_drift
 from bayesscale.law.reach import HOLDS, INSIDE, MAX_RATIO, ROWS, reach, records
 from bayesscale.recipe.notes import REACH_ASSUMED
 from bayesscale.report.recipe_text import format_recipe
@@ -125,6 +126,10 @@ def test_a_fit_stores_its_out_of_scale_check_and_the_recipe_is_bounded_at_its_re
     assert fit.reach == reach(evidence) == ones
     assert "Out of scale" in fit.summary_text() and "traj: reach 1x" in fit.summary_text()
     assert fit.summary()["out_of_scale"]["reach"] == ones
+    # the drift beyond the sweep is calibrated on the same left-out rows, per tested axis
+    drift = stored_drift(fit.tree)
+    assert drift is not None and set(drift) == {"env", "task", "traj"}
+    assert all(0.0 <= tau <= TAU_MAX for tau in drift.values())
     # the recipe's headline is bounded at the measured reach
     result = fit.recipe_result([1e5], max_draws=20)
     assert result.reach == ones
@@ -137,6 +142,7 @@ def test_a_fit_stores_its_out_of_scale_check_and_the_recipe_is_bounded_at_its_re
     # the same fit without its check: an assumed reach, not called vouched
     plain = bs.LawFit(fit.tree.copy(), table=fit.table)
     del plain.tree[names.OUT_OF_SCALE_GROUP]
+    assert stored_drift(plain.tree) is None
     assumed = plain.recipe_result([1e5], max_draws=20).to_json()
     assert assumed["reach"] == {
         "factor": 4.0, "source": REACH_ASSUMED, "measured": False,

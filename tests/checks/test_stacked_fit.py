@@ -16,6 +16,7 @@ import bayesscale as bs
 from bayesscale import names
 from bayesscale.cli import main
 from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION, save_fit
+from bayesscale.law.drift import with_drift
 from bayesscale.law.posterior import PosteriorError, law_draws
 from bayesscale.law.predict import draw_shares, predict
 from bayesscale.law.stack import members
@@ -54,7 +55,12 @@ def test_a_stacked_fit_file_predicts_the_mixture_of_its_forms(tmp_path, capsys) 
     # predictions beyond the sweep are the mixture: each form's draws in proportion to weight
     rows = frame[frame["size"] == KNEE_SIZES[-1]].copy()
     rows["size"] = KNEE_SIZES[-1] * 4
-    mixed = fit.predict(rows).loss
+    without_drift = fit.tree.copy()
+    del without_drift[names.OUT_OF_SCALE_GROUP]  # where the fit's drift beyond the sweep lives
+    mixture_pred = predict(without_drift, rows)
+    mixed = mixture_pred.loss
+    # the fit's own prediction is that mixture with its drift applied
+    assert np.array_equal(fit.predict(rows).loss, with_drift(fit.tree, mixture_pred).loss)
     parts = [predict(f.tree, rows).loss for f in forms.values()]
     shares = draw_shares([weights[f] for f in forms], min(p.shape[0] for p in parts))
     assert mixed.shape[0] == sum(shares)
