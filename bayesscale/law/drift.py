@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import numpy as np
 import xarray as xr
@@ -47,9 +47,7 @@ from bayesscale.core.drift import drift_scale, shifted_loss
 from bayesscale.data.extrapolation import SweptRange
 from bayesscale.data.observations import axis_sizes
 from bayesscale.law.posterior import fit_layout
-
-if TYPE_CHECKING:
-    from bayesscale.law.predict import Prediction
+from bayesscale.law.predict import Prediction
 
 Array = NDArray[np.float64]
 

@@ -69,7 +69,6 @@ from bayesscale.data.observations import (
     validate,
 )
 from bayesscale.data.spec import ModelSpec
-from bayesscale.law.drift import with_drift
 from bayesscale.law.posterior import (
     SAMPLE,
     FitLayout,
@@ -666,6 +665,9 @@ def predict(
     (:mod:`bayesscale.law.stack`) predicts the mixture of its forms' predictions by weight.
     A fit that stores a drift beyond the sweep (:mod:`bayesscale.law.drift`) has it applied,
     seeded by ``seed``: rows past the swept range get wider predictions."""
+    # imported here: the drift's module works on this module's Prediction
+    from bayesscale.law.drift import with_drift
+
     if new_groups not in NEW_GROUPS:
         raise ValueError(f"new_groups must be one of {NEW_GROUPS}, got {new_groups!r}")
     stacked = members(fit)
