@@ -98,6 +98,26 @@ def with_drift(fit: xr.DataTree, pred: Prediction, seed: int = 0) -> Prediction:
     return drifted(pred, ratio, list(tau.values()), seed)
 
 
+def curve_with_drift(
+    fit: xr.DataTree, loss: ArrayLike, setting: str, axis: str, grid: ArrayLike, seed: int = 0
+) -> Array:
+    """A law curve's per-draw loss ``(S, G)`` along ``grid`` on ``axis`` for ``setting`` (the
+    other axes inside the sweep) with the fit's stored drift: ``tau_axis ln(max(r, 1))
+    epsilon_d`` on the link scale, ``r = grid / D_max`` of the setting (the widest for one the
+    fit does not know), one ``epsilon`` per draw seeded by ``[seed, STREAM]``; the loss as it is
+    where the fit stores no drift for the axis."""
+    loss = np.asarray(loss, dtype=float)
+    tau = (stored_drift(fit) or {}).get(axis, 0.0)
+    swept = SweptRange.from_fit(fit)
+    if not tau or swept is None:
+        return loss
+    largest = float(swept.for_rows([setting], [axis]).hi[0, 0])
+    ratio = np.asarray(grid, dtype=float) / largest
+    z = np.asarray(np.random.default_rng([seed, STREAM]).standard_normal(loss.shape[0]))
+    shift = z[:, None] * drift_scale(ratio, tau)[None, :]
+    return shifted_loss(loss, fit_layout(fit).spec.outcome, shift)
+
+
 def drifted(pred: Prediction, ratio: ArrayLike, tau: ArrayLike, seed: int = 0) -> Prediction:
     """``pred`` with a drift ``tau`` ``(A,)`` at its rows' ratios ``(R, A)`` (``(R,)`` for one
     axis): each draw's loss moved by ``sum_a tau_a ln(max(r_a, 1)) epsilon_{d,s,a}``, one

@@ -12,7 +12,7 @@ import xarray as xr
 from scipy import special
 
 from bayesscale import names
-from bayesscale.law.drift import calibrate, stored_drift
+from bayesscale.law.drift import calibrate, curve_with_drift, stored_drift
 from bayesscale.law.predict import Prediction, predict
 from bayesscale.recipe.synthetic import synthetic_fit
 
@@ -92,3 +92,18 @@ def test_a_stored_drift_widens_predictions_past_the_sweep_and_nowhere_else() -> 
     # a drift of 0 everywhere leaves the fit's predictions as they are
     zero = _with_stored_drift(plain, {"env": 0.0, "task": 0.0, "traj": 0.0}, pooled=0.0)
     assert np.array_equal(predict(zero, rows, seed=3).loss, before.loss)
+
+
+def test_a_law_curve_past_the_sweep_takes_the_drift_of_its_axis() -> None:
+    plain = synthetic_fit(draws=400, chains=1, spread=0.0)
+    fit = _with_stored_drift(plain, {"env": 0.3, "task": 0.0, "traj": 0.0}, pooled=0.0)
+    grid = np.array([128.0, 256.0, 512.0, 1024.0])  # the sweep ends at 256 environments
+    loss = np.full((400, grid.size), 0.7)
+    moved = curve_with_drift(fit, loss, "S0 | grpo | math", "env", grid, seed=1)
+    assert np.array_equal(moved[:, :2], loss[:, :2])
+    shift = special.logit(np.exp(-moved)) - special.logit(np.exp(-loss))
+    assert np.allclose(shift[:, 3], shift[:, 2] * 2)  # ln 4 = 2 ln 2: one deviation per draw
+    assert abs(shift[:, 3].std() / (0.3 * np.log(4)) - 1) < 0.15
+    # an axis without drift, or a fit without one, leaves the curve as it is
+    assert np.array_equal(curve_with_drift(fit, loss, "S0 | grpo | math", "task", grid), loss)
+    assert np.array_equal(curve_with_drift(plain, loss, "S0 | grpo | math", "env", grid), loss)

@@ -48,6 +48,7 @@ from bayesscale.core.form_law import Law
 from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import Table, axis_sizes, setting_labels
 from bayesscale.data.spec import ModelSpec
+from bayesscale.law.drift import curve_with_drift
 from bayesscale.law.mixed_draws import draws_with
 from bayesscale.law.posterior import LawDraws
 from bayesscale.report.figures.marks import (
@@ -199,6 +200,7 @@ def _series(
 
 def _draw_series(
     ax: Axes,
+    fit: xr.DataTree,
     draws: LawDraws,
     sweep: Sweep,
     axis: str,
@@ -210,12 +212,14 @@ def _draw_series(
     kind: str,
     colors: tuple[str, str],
 ) -> None:
-    """Each series' law along ``grid`` (median and bands) and its observed points."""
+    """Each series' law along ``grid`` (median and bands, past the sweep with the fit's drift:
+    :mod:`bayesscale.law.drift`) and its observed points."""
     color, dense_color = colors
     y_is_success = spec.outcome == "success"
     for k, (level, rows, x, scale) in enumerate(series):
         c = color if k == 0 else dense_color
         loss = law_curve_draws(draws, sweep.setting, axis, grid, sweep.anchor, scale)
+        loss = curve_with_drift(fit, loss, sweep.setting, axis, grid)
         y = laws.success_from_loss(loss) if y_is_success else loss
         draw_bands(ax, grid, y, probs, kind, c)
         ax.lines[-1].set_gid(MEDIAN_GID)
@@ -331,7 +335,7 @@ def plot_law(
                 shade_x(ax, spans)
                 shaded = shaded or bool(spans)
             _draw_series(
-                ax, draws, sweep, axis, grid, series, frame, spec, probs, kind,
+                ax, fit, draws, sweep, axis, grid, series, frame, spec, probs, kind,
                 (color, dense_color),
             )  # fmt: skip
             _format_panel(ax, x_rows, sweep, sweeps, y_is_success)
