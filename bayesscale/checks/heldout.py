@@ -81,15 +81,20 @@ def check(
     replicates: int = DEFAULT_REPLICATES,
     rows: np.ndarray | None = None,
     source: str | None = None,
+    drift: bool = True,
 ) -> pd.DataFrame:
     """One row per held-out row: the columns in the module docstring (names in
     :mod:`bayesscale.names`), the row's setting keys, axis columns, model size, reward and
     seed as given; ``frame.attrs`` holds ``prob``, ``coverage``, ``mae`` and the source.
 
     ``rows`` renumbers the rows (crossval passes their positions in the original table);
-    ``seed`` drives new-setting draws, predictive draws and the PIT's randomisation."""
+    ``seed`` drives new-setting draws, predictive draws and the PIT's randomisation;
+    ``drift=False`` checks the law's own posterior predictive, without the fit's drift beyond
+    the sweep (:mod:`bayesscale.law.drift`)."""
     _check_prob(prob)
-    pred = predict(fit, heldout, new_groups=new_groups, seed=seed, source=source, observed=True)
+    pred = predict(
+        fit, heldout, new_groups=new_groups, seed=seed, source=source, observed=True, drift=drift
+    )
     return check_prediction(fit, pred, prob, seed, replicates, rows)
 
 

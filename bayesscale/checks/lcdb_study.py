@@ -231,7 +231,7 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
     held_out = with_ratios(fitted, held_out)
     inner, beyond = lcdb.split_at(fitted, OUT_OF_SCALE_FRACTION)
     preds, inner_preds, seconds, parts, divergences = [], [], 0.0, [], 0
-    deep, _ = lcdb.split_at(fitted, DRIFT_FRACTION)
+    deep, deeper = lcdb.split_at(fitted, DRIFT_FRACTION)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DataWarning)
         tables = {
@@ -264,8 +264,9 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
     stack = weight_spread(lpd, jobs.forms, seed=seed, groups=_curve_label(beyond).to_numpy())
     stacked = mixture(preds, stack.weights)
     parts.append(prediction_scores(stacked, held_out, jobs.settings.prob, seed, STACK))
-    tau, drift_seconds = _drift(jobs, tables, fitted, stack.weights, seed)
+    tau, drift_seconds, drift_divergences = _drift(jobs, tables, deep, deeper, stack.weights, seed)
     seconds += drift_seconds
+    divergences += drift_divergences
     moved = drifted(stacked, held_out[es.RATIO].to_numpy(float), tau, seed)
     parts.append(prediction_scores(moved, held_out, jobs.settings.prob, seed, STACK_DRIFT))
     scores = pd.concat(parts, ignore_index=True)
@@ -286,18 +287,22 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
 def _drift(
     jobs: _StackJobs,
     tables: Mapping[str, tuple[Table, ...]],
-    fitted: pd.DataFrame,
+    deep: pd.DataFrame,
+    beyond: pd.DataFrame,
     weights: ArrayLike,
     seed: int,
-) -> tuple[float, float]:
+) -> tuple[float, float, int]:
     """The drift beyond the sweep (:mod:`bayesscale.law.drift`) as ``bayesscale fit``
-    calibrates it on its out-of-scale check: every form with weight refitted on each curve's
-    sizes up to ``DRIFT_FRACTION`` of its largest fitted one, the larger fitted sizes predicted
-    by the refits' mixture at the stack's weights; ``tau`` and the refits' seconds."""
+    calibrates it on its out-of-scale check: every form with weight refitted on ``deep`` (each
+    curve's sizes up to ``DRIFT_FRACTION`` of its largest fitted one; ``tables[form][2]``), the
+    larger fitted sizes ``beyond`` of the curves it holds predicted by the refits' mixture at
+    the stack's weights; ``tau``, the refits' seconds and their divergences."""
     from bayesscale.law.inference import fit
 
-    deep, beyond = lcdb.split_at(fitted, DRIFT_FRACTION)
-    preds, shares, seconds = [], [], 0.0
+    beyond = beyond[_curve_label(beyond).isin(set(_curve_label(deep)))].reset_index(drop=True)
+    if beyond.empty:
+        return 0.0, 0.0, 0
+    preds, shares, seconds, divergences = [], [], 0.0, 0
     for form, weight in zip(jobs.forms, np.asarray(weights, dtype=float), strict=True):
         if weight <= 0:
             continue
@@ -305,12 +310,14 @@ def _drift(
         start = time.perf_counter()
         refit = fit(tables[form][2], spec, jobs.settings.config(seed))
         seconds += time.perf_counter() - start
+        stats = refit["sample_stats"].to_dataset()
+        divergences += int(stats["diverging"].sum()) if "diverging" in stats else 0
         preds.append(predict(thinned(refit), beyond, source="LCDB rows", observed=True))
         shares.append(weight)
     ratio = with_ratios(deep, beyond)[es.RATIO].to_numpy(float)
     total = float(np.sum(shares))
     tau = calibrate([(mixture(preds, [w / total for w in shares]), ratio)], seed=seed)
-    return tau, seconds
+    return tau, seconds, divergences
 
 
 @dataclass(frozen=True)

@@ -405,18 +405,19 @@ def out_of_scale(
         "source": table.source,
         ATTR_UNTESTED: "; ".join(f"{a}: {why}" for a, why in untested.items()),
         ATTR_FORMS: json.dumps(weighted) if forms else "",
-        names.ATTR_DRIFT: _drift(drift_parts),
+        names.ATTR_DRIFT: _drift(drift_parts, config.seed),
     }
     return ds
 
 
-def _drift(parts: Mapping[str, tuple[Prediction, Array]]) -> str:
-    """The drift beyond the sweep calibrated on each tested axis's left-out rows, and on all
-    of them pooled (:func:`bayesscale.law.drift.calibrate`), as the attr a fit stores; ``""``
-    where no axis was tested."""
-    if not parts:
-        return ""
-    per_axis = {axis: calibrate([part]) for axis, part in parts.items()}
-    pooled = calibrate(list(parts.values()))
+def _drift(parts: Mapping[str, tuple[Prediction, Array]], seed: int) -> str:
+    """The drift beyond the sweep calibrated on each tested axis's left-out rows beyond the
+    refit's range, and on all of them pooled (:func:`bayesscale.law.drift.calibrate`), as the
+    attr a fit stores (an axis without such rows takes the pooled one); ``""`` where no axis
+    was tested."""
     rows = {axis: int(np.sum(ratio > 1)) for axis, (_, ratio) in parts.items()}
+    if not any(rows.values()):
+        return ""
+    per_axis = {axis: calibrate([part], seed) for axis, part in parts.items() if rows[axis]}
+    pooled = calibrate(list(parts.values()), seed)
     return drift_attr(per_axis, pooled, rows)

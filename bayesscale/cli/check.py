@@ -45,6 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_strict(parser)
     add_new_groups(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the predictive draws")
+    parser.add_argument(
+        "--no-drift",
+        action="store_true",
+        help="check the law's own posterior predictive, without the drift beyond the sweep the "
+        "fit calibrated on its out-of-scale check (docs/checks.md)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -63,7 +69,12 @@ def run(args: argparse.Namespace) -> int:
     diagnostics = fit.diagnostics
     refuse_failed(args.fit, diagnostics, args.strict)
     table, notes = fit.check_result(
-        args.heldout, args.prob, warn_beyond, new_groups=args.new_groups, seed=args.seed
+        args.heldout,
+        args.prob,
+        warn_beyond,
+        new_groups=args.new_groups,
+        seed=args.seed,
+        drift=not args.no_drift,
     )
     result = summary(table, warn_beyond)
     result["fit_diagnostics"] = diagnostics.to_dict()

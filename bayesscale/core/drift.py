@@ -45,8 +45,8 @@ def drift_scale(ratio: ArrayLike, tau: ArrayLike) -> Array:
 
 def shifted_loss(loss: ArrayLike, outcome: str, shift: ArrayLike) -> Array:
     """The loss whose link moved by ``shift``: for success ``L' = log(1 + e^(-(logit p +
-    shift)))`` with ``p = e^(-L)`` (a draw with ``L <= 0``, certain success, stays as it is);
-    for a loss ``L' = L e^(shift)``.
+    shift)))`` with ``p = e^(-L)`` (a draw with ``L <= 0``, certain success, and a shift of 0
+    keep their loss exactly); for a loss ``L' = L e^(shift)``.
 
     >>> round(float(shifted_loss(np.log(2.0), "success", np.log(3.0))), 12)  # odds 1 -> 3
     0.287682072452
@@ -59,4 +59,4 @@ def shifted_loss(loss: ArrayLike, outcome: str, shift: ArrayLike) -> Array:
     with np.errstate(divide="ignore", invalid="ignore"):
         logit = logit_from_loss(np.where(positive, loss, 1.0))
     moved = np.logaddexp(0.0, -(logit + shift))
-    return np.asarray(np.where(positive, moved, loss), dtype=float)
+    return np.asarray(np.where(positive & (shift != 0), moved, loss), dtype=float)

@@ -19,10 +19,11 @@ Gaussian on the link scale rather than the exact predictive density, whose integ
 drift is too sharp to take by quadrature where trials are many and seed noise small). Axes
 the check could not test take the ``tau`` of all tested rows pooled. The fit stores the
 result as the JSON attr ``drift`` of its ``out_of_scale`` group;
-:func:`bayesscale.law.predict.predict` applies it to every prediction of the fit (one
-``epsilon`` per draw, setting and axis, seeded apart from the prediction's other draws), so
-the held-out check, the report's bands and ``next`` read predictions that widen past the
-sweep. Rows inside the sweep are unchanged.
+:func:`bayesscale.law.predict.predict` applies it to every prediction of the fit unless
+told not to (one ``epsilon`` per draw, setting and axis, seeded apart from the prediction's
+other draws), so the held-out check, ``fit.predict``, the law figure and the report's figure
+of the forms widen past the sweep; the recipe and ``next``'s value of runs read the law
+without it. Rows inside the sweep are unchanged.
 
 Example
 -------
@@ -33,6 +34,7 @@ Example
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Final
@@ -53,7 +55,9 @@ Array = NDArray[np.float64]
 
 TAU_MAX: Final = 3.0  # the largest drift per e-fold of size calibrated (on the link scale)
 REPLICATES: Final = 4  # predictive draws per posterior draw for a row's link moments
-STREAM: Final = 7  # the seed stream of the drift's draws, apart from a prediction's others
+DRIFT_STREAM: Final = 7  # the seed stream of the drift's draws, apart from a prediction's others
+MOMENTS_STREAM: Final = 8  # the seed stream of the calibration's predictive draws
+MIN_VARIANCE: Final = 1e-6  # on the link scale: a row whose predictive draws all agree
 TAU: Final = "tau"  # per axis
 POOLED: Final = "pooled"  # over all tested rows: the tau of an untested axis
 ROWS: Final = "rows"  # the tested rows beyond their refit's range, per axis
@@ -85,10 +89,8 @@ def stored_drift(fit: xr.DataTree) -> dict[str, float] | None:
 
 
 def with_drift(fit: xr.DataTree, pred: Prediction, seed: int = 0) -> Prediction:
-    """``pred`` (a prediction of ``fit``) with the fit's stored drift applied: each draw's
-    loss moved on the link scale by ``sum_a tau_a ln(max(r_a, 1)) epsilon_{d,s,a}``, the
-    ``epsilon`` seeded by ``[seed, STREAM]``; ``pred`` itself where the fit stores no drift or
-    every ``tau`` is 0."""
+    """``pred`` (a prediction of ``fit``) with the fit's stored drift applied
+    (:func:`drifted`); ``pred`` itself where the fit stores no drift or every ``tau`` is 0."""
     tau = stored_drift(fit)
     if not tau or not any(tau.values()):
         return pred
@@ -98,36 +100,47 @@ def with_drift(fit: xr.DataTree, pred: Prediction, seed: int = 0) -> Prediction:
     return drifted(pred, ratio, list(tau.values()), seed)
 
 
+def setting_noise(seed: int, setting: str, samples: int, axes: int) -> Array:
+    """The drift's ``epsilon`` ``(samples, axes)`` of one setting: seeded by ``[seed,
+    DRIFT_STREAM, crc32(setting)]``, so a setting's draws do not depend on which other
+    settings are predicted with it, and a prediction and a law curve of it share them."""
+    key = zlib.crc32(setting.encode())
+    rng = np.random.default_rng([seed, DRIFT_STREAM, key])
+    return np.asarray(rng.standard_normal((samples, axes)), dtype=float)
+
+
 def curve_with_drift(
     fit: xr.DataTree, loss: ArrayLike, setting: str, axis: str, grid: ArrayLike, seed: int = 0
 ) -> Array:
     """A law curve's per-draw loss ``(S, G)`` along ``grid`` on ``axis`` for ``setting`` (the
     other axes inside the sweep) with the fit's stored drift: ``tau_axis ln(max(r, 1))
     epsilon_d`` on the link scale, ``r = grid / D_max`` of the setting (the widest for one the
-    fit does not know), one ``epsilon`` per draw seeded by ``[seed, STREAM]``; the loss as it is
-    where the fit stores no drift for the axis."""
+    fit does not know), ``epsilon`` the setting's (:func:`setting_noise`) on that axis; the
+    loss as it is where the fit stores no drift for the axis."""
     loss = np.asarray(loss, dtype=float)
-    tau = (stored_drift(fit) or {}).get(axis, 0.0)
+    tau = stored_drift(fit) or {}
     swept = SweptRange.from_fit(fit)
-    if not tau or swept is None:
+    if not tau.get(axis) or swept is None:
         return loss
     largest = float(swept.for_rows([setting], [axis]).hi[0, 0])
     ratio = np.asarray(grid, dtype=float) / largest
-    z = np.asarray(np.random.default_rng([seed, STREAM]).standard_normal(loss.shape[0]))
-    shift = z[:, None] * drift_scale(ratio, tau)[None, :]
+    z = setting_noise(seed, setting, loss.shape[0], len(tau))[:, list(tau).index(axis)]
+    shift = z[:, None] * drift_scale(ratio, tau[axis])[None, :]
     return shifted_loss(loss, fit_layout(fit).spec.outcome, shift)
 
 
 def drifted(pred: Prediction, ratio: ArrayLike, tau: ArrayLike, seed: int = 0) -> Prediction:
     """``pred`` with a drift ``tau`` ``(A,)`` at its rows' ratios ``(R, A)`` (``(R,)`` for one
-    axis): each draw's loss moved by ``sum_a tau_a ln(max(r_a, 1)) epsilon_{d,s,a}``, one
-    ``epsilon`` per draw, setting and axis, seeded by ``[seed, STREAM]``."""
+    axis): each draw's loss moved by ``sum_a tau_a ln(max(r_a, 1)) epsilon_{d,s,a}``, the
+    ``epsilon`` of each setting its own (:func:`setting_noise`)."""
     r = np.asarray(ratio, dtype=float)
     scale = drift_scale(r.reshape(len(r), -1), np.atleast_1d(np.asarray(tau, dtype=float)))
-    labels, setting_index = np.unique(np.asarray(pred.setting), return_inverse=True)
-    rng = np.random.default_rng([seed, STREAM])
-    z = rng.standard_normal((pred.loss.shape[0], len(labels), scale.shape[1]))
-    shift = np.einsum("sra,ra->sr", z[:, setting_index, :], scale)
+    setting = np.asarray(pred.setting)
+    shift = np.zeros_like(pred.loss)
+    for label in dict.fromkeys(pred.setting):
+        rows = setting == label
+        z = setting_noise(seed, label, pred.loss.shape[0], scale.shape[1])
+        shift[:, rows] = z @ scale[rows].T
     return replace(pred, loss=shifted_loss(pred.loss, pred.outcome, shift))
 
 
@@ -137,7 +150,7 @@ def link_moments(pred: Prediction, seed: int = 0) -> tuple[Array, Array, Array]:
     included) and the observed outcome there, ``(R,)`` each."""
     if pred.observed is None:
         raise ValueError("calibrating the drift needs observed outcomes")
-    draws = pred.sample(np.random.default_rng([seed, STREAM]), replicates=REPLICATES)
+    draws = pred.sample(np.random.default_rng([seed, MOMENTS_STREAM]), replicates=REPLICATES)
     link = empirical_link(draws, pred.trials)
     return link.mean(axis=0), link.var(axis=0), empirical_link(pred.observed, pred.trials)
 
@@ -162,7 +175,7 @@ def log_score(moments: Sequence[tuple[Array, Array, Array, Array]], tau: float) 
     and ratio ``r``; module docstring)."""
     total = 0.0
     for mean, var, observed, ratio in moments:
-        spread = var + drift_scale(ratio, tau) ** 2
+        spread = np.maximum(var, MIN_VARIANCE) + drift_scale(ratio, tau) ** 2
         total += float(
             np.sum(-0.5 * np.log(2 * np.pi * spread) - (observed - mean) ** 2 / (2 * spread))
         )

@@ -656,6 +656,7 @@ def predict(
     seed: int = 0,
     source: str | None = None,
     observed: bool | None = None,
+    drift: bool = True,
 ) -> Prediction:
     """Per-draw law and predictive parameters for ``rows`` (validated here, errors naming
     ``source``, column and rows). ``new_groups``: ``None`` (a new setting only as a new model
@@ -664,7 +665,8 @@ def predict(
     ``observed``: require the outcome columns (default: when present). A stacked fit
     (:mod:`bayesscale.law.stack`) predicts the mixture of its forms' predictions by weight.
     A fit that stores a drift beyond the sweep (:mod:`bayesscale.law.drift`) has it applied,
-    seeded by ``seed``: rows past the swept range get wider predictions."""
+    seeded by ``seed``: rows past the swept range get wider predictions (``drift=False``: the
+    law's own posterior predictive)."""
     # imported here: the drift's module works on this module's Prediction
     from bayesscale.law.drift import with_drift
 
@@ -674,7 +676,8 @@ def predict(
     if stacked is not None:
         weights = np.array([m.weight for m in stacked])
         by_form = [predict(m.tree, rows, new_groups, seed, source, observed) for m in stacked]
-        return with_drift(fit, mixture(by_form, weights / weights.sum()), seed)
+        mixed = mixture(by_form, weights / weights.sum())
+        return with_drift(fit, mixed, seed) if drift else mixed
     layout = fit_layout(fit)
     spec = layout.spec
     if isinstance(rows, Table):
@@ -728,7 +731,7 @@ def predict(
         observed=obs_values,
         contamination=stack(post[names.CONTAMINATION]) if names.CONTAMINATION in post else None,
     )
-    return with_drift(fit, pred, seed)
+    return with_drift(fit, pred, seed) if drift else pred
 
 
 def _row_concentration(

@@ -356,3 +356,32 @@ def test_cli_strict_and_the_extrapolation_note(small_fit_path, tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and small_fit_path in err[0] and "DIAGNOSTICS FAILED" in err[0]
     assert not out.exists()
+
+
+def test_cli_checks_with_the_fits_drift_and_without_it_on_request(law_fit, tmp_path, capsys):
+    """A fit that stores a drift beyond the sweep is checked with it: the held-out runs, all
+    past the sweep on some axis, get wider intervals; ``--no-drift`` checks the law's own
+    posterior predictive (rows inside the sweep: tests/law/test_drift.py)."""
+    tree = law_fit.isel(draw=slice(0, 500, 10)).isel(chain=[0, 1])
+    path = tmp_path / "drift.nc"
+    save_fit(tree, tmp_path / "plain.nc")
+    drift = {"tau": {"env": 1.0, "task": 1.0, "traj": 1.0}, "pooled": 1.0}
+    tree[names.OUT_OF_SCALE_GROUP] = xr.DataTree(
+        xr.Dataset(attrs={names.ATTR_DRIFT: json.dumps(drift)})
+    )
+    save_fit(tree, path)
+    tables = {}
+    for name, fit_path, extra in (
+        ("plain", tmp_path / "plain.nc", []),
+        ("drift", path, []),
+        ("no drift", path, ["--no-drift"]),
+    ):
+        out = tmp_path / f"{name}.csv"
+        assert main(["check", str(fit_path), str(HELDOUT), "--out", str(out), *extra]) == 0
+        capsys.readouterr()
+        tables[name] = pd.read_csv(out)
+    width = {k: t[names.UPPER] - t[names.LOWER] for k, t in tables.items()}
+    over = tables["plain"][[f"{a}{names.OVER_MAX_SUFFIX}" for a in ("env", "task", "traj")]]
+    assert (over.max(axis=1) > 1).all()
+    assert width["drift"].mean() > 1.5 * width["plain"].mean()
+    assert tables["no drift"].equals(tables["plain"])

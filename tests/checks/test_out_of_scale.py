@@ -4,6 +4,8 @@ the reach it reads back, the summary that shows it, the recipe bounded there."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,7 +18,7 @@ from bayesscale.checks.out_of_scale import bucket_records, rules, threshold
 from bayesscale.cli import main
 from bayesscale.data.observations import Table, load_observations
 from bayesscale.data.spec import load_spec
-from bayesscale.law.drift import TAU_MAX, stored_drift
+from bayesscale.law.drift import stored_drift
 from bayesscale.law.reach import HOLDS, INSIDE, MAX_RATIO, ROWS, reach, records
 from bayesscale.recipe.notes import REACH_ASSUMED
 from bayesscale.report.recipe_text import format_recipe
@@ -127,9 +129,10 @@ def test_a_fit_stores_its_out_of_scale_check_and_the_recipe_is_bounded_at_its_re
     assert "Out of scale" in fit.summary_text() and "traj: reach 1x" in fit.summary_text()
     assert fit.summary()["out_of_scale"]["reach"] == ones
     # the drift beyond the sweep is calibrated on the same left-out rows, per tested axis
-    drift = stored_drift(fit.tree)
-    assert drift is not None and set(drift) == {"env", "task", "traj"}
-    assert all(0.0 <= tau <= TAU_MAX for tau in drift.values())
+    stored = json.loads(evidence.attrs[names.ATTR_DRIFT])
+    assert stored["rows"] == by_axis and set(stored["tau"]) == set(by_axis)
+    assert stored_drift(fit.tree) == stored["tau"]
+    assert "drift beyond the sweep" in fit.summary_text()
     # the recipe's headline is bounded at the measured reach
     result = fit.recipe_result([1e5], max_draws=20)
     assert result.reach == ones

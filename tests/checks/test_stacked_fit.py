@@ -10,13 +10,13 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
+from scipy import special
 from testdata import KNEE_SIZES, KNEE_SPEC, knee_curves, stacked_synthetic_fit
 
 import bayesscale as bs
 from bayesscale import names
 from bayesscale.cli import main
 from bayesscale.data.fitfile import ATTR_FORMAT, FORMAT_VERSION, save_fit
-from bayesscale.law.drift import with_drift
 from bayesscale.law.posterior import PosteriorError, law_draws
 from bayesscale.law.predict import draw_shares, predict
 from bayesscale.law.stack import members
@@ -55,12 +55,7 @@ def test_a_stacked_fit_file_predicts_the_mixture_of_its_forms(tmp_path, capsys) 
     # predictions beyond the sweep are the mixture: each form's draws in proportion to weight
     rows = frame[frame["size"] == KNEE_SIZES[-1]].copy()
     rows["size"] = KNEE_SIZES[-1] * 4
-    without_drift = fit.tree.copy()
-    del without_drift[names.OUT_OF_SCALE_GROUP]  # where the fit's drift beyond the sweep lives
-    mixture_pred = predict(without_drift, rows)
-    mixed = mixture_pred.loss
-    # the fit's own prediction is that mixture with its drift applied
-    assert np.array_equal(fit.predict(rows).loss, with_drift(fit.tree, mixture_pred).loss)
+    mixed = fit.predict(rows, drift=False).loss  # the law's own: no drift beyond the sweep
     parts = [predict(f.tree, rows).loss for f in forms.values()]
     shares = draw_shares([weights[f] for f in forms], min(p.shape[0] for p in parts))
     assert mixed.shape[0] == sum(shares)
@@ -72,6 +67,18 @@ def test_a_stacked_fit_file_predicts_the_mixture_of_its_forms(tmp_path, capsys) 
     # the out-of-scale check refitted the stack: each form with weight, mixed at its weight
     evidence = fit.out_of_scale
     assert evidence is not None
+    # its drift beyond the sweep moves the mixture once, past the sweep only: with a drift of
+    # 0.5 stored, rows 4x beyond spread by 0.5 ln 4 on the logit scale, the sweep's own rows
+    # stay as the law has them
+    tree = fit.tree.copy()
+    tree[names.OUT_OF_SCALE_GROUP].attrs[names.ATTR_DRIFT] = json.dumps(
+        {"tau": {"size": 0.5}, "pooled": 0.5}
+    )
+    inside = frame[frame["size"] == KNEE_SIZES[-1]]
+    assert np.array_equal(predict(tree, inside).loss, predict(tree, inside, drift=False).loss)
+    moved = predict(tree, rows).expected()
+    shift = special.logit(moved) - special.logit(np.exp(-mixed))
+    assert abs(shift.std(axis=0).mean() / (0.5 * np.log(4)) - 1) < 0.2
     assert json.loads(evidence.attrs["forms"]) == {f: w for f, w in weights.items() if w > 0}
     left_out = frame["size"] > 4096  # 16,384 / 4: the refit keeps 16 .. 4,096
     assert int(evidence["rows"].sum()) == int(left_out.sum()) and set(fit.reach or {}) == {"size"}

@@ -5,6 +5,7 @@ none, and a fit that stores it widens its predictions past the sweep only."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -107,3 +108,39 @@ def test_a_law_curve_past_the_sweep_takes_the_drift_of_its_axis() -> None:
     # an axis without drift, or a fit without one, leaves the curve as it is
     assert np.array_equal(curve_with_drift(fit, loss, "S0 | grpo | math", "task", grid), loss)
     assert np.array_equal(curve_with_drift(plain, loss, "S0 | grpo | math", "env", grid), loss)
+
+
+def test_a_settings_drift_is_its_own_whatever_else_is_predicted_with_it() -> None:
+    plain = synthetic_fit(draws=400, chains=1, spread=0.05)
+    fit = _with_stored_drift(plain, {"env": 0.3, "task": 0.3, "traj": 0.3}, pooled=0.3)
+    far = {"n_envs": 1024, "n_tasks": 5120, "rollouts": 8, "trials": 2000}
+    rows = pd.DataFrame(
+        [
+            {"model": "S0", "algorithm": "grpo", "domain": "math", **far},
+            {"model": "S1", "algorithm": "grpo", "domain": "math", **far},
+        ]
+    )
+    both = predict(fit, rows, seed=4)
+    alone = predict(fit, rows.iloc[[1]].reset_index(drop=True), seed=4)
+    assert np.array_equal(both.loss[:, 1], alone.loss[:, 0])
+    shift = special.logit(both.expected()) - special.logit(
+        predict(fit, rows, seed=4, drift=False).expected()
+    )
+    assert abs(np.corrcoef(shift[:, 0], shift[:, 1])[0, 1]) < 0.2  # 400 draws: sd 0.05
+
+
+def test_a_row_whose_predictive_draws_all_agree_does_not_hide_the_drift() -> None:
+    """A law that predicts every run at 0 successes with no doubt (predictive variance 0 on
+    the link scale) beside rows that need a drift: the calibration still finds it."""
+    ratio = np.tile([2.0, 4.0, 8.0, 16.0], 50)
+    pred = _law_at_even_odds(_simulated(0.4, ratio, seed=3))
+    certain = replace(
+        pred,
+        loss=np.concatenate([pred.loss, np.full((pred.loss.shape[0], 1), 50.0)], axis=1),
+        frame=pd.DataFrame(index=range(len(ratio) + 1)),
+        setting=(*pred.setting, "zero"),
+        new_setting=np.zeros(len(ratio) + 1, dtype=bool),
+        trials=np.append(pred.trials, TRIALS),
+        observed=np.append(pred.observed, 0.0),
+    )
+    assert calibrate([(certain, np.append(ratio, 4.0))]) > 0.3
