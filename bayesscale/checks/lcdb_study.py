@@ -231,7 +231,7 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
     held_out = with_ratios(fitted, held_out)
     inner, beyond = lcdb.split_at(fitted, OUT_OF_SCALE_FRACTION)
     preds, inner_preds, seconds, parts, divergences = [], [], 0.0, [], 0
-    deep, deeper = lcdb.split_at(fitted, DRIFT_FRACTION)
+    deep, deep_beyond = lcdb.split_at(fitted, DRIFT_FRACTION)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DataWarning)
         tables = {
@@ -264,7 +264,9 @@ def _stack_job(jobs: _StackJobs, item: tuple[float, tuple[str, ...]], seed: int)
     stack = weight_spread(lpd, jobs.forms, seed=seed, groups=_curve_label(beyond).to_numpy())
     stacked = mixture(preds, stack.weights)
     parts.append(prediction_scores(stacked, held_out, jobs.settings.prob, seed, STACK))
-    tau, drift_seconds, drift_divergences = _drift(jobs, tables, deep, deeper, stack.weights, seed)
+    tau, drift_seconds, drift_divergences = _drift(
+        jobs, tables, deep, deep_beyond, stack.weights, seed
+    )
     seconds += drift_seconds
     divergences += drift_divergences
     moved = drifted(stacked, held_out[es.RATIO].to_numpy(float), tau, seed)

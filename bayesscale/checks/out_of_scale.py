@@ -71,7 +71,7 @@ from bayesscale.data.extrapolation import BUCKET_EDGES, BUCKETS
 from bayesscale.data.observations import ObservationError, Table
 from bayesscale.data.spec import ModelSpec, SpecError, with_axes, with_form
 from bayesscale.jobs import run_jobs
-from bayesscale.law.drift import calibrate, drift_attr
+from bayesscale.law.drift import best_tau, beyond_moments, drift_attr
 from bayesscale.law.predict import Prediction, draw_shares, mixture, predict
 from bayesscale.law.reach import (
     ATTR_FORMS,
@@ -412,12 +412,13 @@ def out_of_scale(
 
 def _drift(parts: Mapping[str, tuple[Prediction, Array]], seed: int) -> str:
     """The drift beyond the sweep calibrated on each tested axis's left-out rows beyond the
-    refit's range, and on all of them pooled (:func:`bayesscale.law.drift.calibrate`), as the
-    attr a fit stores (an axis without such rows takes the pooled one); ``""`` where no axis
-    was tested."""
-    rows = {axis: int(np.sum(ratio > 1)) for axis, (_, ratio) in parts.items()}
-    if not any(rows.values()):
+    refit's range, and on all of them pooled (:func:`bayesscale.law.drift.best_tau`; each
+    axis's predictive moments drawn once), as the attr a fit stores (an axis without such rows
+    takes the pooled one); ``""`` where no axis was tested."""
+    moments = {axis: beyond_moments(pred, ratio, seed) for axis, (pred, ratio) in parts.items()}
+    found = {axis: m for axis, m in moments.items() if m is not None}
+    if not found:
         return ""
-    per_axis = {axis: calibrate([part], seed) for axis, part in parts.items() if rows[axis]}
-    pooled = calibrate(list(parts.values()), seed)
-    return drift_attr(per_axis, pooled, rows)
+    per_axis = {axis: best_tau([m]) for axis, m in found.items()}
+    rows = {axis: 0 if m is None else len(m[3]) for axis, m in moments.items()}
+    return drift_attr(per_axis, best_tau(list(found.values())), rows)

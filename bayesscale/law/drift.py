@@ -47,8 +47,8 @@ from scipy import optimize
 from bayesscale import names
 from bayesscale.core.drift import drift_scale, shifted_loss
 from bayesscale.data.extrapolation import SweptRange
+from bayesscale.data.fitfile import fit_spec
 from bayesscale.data.observations import axis_sizes
-from bayesscale.law.posterior import fit_layout
 from bayesscale.law.predict import Prediction
 
 Array = NDArray[np.float64]
@@ -70,7 +70,7 @@ def row_ratios(fit: xr.DataTree, pred: Prediction) -> Array | None:
     swept = SweptRange.from_fit(fit)
     if swept is None:
         return None
-    spec = fit_layout(fit).spec
+    spec = fit_spec(fit)
     rows = swept.for_rows(pred.setting, spec.axis_names)
     return rows.factor(axis_sizes(pred.frame, spec))
 
@@ -84,7 +84,7 @@ def stored_drift(fit: xr.DataTree) -> dict[str, float] | None:
     if not text:
         return None
     stored = json.loads(str(text))
-    axes = fit_layout(fit).spec.axis_names
+    axes = fit_spec(fit).axis_names
     return {a: float(stored[TAU].get(a, stored[POOLED])) for a in axes}
 
 
@@ -100,13 +100,15 @@ def with_drift(fit: xr.DataTree, pred: Prediction, seed: int = 0) -> Prediction:
     return drifted(pred, ratio, list(tau.values()), seed)
 
 
-def setting_noise(seed: int, setting: str, samples: int, axes: int) -> Array:
-    """The drift's ``epsilon`` ``(samples, axes)`` of one setting: seeded by ``[seed,
-    DRIFT_STREAM, crc32(setting)]``, so a setting's draws do not depend on which other
-    settings are predicted with it, and a prediction and a law curve of it share them."""
-    key = zlib.crc32(setting.encode())
-    rng = np.random.default_rng([seed, DRIFT_STREAM, key])
-    return np.asarray(rng.standard_normal((samples, axes)), dtype=float)
+def setting_shift(seed: int, setting: str, samples: int, scale: ArrayLike) -> Array:
+    """One setting's link shift ``(samples, R)`` at its rows' drift scales ``(R, A)``
+    (:func:`bayesscale.core.drift.drift_scale` per axis): ``sum_a scale_a epsilon_a`` with the
+    ``epsilon`` seeded by ``[seed, DRIFT_STREAM, crc32(setting)]``, so a setting's draws do not
+    depend on which other settings are predicted with it, and a prediction and a law curve of
+    it share them."""
+    sd = np.asarray(scale, dtype=float)
+    rng = np.random.default_rng([seed, DRIFT_STREAM, zlib.crc32(setting.encode())])
+    return np.asarray(rng.standard_normal((samples, sd.shape[1])) @ sd.T, dtype=float)
 
 
 def curve_with_drift(
@@ -115,7 +117,7 @@ def curve_with_drift(
     """A law curve's per-draw loss ``(S, G)`` along ``grid`` on ``axis`` for ``setting`` (the
     other axes inside the sweep) with the fit's stored drift: ``tau_axis ln(max(r, 1))
     epsilon_d`` on the link scale, ``r = grid / D_max`` of the setting (the widest for one the
-    fit does not know), ``epsilon`` the setting's (:func:`setting_noise`) on that axis; the
+    fit does not know), ``epsilon`` the setting's on that axis (:func:`setting_shift`); the
     loss as it is where the fit stores no drift for the axis."""
     loss = np.asarray(loss, dtype=float)
     tau = stored_drift(fit) or {}
@@ -123,24 +125,25 @@ def curve_with_drift(
     if not tau.get(axis) or swept is None:
         return loss
     largest = float(swept.for_rows([setting], [axis]).hi[0, 0])
-    ratio = np.asarray(grid, dtype=float) / largest
-    z = setting_noise(seed, setting, loss.shape[0], len(tau))[:, list(tau).index(axis)]
-    shift = z[:, None] * drift_scale(ratio, tau[axis])[None, :]
-    return shifted_loss(loss, fit_layout(fit).spec.outcome, shift)
+    scale = np.zeros((np.size(grid), len(tau)))
+    scale[:, list(tau).index(axis)] = drift_scale(
+        np.asarray(grid, dtype=float) / largest, tau[axis]
+    )
+    shift = setting_shift(seed, setting, loss.shape[0], scale)
+    return shifted_loss(loss, fit_spec(fit).outcome, shift)
 
 
 def drifted(pred: Prediction, ratio: ArrayLike, tau: ArrayLike, seed: int = 0) -> Prediction:
     """``pred`` with a drift ``tau`` ``(A,)`` at its rows' ratios ``(R, A)`` (``(R,)`` for one
     axis): each draw's loss moved by ``sum_a tau_a ln(max(r_a, 1)) epsilon_{d,s,a}``, the
-    ``epsilon`` of each setting its own (:func:`setting_noise`)."""
+    ``epsilon`` of each setting its own (:func:`setting_shift`)."""
     r = np.asarray(ratio, dtype=float)
     scale = drift_scale(r.reshape(len(r), -1), np.atleast_1d(np.asarray(tau, dtype=float)))
     setting = np.asarray(pred.setting)
     shift = np.zeros_like(pred.loss)
     for label in dict.fromkeys(pred.setting):
         rows = setting == label
-        z = setting_noise(seed, label, pred.loss.shape[0], scale.shape[1])
-        shift[:, rows] = z @ scale[rows].T
+        shift[:, rows] = setting_shift(seed, label, pred.loss.shape[0], scale[rows])
     return replace(pred, loss=shifted_loss(pred.loss, pred.outcome, shift))
 
 
@@ -169,7 +172,7 @@ def empirical_link(values: ArrayLike, trials: ArrayLike | None) -> Array:
     return np.asarray(np.log((v + 0.5) / (n - v + 0.5)), dtype=float)
 
 
-def log_score(moments: Sequence[tuple[Array, Array, Array, Array]], tau: float) -> float:
+def log_score(moments: Sequence[Moments], tau: float) -> float:
     """The Gaussian log density of the observed links under drift ``tau``: each row's link
     ``N(m, v + (tau ln r)^2)`` (``moments``: per part the rows' ``m``, ``v``, observed link
     and ratio ``r``; module docstring)."""
@@ -182,18 +185,24 @@ def log_score(moments: Sequence[tuple[Array, Array, Array, Array]], tau: float) 
     return total
 
 
-def calibrate(parts: Sequence[tuple[Prediction, ArrayLike]], seed: int = 0) -> float:
-    """The drift ``tau`` in ``[0, TAU_MAX]`` that maximises :func:`log_score` on ``parts``
-    (each a prediction with observed outcomes and its rows' ratios along the axis left out;
-    rows inside their refit's range, ratio <= 1, do not enter); 0 where no row lies beyond or
-    no drift scores better than none."""
-    moments = []
-    for pred, ratio in parts:
-        r = np.asarray(ratio, dtype=float)
-        rows = np.isfinite(r) & (r > 1.0)
-        if rows.any():
-            mean, var, observed = link_moments(pred, seed)
-            moments.append((mean[rows], var[rows], observed[rows], r[rows]))
+Moments = tuple[Array, Array, Array, Array]  # per row beyond: m, v, observed link, ratio
+
+
+def beyond_moments(pred: Prediction, ratio: ArrayLike, seed: int = 0) -> Moments | None:
+    """The rows of ``pred`` beyond their refit's range (``ratio`` > 1) as :func:`log_score`
+    reads them: :func:`link_moments` and the ratio, restricted to those rows; ``None`` where
+    no row lies beyond."""
+    r = np.asarray(ratio, dtype=float)
+    rows = np.isfinite(r) & (r > 1.0)
+    if not rows.any():
+        return None
+    mean, var, observed = link_moments(pred, seed)
+    return mean[rows], var[rows], observed[rows], r[rows]
+
+
+def best_tau(moments: Sequence[Moments]) -> float:
+    """The drift ``tau`` in ``[0, TAU_MAX]`` that maximises :func:`log_score` on ``moments``;
+    0 where there are none or no drift scores better than none."""
     if not moments:
         return 0.0
     best = optimize.minimize_scalar(
@@ -204,6 +213,14 @@ def calibrate(parts: Sequence[tuple[Prediction, ArrayLike]], seed: int = 0) -> f
     )
     tau = float(best.x)
     return tau if -float(best.fun) > log_score(moments, 0.0) else 0.0
+
+
+def calibrate(parts: Sequence[tuple[Prediction, ArrayLike]], seed: int = 0) -> float:
+    """The drift ``tau`` of ``parts`` (each a prediction with observed outcomes and its rows'
+    ratios along the axis left out; rows inside their refit's range, ratio <= 1, do not
+    enter): :func:`best_tau` of their :func:`beyond_moments`."""
+    found = (beyond_moments(pred, ratio, seed) for pred, ratio in parts)
+    return best_tau([m for m in found if m is not None])
 
 
 def drift_attr(per_axis: Mapping[str, float], pooled: float, rows: Mapping[str, int]) -> str:
